@@ -1,0 +1,243 @@
+import { spawn } from "node:child_process";
+import { type ExecResult, shq, type Transport } from "../transports/types.ts";
+import type { Workshop } from "../workshop/schema.ts";
+
+/**
+ * The lab contract, host side. Every host keeps its lab's records under `~/.labfleet/<workshop>/`:
+ *   wrapper.sh  setup.sh  pid  heartbeat  rc  log  status.jsonl ($LABFLEET_STATUS)  access.json ($LABFLEET_ACCESS)
+ * The wrapper runs `lab.setup` detached (setsid), so it outlives the connection that started it and the
+ * control plane that polls it.
+ */
+
+export const HEALTH_GRACE_SECONDS = 300;
+const HEALTH_TIMEOUT_MS = 60_000;
+const STEP_TIMEOUT_MS = 10 * 60_000;
+
+export class LabStepError extends Error {
+  override name = "LabStepError";
+}
+
+export function stateDir(workshop: string): string {
+  return `"$HOME"/.labfleet/${shq(workshop)}`;
+}
+
+function labDir(spec: Workshop): string {
+  return spec.lab.dir.startsWith("/") ? shq(spec.lab.dir) : `"$HOME"/${shq(spec.lab.dir)}`;
+}
+
+export const WRAPPER = `#!/usr/bin/env bash
+# labfleet lab wrapper: runs setup.sh detached, records pid, heartbeat, exit code and log.
+d="$1"; labdir="$2"
+echo $$ > "$d/pid"
+( while :; do date +%s > "$d/heartbeat"; sleep 5; done ) &
+hb=$!
+if cd "$labdir"; then
+  LABFLEET_STATUS="$d/status.jsonl" LABFLEET_ACCESS="$d/access.json" bash "$d/setup.sh" >> "$d/log" 2>&1 < /dev/null
+  rc=$?
+else
+  echo "labfleet: lab folder $labdir is missing" >> "$d/log"
+  rc=127
+fi
+kill "$hb" 2>/dev/null
+echo "$rc" > "$d/rc.tmp" && mv "$d/rc.tmp" "$d/rc"
+`;
+
+/** Reads everything the poll needs in one command; sections are separated by marker lines. */
+function probeScript(workshop: string): string {
+  const d = stateDir(workshop);
+  return `d=${d}
+pid=$(cat "$d/pid" 2>/dev/null)
+alive=0
+if [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] && tr '\\0' ' ' < "/proc/$pid/cmdline" | grep -q wrapper.sh; then alive=1; fi
+echo "pid=$pid"
+echo "alive=$alive"
+echo "rc=$(cat "$d/rc" 2>/dev/null)"
+echo "rc_age=$( [ -f "$d/rc" ] && echo $(( $(date +%s) - $(stat -c %Y "$d/rc") )) )"
+echo "started=$( [ -f "$d/started" ] && echo 1 )"
+echo "@@status"
+tail -n 500 "$d/status.jsonl" 2>/dev/null
+echo "@@log"
+tail -n 20 "$d/log" 2>/dev/null
+`;
+}
+
+export interface LabProbe {
+  pid?: number;
+  alive: boolean;
+  rc?: number;
+  rcAgeSeconds?: number;
+  started: boolean;
+  statusLines: string[];
+  logTail: string[];
+}
+
+export function parseProbe(stdout: string): LabProbe {
+  const [head = "", rest = ""] = stdout.split("\n@@status\n");
+  const [status = "", log = ""] = rest.split("@@log\n");
+  const kv = new Map(
+    head
+      .split("\n")
+      .filter((l) => l.includes("="))
+      .map((l) => [l.slice(0, l.indexOf("=")), l.slice(l.indexOf("=") + 1).trim()]),
+  );
+  const num = (k: string) => {
+    const v = kv.get(k);
+    return v === undefined || v === "" || Number.isNaN(Number(v)) ? undefined : Number(v);
+  };
+  return {
+    pid: num("pid"),
+    alive: kv.get("alive") === "1",
+    rc: num("rc"),
+    rcAgeSeconds: num("rc_age"),
+    started: kv.get("started") === "1",
+    statusLines: status.split("\n").filter((l) => l.trim() !== ""),
+    logTail: log.split("\n").filter((l) => l.trim() !== ""),
+  };
+}
+
+export interface Phase {
+  name: string;
+  state: string;
+}
+
+/** Phases in order of first appearance, each with its latest state; malformed lines are ignored. */
+export function parsePhases(lines: string[]): { phases: Phase[]; current?: string } {
+  const phases: Phase[] = [];
+  let current: string | undefined;
+  for (const line of lines) {
+    let rec: unknown;
+    try {
+      rec = JSON.parse(line);
+    } catch {
+      continue;
+    }
+    if (!rec || typeof rec !== "object") continue;
+    const { phase, state } = rec as { phase?: unknown; state?: unknown };
+    if (typeof phase !== "string" || phase === "") continue;
+    const st = typeof state === "string" ? state : "running";
+    const existing = phases.find((p) => p.name === phase);
+    if (existing) existing.state = st;
+    else phases.push({ name: phase.slice(0, 80), state: st });
+    current = phase.slice(0, 80);
+  }
+  return { phases, ...(current ? { current } : {}) };
+}
+
+export type LabVerdict =
+  | { state: "running" }
+  | { state: "not_started" }
+  | { state: "complete" }
+  | { state: "failed"; reason: string };
+
+/** What the host's records say, before health: running, complete (exit 0), or failed with its reason. */
+export function judge(probe: LabProbe): LabVerdict {
+  if (probe.rc !== undefined) {
+    if (probe.rc === 0) return { state: "complete" };
+    const tail = probe.logTail.slice(-5).join("\n");
+    return { state: "failed", reason: `setup exited with code ${probe.rc}${tail ? `; last lines of the log:\n${tail}` : ""}` };
+  }
+  if (probe.alive) return { state: "running" };
+  if (probe.started) {
+    return {
+      state: "failed",
+      reason: `setup wrapper died without an exit code${probe.pid ? ` (pid ${probe.pid})` : ""}: the host rebooted or the process was killed`,
+    };
+  }
+  return { state: "not_started" };
+}
+
+export async function probeLab(t: Transport, workshop: string): Promise<LabProbe> {
+  const r = await t.exec(probeScript(workshop), { timeoutMs: 30_000 });
+  if (r.exitCode !== 0) throw new LabStepError(`reading lab status failed: ${lastLines(r)}`);
+  return parseProbe(r.stdout);
+}
+
+export async function runHealth(t: Transport, spec: Workshop): Promise<ExecResult> {
+  if (!spec.lab.health) return { exitCode: 0, stdout: "", stderr: "" };
+  const d = stateDir(spec.name);
+  return t.exec(
+    `cd ${labDir(spec)} && LABFLEET_STATUS=${d}/status.jsonl LABFLEET_ACCESS=${d}/access.json bash -c ${shq(spec.lab.health)}`,
+    { timeoutMs: HEALTH_TIMEOUT_MS },
+  );
+}
+
+export async function readAccess(t: Transport, workshop: string): Promise<string | undefined> {
+  const r = await t.exec(`head -c 65536 ${stateDir(workshop)}/access.json 2>/dev/null`, { timeoutMs: 30_000 });
+  if (r.exitCode !== 0 || r.stdout.trim() === "") return undefined;
+  try {
+    JSON.parse(r.stdout);
+    return r.stdout;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Kills the wrapper's whole process group, if it is still running. */
+export async function stopLab(t: Transport, workshop: string): Promise<void> {
+  const d = stateDir(workshop);
+  await t.exec(
+    `pid=$(cat ${d}/pid 2>/dev/null); if [ -n "$pid" ] && [ -r /proc/$pid/cmdline ] && tr '\\0' ' ' < /proc/$pid/cmdline | grep -q wrapper.sh; then kill -KILL -- -"$pid" 2>/dev/null; fi; exit 0`,
+    { timeoutMs: 30_000 },
+  );
+}
+
+/** Puts `lab.source` into `lab.dir`: a git clone/fetch + hard reset, or a local folder sent as a tar stream. */
+export async function syncSource(t: Transport, spec: Workshop, ref?: string): Promise<void> {
+  const dir = labDir(spec);
+  const src = spec.lab.source;
+  let r: ExecResult;
+  if (src.startsWith("git:")) {
+    const url = shq(src.slice(4));
+    const want = ref ?? spec.lab.ref;
+    const target = want
+      ? `t=$(git -C "$dir" rev-parse --verify -q ${shq(`origin/${want}^{commit}`)} || git -C "$dir" rev-parse --verify -q ${shq(`${want}^{commit}`)}) || { echo "ref ${want.replace(/[^\w./-]/g, "")} not found" >&2; exit 3; }`
+      : `t=$(git -C "$dir" rev-parse --verify -q origin/HEAD || git -C "$dir" rev-parse HEAD)`;
+    r = await t.exec(
+      `set -e; dir=${dir}
+if [ -d "$dir/.git" ]; then git -C "$dir" fetch --quiet --tags origin; else rm -rf "$dir"; git clone --quiet ${url} "$dir"; fi
+${target}
+git -C "$dir" reset --quiet --hard "$t"`,
+      { timeoutMs: STEP_TIMEOUT_MS },
+    );
+  } else {
+    r = await t.exec(
+      `set -e; dir=${dir}; rm -rf "$dir.sync"; mkdir -p "$dir.sync"; tar -x -f - -C "$dir.sync"; rm -rf "$dir"; mv "$dir.sync" "$dir"`,
+      { stdin: tarStream(src), timeoutMs: STEP_TIMEOUT_MS },
+    );
+  }
+  if (r.exitCode !== 0) throw new LabStepError(`syncing the lab source failed: ${lastLines(r)}`);
+}
+
+function tarStream(folder: string): NodeJS.ReadableStream {
+  const tar = spawn("tar", ["-c", "-f", "-", "-C", folder, "."], { stdio: ["ignore", "pipe", "pipe"] });
+  return tar.stdout;
+}
+
+/** Writes the wrapper and setup and starts them detached; returns once the wrapper has recorded its pid. */
+export async function startLab(t: Transport, spec: Workshop): Promise<void> {
+  const d = stateDir(spec.name);
+  const files = `${WRAPPER}\n@@setup\n${spec.lab.setup}\n`;
+  const r = await t.exec(
+    `set -e; d=${d}; mkdir -p "$d"; chmod 700 "$d"
+rm -f "$d/pid" "$d/rc" "$d/rc.tmp" "$d/status.jsonl" "$d/access.json" "$d/heartbeat"
+input=$(cat)
+printf '%s\\n' "\${input%%
+@@setup
+*}" > "$d/wrapper.sh"
+printf '%s\\n' "\${input#*
+@@setup
+}" > "$d/setup.sh"
+: > "$d/log"; chmod 600 "$d/log"
+date +%s > "$d/started"
+setsid -f bash "$d/wrapper.sh" "$d" ${labDir(spec)} > /dev/null 2>&1 < /dev/null
+for i in $(seq 100); do [ -s "$d/pid" ] && exit 0; [ -f "$d/rc" ] && exit 0; sleep 0.05; done
+echo "the lab wrapper did not start" >&2; exit 1`,
+    { stdin: files, timeoutMs: 60_000 },
+  );
+  if (r.exitCode !== 0) throw new LabStepError(`starting the lab setup failed: ${lastLines(r)}`);
+}
+
+export function lastLines(r: ExecResult, n = 5): string {
+  const text = (r.stderr.trim() || r.stdout.trim()).split("\n").slice(-n).join("\n");
+  return r.timedOut ? `timed out${text ? `: ${text}` : ""}` : `exit code ${r.exitCode}${text ? `: ${text}` : ""}`;
+}

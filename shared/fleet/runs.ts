@@ -1,0 +1,99 @@
+import { assertActor } from "../runtime/actor.ts";
+import { isoNow } from "../runtime/clock.ts";
+import { useDeps } from "../runtime/deps.ts";
+import { VisibleError } from "../runtime/errors.ts";
+import { createID } from "../runtime/ids.ts";
+import { log } from "../runtime/logger.ts";
+import type { RunItem } from "../store/entities.ts";
+import { getWorkshop, listRuns } from "./workshops.ts";
+import type { RunKind } from "./workflows.ts";
+
+/**
+ * Starts `up` or `teardown` for a workshop. `up` while an `up` is running returns that run (no duplicate
+ * work); `teardown` stops a running `up` first. The run record is written before the workflow starts, so
+ * a runtime that dies in between finds the run and resumes it.
+ */
+export async function startRun(workshop: string, kind: RunKind, opts: { force?: boolean } = {}): Promise<RunItem> {
+  assertActor("instructor", "system");
+  const { store, clock, workflows } = useDeps();
+  const w = await getWorkshop(workshop);
+  const running = (await listRuns(workshop)).filter((r) => r.state === "running");
+
+  if (kind === "up") {
+    if (w.state === "tearing_down") {
+      throw new VisibleError("conflict", "workshop.tearing_down", `workshop ${workshop} is being torn down`);
+    }
+    const current = running.find((r) => r.kind === "up");
+    if (current) return current;
+    if (running.some((r) => r.kind === "teardown")) {
+      throw new VisibleError("conflict", "workshop.tearing_down", `workshop ${workshop} is being torn down`);
+    }
+  } else {
+    const current = running.find((r) => r.kind === "teardown");
+    if (current) return current;
+    for (const r of running) await abortRun(r, "stopped by teardown");
+  }
+
+  const runId = createID("run");
+  const run = (
+    await store.run
+      .create({ workshop, runId, kind, state: "running", force: opts.force ?? false, startedAt: isoNow(clock) })
+      .go()
+  ).data;
+  await store.workshop
+    .patch({ name: workshop })
+    .set({
+      lastRunId: runId,
+      updatedAt: isoNow(clock),
+      ...(kind === "teardown" ? { state: "tearing_down" as const } : {}),
+    })
+    .go();
+  log.info("run started", { workshop, runId, kind });
+  await workflows.start(kind, { workshop, runId, force: opts.force ?? false });
+  return run;
+}
+
+async function abortRun(run: RunItem, reason: string): Promise<void> {
+  const { store, clock, workflows } = useDeps();
+  await workflows.stop(run.runId);
+  await store.run
+    .patch({ workshop: run.workshop, runId: run.runId })
+    .set({ state: "aborted", endedAt: isoNow(clock), error: reason })
+    .go();
+}
+
+export async function getRun(workshop: string, runId: string): Promise<RunItem> {
+  const { store } = useDeps();
+  const run = (await store.run.get({ workshop, runId }).go()).data;
+  if (!run) throw new VisibleError("not_found", "run.not_found", `no run ${runId} in workshop ${workshop}`);
+  return run;
+}
+
+/** Adds transitions counted by the executor to the run's record. */
+export async function addTransitions(workshop: string, runId: string, n: number): Promise<void> {
+  if (n <= 0) return;
+  const { store } = useDeps();
+  await store.run.patch({ workshop, runId }).add({ transitions: n }).go();
+}
+
+/** Marks a run failed if it is still running (the workflow itself failed outside its own handlers). */
+export async function failRunIfRunning(workshop: string, runId: string, error: string): Promise<void> {
+  const { store, clock } = useDeps();
+  try {
+    await store.run
+      .patch({ workshop, runId })
+      .set({ state: "failed", endedAt: isoNow(clock), error })
+      .where(({ state }, { eq }) => eq(state, "running"))
+      .go();
+  } catch (err) {
+    if ((err as { cause?: { name?: string } }).cause?.name !== "ConditionalCheckFailedException") throw err;
+  }
+}
+
+/** Runs still marked running: what a restarted local runtime resumes. */
+export async function unfinishedRuns(): Promise<RunItem[]> {
+  const { store } = useDeps();
+  const workshops = (await store.workshop.query.all({}).go({ pages: "all" })).data;
+  const runs = await Promise.all(workshops.map((w) => listRuns(w.name)));
+  return runs.flat().filter((r) => r.state === "running");
+}

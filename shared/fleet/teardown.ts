@@ -1,0 +1,75 @@
+import { isoNow } from "../runtime/clock.ts";
+import { mapLimit } from "../runtime/concurrency.ts";
+import { useDeps } from "../runtime/deps.ts";
+import { errorMessage, VisibleError } from "../runtime/errors.ts";
+import { log } from "../runtime/logger.ts";
+import type { DeprovisionResult } from "../providers/types.ts";
+import type { Workshop } from "../workshop/schema.ts";
+import { stopLab } from "./lab.ts";
+import { cancelSchedules } from "./schedules.ts";
+import { getWorkshop, listHosts } from "./workshops.ts";
+
+/** The steps of the `teardown` workflow: stop every lab, give the hosts back, mark the workshop torn down. */
+
+export async function deprovisionHosts(workshop: string): Promise<{ results: DeprovisionResult[] }> {
+  const deps = useDeps();
+  const spec = (await getWorkshop(workshop)).spec as Workshop;
+  const provider = deps.providers[spec.provider.type];
+  if (!provider) throw new VisibleError("input", "provider.unavailable", `provider ${spec.provider.type} is not available here`);
+  const hosts = (await listHosts(workshop)).filter((h) => h.state !== "torn_down" && h.address);
+  await mapLimit(hosts, 16, async (h) => {
+    const t = deps.transport({ workshop, hostId: h.hostId, address: h.address as string, transport: provider.transport });
+    try {
+      await stopLab(t, workshop);
+    } catch (err) {
+      log.warn("stopping a lab failed", { workshop, hostId: h.hostId, error: errorMessage(err) });
+    } finally {
+      await t.close?.();
+    }
+  });
+  const results = await provider.deprovision(
+    spec,
+    hosts.map((h) => h.hostId),
+  );
+  return { results };
+}
+
+export async function finishTeardown(
+  workshop: string,
+  runId: string,
+  results: DeprovisionResult[],
+): Promise<{ state: "succeeded" | "failed" }> {
+  const { store, clock } = useDeps();
+  const now = isoNow(clock);
+  const byHost = new Map(results.map((r) => [r.hostId, r]));
+  const errors = results.filter((r) => r.result === "error");
+  for (const h of await listHosts(workshop)) {
+    const r = byHost.get(h.hostId);
+    if (r?.result === "error") {
+      await store.host.patch({ workshop, hostId: h.hostId }).set({ error: `teardown: ${r.detail ?? "failed"}`, updatedAt: now }).go();
+    } else {
+      await store.host
+        .patch({ workshop, hostId: h.hostId })
+        .set({ state: "torn_down", updatedAt: now })
+        .remove(["access", "address"])
+        .go();
+    }
+  }
+  await cancelSchedules(workshop);
+  const state = errors.length === 0 ? "succeeded" : "failed";
+  await store.run
+    .patch({ workshop, runId })
+    .set({
+      state,
+      endedAt: now,
+      hosts: Object.fromEntries(results.map((r) => [r.hostId, { state: r.result, ...(r.detail ? { error: r.detail } : {}) }])),
+      ...(errors.length ? { error: `${errors.length} hosts could not be torn down` } : {}),
+    })
+    .go();
+  await store.workshop
+    .patch({ name: workshop })
+    .set({ state: errors.length === 0 ? "torn_down" : "failed", updatedAt: now })
+    .remove(errors.length === 0 ? ["expiry"] : [])
+    .go();
+  return { state };
+}

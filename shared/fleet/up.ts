@@ -1,0 +1,298 @@
+import { isoNow } from "../runtime/clock.ts";
+import { mapLimit } from "../runtime/concurrency.ts";
+import { seal } from "../runtime/crypto.ts";
+import { useDeps } from "../runtime/deps.ts";
+import { errorMessage, VisibleError } from "../runtime/errors.ts";
+import { log } from "../runtime/logger.ts";
+import type { HostItem } from "../store/entities.ts";
+import type { Provider } from "../providers/types.ts";
+import type { Transport } from "../transports/types.ts";
+import type { Workshop } from "../workshop/schema.ts";
+import {
+  HEALTH_GRACE_SECONDS,
+  judge,
+  lastLines,
+  parsePhases,
+  probeLab,
+  readAccess,
+  runHealth,
+  startLab,
+  stopLab,
+  syncSource,
+} from "./lab.ts";
+import { getRun } from "./runs.ts";
+import { ensureTeardownSchedule } from "./schedules.ts";
+import { getWorkshop, listHosts } from "./workshops.ts";
+
+/**
+ * The steps of the `up` workflow. Each is called by one thin handler in functions/ and is idempotent:
+ * a resumed or repeated run reuses hosts, leaves running labs running and skips completed ones.
+ */
+
+export const POLL_CONCURRENCY = 16;
+
+async function load(workshop: string): Promise<{ spec: Workshop; provider: Provider }> {
+  const w = await getWorkshop(workshop);
+  const spec = w.spec as Workshop;
+  const provider = useDeps().providers[spec.provider.type];
+  if (!provider) throw new VisibleError("input", "provider.unavailable", `provider ${spec.provider.type} is not available here`);
+  return { spec, provider };
+}
+
+function transportFor(spec: Workshop, provider: Provider, host: HostItem): Transport {
+  if (!host.address) throw new VisibleError("host", "host.no_address", `host ${host.hostId} has no address yet`);
+  return useDeps().transport({
+    workshop: spec.name,
+    hostId: host.hostId,
+    address: host.address,
+    transport: provider.transport,
+  });
+}
+
+async function patchHost(workshop: string, hostId: string, set: Partial<HostItem>): Promise<void> {
+  const { store, clock } = useDeps();
+  await store.host
+    .patch({ workshop, hostId })
+    .set({ ...set, updatedAt: isoNow(clock) } as never)
+    .go();
+}
+
+export interface UpSettings {
+  concurrency: number;
+  pollSeconds: number;
+  deadline: string;
+}
+
+/** Settings for this run; the deadline is fixed at the first start so a resumed run keeps it. */
+export async function beginUp(workshop: string, runId: string): Promise<UpSettings> {
+  const { store, clock } = useDeps();
+  const { spec } = await load(workshop);
+  const run = await getRun(workshop, runId);
+  let deadline = run.deadline;
+  if (!deadline) {
+    deadline = new Date(clock.now().getTime() + spec.lab.timeout_minutes * 60_000).toISOString();
+    await store.run.patch({ workshop, runId }).set({ deadline }).go();
+  }
+  return { concurrency: spec.lab.concurrency, pollSeconds: spec.lab.poll_seconds, deadline };
+}
+
+/** Acquires the hosts (reusing existing ones), records them, and arms the TTL teardown. */
+export async function provisionHosts(workshop: string): Promise<{ hostIds: string[] }> {
+  const { store, clock } = useDeps();
+  const { spec, provider } = await load(workshop);
+  const now = clock.now();
+  const w = await getWorkshop(workshop);
+  const expiry = w.expiry ?? new Date(now.getTime() + spec.provider.ttl_hours * 3_600_000).toISOString();
+  const existing = new Map((await listHosts(workshop)).map((h) => [h.hostId, h]));
+
+  await store.workshop.patch({ name: workshop }).set({ state: "provisioning", expiry, updatedAt: now.toISOString() }).go();
+  const provisioned = await provider.provision(spec);
+  for (const p of provisioned) {
+    const prev = existing.get(p.hostId);
+    const keep = prev && prev.state !== "torn_down";
+    await store.host
+      .put({
+        workshop,
+        hostId: p.hostId,
+        provider: provider.name,
+        address: p.address,
+        ...(p.providerId ? { providerId: p.providerId } : {}),
+        ...(p.publicIp ? { publicIp: p.publicIp } : {}),
+        labels: p.labels ?? {},
+        expiry,
+        state: keep ? prev.state : "pending",
+        phases: keep ? (prev.phases ?? []) : [],
+        ...(keep && prev.phase ? { phase: prev.phase } : {}),
+        ...(keep && prev.error ? { error: prev.error } : {}),
+        ...(keep && prev.deployStartedAt ? { deployStartedAt: prev.deployStartedAt } : {}),
+        ...(keep && prev.readyAt ? { readyAt: prev.readyAt } : {}),
+        ...(keep && prev.access ? { access: prev.access } : {}),
+        attempt: keep ? (prev.attempt ?? 0) : 0,
+        createdAt: prev?.createdAt ?? now.toISOString(),
+        updatedAt: now.toISOString(),
+      })
+      .go();
+  }
+  await ensureTeardownSchedule(workshop, expiry);
+  await store.workshop.patch({ name: workshop }).set({ state: "deploying", updatedAt: isoNow(clock) }).go();
+  return { hostIds: provisioned.map((p) => p.hostId) };
+}
+
+export type DeployAction = "started" | "running" | "complete";
+
+/** Deploys one host: skip a complete lab (unless forced), leave a running one, else sync and start setup. */
+export async function deployHost(workshop: string, hostId: string, force: boolean): Promise<{ hostId: string; action: DeployAction }> {
+  const { store, clock } = useDeps();
+  const { spec, provider } = await load(workshop);
+  const host = (await store.host.get({ workshop, hostId }).go()).data;
+  if (!host) throw new VisibleError("not_found", "host.not_found", `no host ${hostId} in workshop ${workshop}`);
+  const t = transportFor(spec, provider, host);
+  try {
+    const probe = await probeLab(t, workshop);
+    const verdict = judge(probe);
+    if (!force && verdict.state === "complete") {
+      if (host.state !== "ready") {
+        await store.host.patch({ workshop, hostId }).set({ state: "deploying", updatedAt: isoNow(clock) }).remove(["error"]).go();
+      }
+      return { hostId, action: "complete" };
+    }
+    if (!force && verdict.state === "running") {
+      await patchHost(workshop, hostId, { state: "deploying" });
+      return { hostId, action: "running" };
+    }
+    if (verdict.state === "running") await stopLab(t, workshop);
+    const now = isoNow(clock);
+    await store.host
+      .patch({ workshop, hostId })
+      .set({ state: "deploying", phase: "sync", phases: [], deployStartedAt: now, updatedAt: now })
+      .remove(["error", "readyAt", "access"])
+      .add({ attempt: 1 })
+      .go();
+    await syncSource(t, spec);
+    await patchHost(workshop, hostId, { phase: "starting" });
+    await startLab(t, spec);
+    log.info("lab started", { workshop, hostId });
+    return { hostId, action: "started" };
+  } finally {
+    await t.close?.();
+  }
+}
+
+/** Records a host's deploy failure (the Map item's Catch): only that host fails. */
+export async function recordHostFailure(workshop: string, hostId: string, error: string): Promise<void> {
+  await patchHost(workshop, hostId, { state: "failed", error: error.slice(0, 4000) });
+  log.warn("host failed", { workshop, hostId, error: error.slice(0, 500) });
+}
+
+export interface PollResult {
+  done: boolean;
+  timedOut: boolean;
+  ready: number;
+  failed: number;
+  deploying: number;
+}
+
+async function checkHost(spec: Workshop, provider: Provider, host: HostItem): Promise<HostItem["state"]> {
+  const t = transportFor(spec, provider, host);
+  const { accessKey } = useDeps();
+  try {
+    const probe = await probeLab(t, spec.name);
+    const { phases, current } = parsePhases(probe.statusLines);
+    const verdict = judge(probe);
+    const progress = { phases, ...(current ? { phase: current } : {}) };
+    if (verdict.state === "failed") {
+      await patchHost(spec.name, host.hostId, { ...progress, state: "failed", error: verdict.reason });
+      return "failed";
+    }
+    if (verdict.state === "not_started") {
+      await patchHost(spec.name, host.hostId, { state: "failed", error: "the lab setup was never started on this host" });
+      return "failed";
+    }
+    if (verdict.state === "running") {
+      await patchHost(spec.name, host.hostId, progress);
+      return "deploying";
+    }
+    const health = await runHealth(t, spec);
+    if (health.exitCode !== 0) {
+      if ((probe.rcAgeSeconds ?? 0) < HEALTH_GRACE_SECONDS) {
+        await patchHost(spec.name, host.hostId, { ...progress, phase: "health" });
+        return "deploying";
+      }
+      await patchHost(spec.name, host.hostId, {
+        ...progress,
+        state: "failed",
+        error: `health check failed for ${HEALTH_GRACE_SECONDS}s after setup finished: ${lastLines(health)}`,
+      });
+      return "failed";
+    }
+    const access = await readAccess(t, spec.name);
+    await patchHost(spec.name, host.hostId, {
+      ...progress,
+      state: "ready",
+      readyAt: isoNow(useDeps().clock),
+      ...(access ? { access: seal(accessKey, access) } : {}),
+    });
+    log.info("lab ready", { workshop: spec.name, hostId: host.hostId });
+    return "ready";
+  } catch (err) {
+    // An unreachable host is not yet a failed lab: the next poll tries again, the deadline bounds it.
+    await patchHost(spec.name, host.hostId, { error: `last poll: ${errorMessage(err)}`.slice(0, 2000) });
+    return "deploying";
+  } finally {
+    await t.close?.();
+  }
+}
+
+/** One poll of wait-until-ready: checks every deploying host itself, with bounded concurrency. */
+export async function pollFleet(workshop: string, deadline: string): Promise<PollResult> {
+  const { clock } = useDeps();
+  const { spec, provider } = await load(workshop);
+  const hosts = (await listHosts(workshop)).filter((h) => h.state !== "torn_down");
+  const states = await mapLimit(hosts, POLL_CONCURRENCY, async (h) =>
+    h.state === "deploying" ? checkHost(spec, provider, h) : h.state,
+  );
+  const count = (s: string) => states.filter((x) => x === s).length;
+  const unfinished = states.filter((s) => s === "deploying" || s === "pending" || s === "provisioning").length;
+  return {
+    done: unfinished === 0,
+    timedOut: unfinished > 0 && clock.now().toISOString() >= deadline,
+    ready: count("ready"),
+    failed: count("failed"),
+    deploying: unfinished,
+  };
+}
+
+/** The deadline passed: every lab not yet ready fails with the reason, its setup stopped. */
+export async function failUnfinished(workshop: string, deadline: string): Promise<{ failed: string[] }> {
+  const { spec, provider } = await load(workshop);
+  const hosts = (await listHosts(workshop)).filter((h) => ["deploying", "pending", "provisioning"].includes(h.state));
+  await mapLimit(hosts, POLL_CONCURRENCY, async (h) => {
+    const t = transportFor(spec, provider, h);
+    try {
+      await stopLab(t, workshop).catch(() => undefined);
+    } finally {
+      await t.close?.();
+    }
+    await patchHost(workshop, h.hostId, {
+      state: "failed",
+      error: `lab did not become ready within ${spec.lab.timeout_minutes} minutes (deadline ${deadline})${h.phase ? `; last phase: ${h.phase}` : ""}`,
+    });
+  });
+  return { failed: hosts.map((h) => h.hostId) };
+}
+
+/** Ends the run: per-host results on the run, the workshop ready only when every lab is. */
+export async function finishUp(workshop: string, runId: string): Promise<{ state: "succeeded" | "failed" }> {
+  const { store, clock } = useDeps();
+  const hosts = (await listHosts(workshop)).filter((h) => h.state !== "torn_down");
+  const results = Object.fromEntries(
+    hosts.map((h) => [h.hostId, { state: h.state, ...(h.error && h.state !== "ready" ? { error: h.error } : {}) }]),
+  );
+  const allReady = hosts.length > 0 && hosts.every((h) => h.state === "ready");
+  const state = allReady ? "succeeded" : "failed";
+  const now = isoNow(clock);
+  await store.run
+    .patch({ workshop, runId })
+    .set({
+      state,
+      endedAt: now,
+      hosts: results,
+      ...(allReady ? {} : { error: `${hosts.filter((h) => h.state !== "ready").length} of ${hosts.length} labs are not ready` }),
+    })
+    .go();
+  await store.workshop.patch({ name: workshop }).set({ state: allReady ? "ready" : "failed", updatedAt: now }).go();
+  return { state };
+}
+
+/** A step failed outside any host (provider error, bad spec): the run fails with that reason. */
+export async function failRun(workshop: string, runId: string, error: string): Promise<void> {
+  const { store, clock } = useDeps();
+  const now = isoNow(clock);
+  await store.run.patch({ workshop, runId }).set({ state: "failed", endedAt: now, error: error.slice(0, 4000) }).go();
+  const w = await getWorkshop(workshop);
+  const run = await getRun(workshop, runId);
+  await store.workshop
+    .patch({ name: workshop })
+    .set({ state: run.kind === "teardown" ? w.state : "failed", updatedAt: now })
+    .go();
+}

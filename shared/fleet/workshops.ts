@@ -1,0 +1,176 @@
+import { assertActor } from "../runtime/actor.ts";
+import { useDeps } from "../runtime/deps.ts";
+import { VisibleError } from "../runtime/errors.ts";
+import { isoNow } from "../runtime/clock.ts";
+import type { HostItem, RunItem, WorkshopItem } from "../store/entities.ts";
+import { parseWorkshopYaml, resolveLabSource } from "../workshop/load.ts";
+import type { Workshop } from "../workshop/schema.ts";
+
+export interface WorkshopSummary {
+  name: string;
+  state: WorkshopItem["state"];
+  provider: string;
+  hosts: { total: number; ready: number; failed: number };
+  expiry?: string;
+  lastRunId?: string;
+  updatedAt: string;
+}
+
+export interface HostView {
+  id: string;
+  state: HostItem["state"];
+  phase: string | null;
+  phases: { name: string; state: string }[];
+  error: string | null;
+  address?: string;
+  providerId?: string;
+  expiry?: string;
+  elapsedSeconds?: number;
+  readyAt?: string;
+  hasAccess: boolean;
+}
+
+export interface RunView {
+  id: string;
+  kind: RunItem["kind"];
+  state: RunItem["state"];
+  startedAt: string;
+  endedAt?: string;
+  durationSeconds?: number;
+  transitions: number;
+  hosts?: Record<string, { state: string; error?: string }>;
+  error?: string;
+}
+
+export interface WorkshopStatus extends WorkshopSummary {
+  spec: Workshop;
+  hostList: HostView[];
+  runs: RunView[];
+}
+
+/**
+ * Creates or updates a workshop from its YAML. A workshop that is being torn down cannot be changed;
+ * one that was torn down starts afresh.
+ */
+export async function submitWorkshop(yaml: string, baseDir?: string): Promise<{ name: string; created: boolean }> {
+  assertActor("instructor", "system");
+  let spec = parseWorkshopYaml(yaml);
+  if (baseDir) spec = resolveLabSource(spec, baseDir);
+  const { store, clock, providers } = useDeps();
+  const provider = providers[spec.provider.type];
+  if (!provider) {
+    throw new VisibleError("input", "workshop.provider_unavailable", "this runtime cannot use that provider", [
+      { path: "provider.type", message: `expected one of: ${Object.keys(providers).join(", ")}` },
+    ]);
+  }
+  const problems = provider.validate(spec);
+  if (problems.length > 0) throw new VisibleError("input", "workshop.invalid", "workshop.yaml is not valid", problems);
+
+  const now = isoNow(clock);
+  const existing = (await store.workshop.get({ name: spec.name }).go()).data;
+  if (existing?.state === "tearing_down") {
+    throw new VisibleError("conflict", "workshop.tearing_down", `workshop ${spec.name} is being torn down; wait until it is gone`);
+  }
+  if (existing && existing.state !== "torn_down") {
+    const old = existing.spec as Workshop;
+    if (old.provider.type !== spec.provider.type) {
+      throw new VisibleError("conflict", "workshop.provider_changed", "a workshop's provider cannot change while it has hosts", [
+        { path: "provider.type", message: `expected ${old.provider.type} until the workshop is torn down` },
+      ]);
+    }
+    await store.workshop.patch({ name: spec.name }).set({ spec, yaml, updatedAt: now }).go();
+    return { name: spec.name, created: false };
+  }
+  await store.workshop
+    .put({ name: spec.name, spec, yaml, state: "draft", createdAt: existing?.createdAt ?? now, updatedAt: now })
+    .go();
+  return { name: spec.name, created: true };
+}
+
+export async function getWorkshop(name: string): Promise<WorkshopItem> {
+  const { store } = useDeps();
+  const item = (await store.workshop.get({ name }).go()).data;
+  if (!item) throw new VisibleError("not_found", "workshop.not_found", `no workshop named ${name}`);
+  return item;
+}
+
+export async function listHosts(name: string): Promise<HostItem[]> {
+  const { store } = useDeps();
+  return (await store.host.query.byWorkshop({ workshop: name }).go({ pages: "all" })).data;
+}
+
+export async function listRuns(name: string): Promise<RunItem[]> {
+  const { store } = useDeps();
+  return (await store.run.query.byWorkshop({ workshop: name }).go({ pages: "all" })).data;
+}
+
+function summarize(w: WorkshopItem, hosts: HostItem[]): WorkshopSummary {
+  return {
+    name: w.name,
+    state: w.state,
+    provider: (w.spec as Workshop).provider.type,
+    hosts: {
+      total: hosts.filter((h) => h.state !== "torn_down").length,
+      ready: hosts.filter((h) => h.state === "ready").length,
+      failed: hosts.filter((h) => h.state === "failed").length,
+    },
+    ...(w.expiry ? { expiry: w.expiry } : {}),
+    ...(w.lastRunId ? { lastRunId: w.lastRunId } : {}),
+    updatedAt: w.updatedAt,
+  };
+}
+
+export async function listWorkshops(): Promise<WorkshopSummary[]> {
+  assertActor("instructor", "system");
+  const { store } = useDeps();
+  const all = (await store.workshop.query.all({}).go({ pages: "all" })).data;
+  return Promise.all(all.map(async (w) => summarize(w, await listHosts(w.name))));
+}
+
+export function runView(r: RunItem): RunView {
+  return {
+    id: r.runId,
+    kind: r.kind,
+    state: r.state,
+    startedAt: r.startedAt,
+    ...(r.endedAt
+      ? { endedAt: r.endedAt, durationSeconds: Math.round((Date.parse(r.endedAt) - Date.parse(r.startedAt)) / 1000) }
+      : {}),
+    transitions: r.transitions ?? 0,
+    ...(r.hosts ? { hosts: r.hosts as RunView["hosts"] } : {}),
+    ...(r.error ? { error: r.error } : {}),
+  };
+}
+
+export function hostView(h: HostItem, now: Date): HostView {
+  const end = h.readyAt ? Date.parse(h.readyAt) : h.state === "deploying" ? now.getTime() : undefined;
+  return {
+    id: h.hostId,
+    state: h.state,
+    phase: h.phase ?? null,
+    phases: h.phases ?? [],
+    error: h.error ?? null,
+    ...(h.address ? { address: h.address } : {}),
+    ...(h.providerId ? { providerId: h.providerId } : {}),
+    ...(h.expiry ? { expiry: h.expiry } : {}),
+    ...(h.deployStartedAt && end !== undefined
+      ? { elapsedSeconds: Math.max(0, Math.round((end - Date.parse(h.deployStartedAt)) / 1000)) }
+      : {}),
+    ...(h.readyAt ? { readyAt: h.readyAt } : {}),
+    hasAccess: Boolean(h.access),
+  };
+}
+
+export async function workshopStatus(name: string): Promise<WorkshopStatus> {
+  assertActor("instructor", "system");
+  const { clock } = useDeps();
+  const w = await getWorkshop(name);
+  const [hosts, runs] = await Promise.all([listHosts(name), listRuns(name)]);
+  const now = clock.now();
+  return {
+    ...summarize(w, hosts),
+    spec: w.spec as Workshop,
+    hostList: hosts.map((h) => hostView(h, now)),
+    runs: runs.map(runView).reverse(),
+  };
+}

@@ -1,0 +1,43 @@
+import type { ErrorDetail } from "../runtime/errors.ts";
+import type { TransportName } from "../transports/types.ts";
+import type { Workshop } from "../workshop/schema.ts";
+
+export interface ProvisionedHost {
+  hostId: string;
+  /** How the transport reaches the host: a folder (local), user@host[:port] (ssh), an instance id (ssm). */
+  address: string;
+  providerId?: string;
+  publicIp?: string;
+  labels?: Record<string, string>;
+}
+
+export interface PlanItem {
+  hostId: string;
+  action: "create" | "reuse" | "noop";
+  detail?: string;
+}
+
+export interface DeprovisionResult {
+  hostId: string;
+  result: "destroyed" | "skipped" | "error";
+  detail?: string;
+}
+
+/** Where hosts come from. Every method is idempotent; deprovision touches only what the provider created. */
+export interface Provider {
+  readonly name: Workshop["provider"]["type"];
+  readonly transport: TransportName;
+  /** Checks the provider section beyond the schema; returns every problem with its YAML path. */
+  validate(spec: Workshop): ErrorDetail[];
+  plan(spec: Workshop): Promise<PlanItem[]>;
+  provision(spec: Workshop): Promise<ProvisionedHost[]>;
+  deprovision(spec: Workshop, hostIds: string[]): Promise<DeprovisionResult[]>;
+}
+
+/** The host ids of a workshop: listed ones for static fleets, `prefix01..prefixNN` otherwise. */
+export function hostIdsOf(spec: Workshop): string[] {
+  if (spec.provider.type === "static") return spec.hosts.map((h) => h.id);
+  const n = spec.provider.count;
+  const width = Math.max(2, String(n).length);
+  return Array.from({ length: n }, (_, i) => `${spec.provider.host_id_prefix}${String(i + 1).padStart(width, "0")}`);
+}

@@ -1,0 +1,27 @@
+import { AsyncLocalStorage } from "node:async_hooks";
+import { VisibleError } from "./errors.ts";
+
+/** Who is acting: set by each entry point (HTTP middleware, workflow handler, scheduler), read by domain code. */
+export type Actor =
+  | { type: "instructor"; id: string }
+  | { type: "system"; id: string }
+  | { type: "public" };
+
+const storage = new AsyncLocalStorage<Actor>();
+
+export function withActor<T>(actor: Actor, fn: () => T): T {
+  return storage.run(actor, fn);
+}
+
+export function useActor(): Actor {
+  return storage.getStore() ?? { type: "public" };
+}
+
+/** Instructor actions may also be taken by the system (workflows, schedules) acting for them. */
+export function assertActor(...types: Actor["type"][]): Actor {
+  const actor = useActor();
+  if (!types.includes(actor.type)) {
+    throw new VisibleError("forbidden", "actor.forbidden", `this action needs a ${types.join(" or ")} actor`);
+  }
+  return actor;
+}

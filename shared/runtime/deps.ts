@@ -1,0 +1,37 @@
+import type { Workflows } from "../fleet/workflows.ts";
+import type { Provider } from "../providers/types.ts";
+import type { Store } from "../store/entities.ts";
+import type { Transport, TransportName } from "../transports/types.ts";
+import type { Clock } from "./clock.ts";
+
+export interface HostAddress {
+  workshop: string;
+  hostId: string;
+  address: string;
+  transport: TransportName;
+}
+
+/**
+ * The adapters, chosen once at start-up by the composition root (cli/dev for the local runtime, the
+ * Lambda entries in the cloud). Domain code reads them here and never asks which runtime it is in.
+ */
+export interface Deps {
+  store: Store;
+  clock: Clock;
+  providers: Partial<Record<Provider["name"], Provider>>;
+  transport(host: HostAddress): Transport;
+  workflows: Workflows;
+  /** 32-byte key for lab credentials at rest (AES-256-GCM). */
+  accessKey: Buffer;
+}
+
+let current: Deps | undefined;
+
+export function configure(deps: Deps): void {
+  current = deps;
+}
+
+export function useDeps(): Deps {
+  if (!current) throw new Error("labfleet runtime is not configured: call configure() at start-up");
+  return current;
+}

@@ -1,0 +1,150 @@
+import { DynamoDBDocumentClient } from "@aws-sdk/lib-dynamodb";
+import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import { Entity, type EntityItem, Service } from "electrodb";
+
+const service = "labfleet";
+
+export const WORKSHOP_STATES = ["draft", "provisioning", "deploying", "ready", "failed", "tearing_down", "torn_down"] as const;
+export const HOST_STATES = ["pending", "provisioning", "deploying", "ready", "failed", "torn_down"] as const;
+export const RUN_KINDS = ["up", "teardown"] as const;
+export const RUN_STATES = ["running", "succeeded", "failed", "aborted"] as const;
+export const SCHEDULE_STATES = ["pending", "fired", "cancelled"] as const;
+
+function entities(client: DynamoDBDocumentClient, table: string) {
+  const config = { client, table };
+
+  const workshop = new Entity(
+    {
+      model: { entity: "workshop", version: "1", service },
+      attributes: {
+        name: { type: "string", required: true },
+        spec: { type: "any", required: true },
+        yaml: { type: "string", required: true },
+        state: { type: WORKSHOP_STATES, required: true, default: "draft" },
+        lastRunId: { type: "string" },
+        expiry: { type: "string" },
+        createdAt: { type: "string", required: true, readOnly: true },
+        updatedAt: { type: "string", required: true },
+      },
+      indexes: {
+        byName: { pk: { field: "pk", composite: ["name"] }, sk: { field: "sk", composite: [] } },
+        all: {
+          index: "gsi1",
+          pk: { field: "gsi1pk", composite: [] },
+          sk: { field: "gsi1sk", composite: ["name"] },
+        },
+      },
+    },
+    config,
+  );
+
+  const host = new Entity(
+    {
+      model: { entity: "host", version: "1", service },
+      attributes: {
+        workshop: { type: "string", required: true },
+        hostId: { type: "string", required: true },
+        state: { type: HOST_STATES, required: true, default: "pending" },
+        phase: { type: "string" },
+        phases: {
+          type: "list",
+          items: {
+            type: "map",
+            properties: { name: { type: "string", required: true }, state: { type: "string", required: true } },
+          },
+        },
+        error: { type: "string" },
+        provider: { type: "string", required: true },
+        providerId: { type: "string" },
+        address: { type: "string" },
+        ssh: { type: "string" },
+        publicIp: { type: "string" },
+        labels: { type: "map", properties: {} },
+        expiry: { type: "string" },
+        deployStartedAt: { type: "string" },
+        readyAt: { type: "string" },
+        attempt: { type: "number", default: 0 },
+        access: { type: "string" },
+        createdAt: { type: "string", required: true, readOnly: true },
+        updatedAt: { type: "string", required: true },
+      },
+      indexes: {
+        byWorkshop: {
+          pk: { field: "pk", composite: ["workshop"] },
+          sk: { field: "sk", composite: ["hostId"] },
+        },
+      },
+    },
+    config,
+  );
+
+  const run = new Entity(
+    {
+      model: { entity: "run", version: "1", service },
+      attributes: {
+        workshop: { type: "string", required: true },
+        runId: { type: "string", required: true },
+        kind: { type: RUN_KINDS, required: true },
+        state: { type: RUN_STATES, required: true },
+        force: { type: "boolean", default: false },
+        deadline: { type: "string" },
+        startedAt: { type: "string", required: true },
+        endedAt: { type: "string" },
+        transitions: { type: "number", default: 0 },
+        hosts: { type: "any" },
+        error: { type: "string" },
+      },
+      indexes: {
+        byWorkshop: {
+          pk: { field: "pk", composite: ["workshop"] },
+          sk: { field: "sk", composite: ["runId"] },
+        },
+      },
+    },
+    config,
+  );
+
+  const schedule = new Entity(
+    {
+      model: { entity: "schedule", version: "1", service },
+      attributes: {
+        workshop: { type: "string", required: true },
+        kind: { type: ["teardown"] as const, required: true },
+        at: { type: "string", required: true },
+        state: { type: SCHEDULE_STATES, required: true },
+        runId: { type: "string" },
+        firedAt: { type: "string" },
+      },
+      indexes: {
+        byWorkshop: {
+          pk: { field: "pk", composite: ["workshop"] },
+          sk: { field: "sk", composite: ["kind"] },
+        },
+        due: {
+          index: "gsi1",
+          pk: { field: "gsi1pk", composite: ["state"] },
+          sk: { field: "gsi1sk", composite: ["at", "workshop", "kind"] },
+        },
+      },
+    },
+    config,
+  );
+
+  return { workshop, host, run, schedule };
+}
+
+export type Entities = ReturnType<typeof entities>;
+
+export function createStore(client: DynamoDBClient, table: string) {
+  const doc = DynamoDBDocumentClient.from(client, { marshallOptions: { removeUndefinedValues: true } });
+  const e = entities(doc, table);
+  return { ...e, service: new Service(e), table, client };
+}
+
+export type Store = ReturnType<typeof createStore>;
+export type WorkshopItem = EntityItem<Entities["workshop"]>;
+export type HostItem = EntityItem<Entities["host"]>;
+export type RunItem = EntityItem<Entities["run"]>;
+export type ScheduleItem = EntityItem<Entities["schedule"]>;
+export type HostState = (typeof HOST_STATES)[number];
+export type WorkshopState = (typeof WORKSHOP_STATES)[number];

@@ -1,0 +1,31 @@
+/** How labfleet runs a command on a host. Files travel over stdin, never through a world-readable path. */
+export interface ExecOptions {
+  stdin?: string | Buffer | NodeJS.ReadableStream;
+  env?: Record<string, string>;
+  /** Kill the command after this long; the result then has `timedOut: true` and exit code 124. */
+  timeoutMs?: number;
+}
+
+export interface ExecResult {
+  exitCode: number;
+  stdout: string;
+  stderr: string;
+  timedOut?: boolean;
+  /** True when output went past the transport's cap and was cut. */
+  truncated?: boolean;
+}
+
+export interface Transport {
+  /** Runs `command` with bash on the host, in the login user's home. */
+  exec(command: string, options?: ExecOptions): Promise<ExecResult>;
+  close?(): Promise<void>;
+}
+
+export type TransportName = "local" | "ssh" | "ssm";
+
+/** Quote a string for a POSIX shell. */
+export function shq(s: string): string {
+  return `'${s.replace(/'/g, `'\\''`)}'`;
+}
+
+export const OUTPUT_CAP_BYTES = 1024 * 1024;

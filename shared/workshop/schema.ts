@@ -1,0 +1,194 @@
+import { z } from "zod";
+
+/**
+ * The schema of workshop.yaml. Every object is strict (unknown keys are errors), every limit says what
+ * was expected, and schema/workshop.schema.json is generated from this file (`npm run schema`).
+ */
+
+const NAME = /^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$/;
+const HOST_ID = /^[a-z0-9]([a-z0-9-]{0,46}[a-z0-9])?$/;
+const SECRET_NAME = /^[A-Z][A-Z0-9_]{0,63}$/;
+
+const int = (what: string, min: number, max: number) =>
+  z
+    .number({ error: `expected ${what}: a whole number from ${min} to ${max}` })
+    .int({ error: `expected ${what}: a whole number from ${min} to ${max}` })
+    .min(min, { error: `expected ${what}: a whole number from ${min} to ${max}` })
+    .max(max, { error: `expected ${what}: a whole number from ${min} to ${max}` });
+
+const text = (what: string) =>
+  z.string({ error: `expected ${what} (a string)` }).trim().min(1, { error: `expected ${what}, got an empty string` });
+
+export const Requires = z
+  .strictObject({
+    memory_gib: z.number({ error: "expected memory in GiB (a number)" }).positive().optional(),
+    cpus: int("a CPU count", 1, 512).optional(),
+    disk_gib: z.number({ error: "expected free disk in GiB (a number)" }).positive().optional(),
+    kvm: z.boolean({ error: "expected true or false" }).optional(),
+    nested_virtualization: z.boolean({ error: "expected true or false" }).optional(),
+    commands: z.array(text("a command name")).optional(),
+  })
+  .describe("What `labfleet doctor` checks on every host before a deploy.");
+
+export const UiPort = z.strictObject({
+  name: text("a name for this UI"),
+  port: int("a TCP port", 1, 65535),
+  scheme: z.enum(["http", "https"], { error: "expected http or https" }).default("https"),
+  path: z.string().default("/"),
+});
+
+export const Component = z.strictObject({
+  name: text("a component name"),
+  port: int("a TCP port", 1, 65535).optional(),
+  path: z.string().optional(),
+  description: z.string().optional(),
+});
+
+export const Lab = z
+  .strictObject({
+    dir: text("the folder the lab is synced into, relative to the host user's home").default("lab"),
+    source: text('the lab source: "git:URL" or a local path')
+      .describe('Where the lab comes from: "git:https://..." (cloned, then reset to `ref`) or a local folder.')
+      .refine((s) => !s.startsWith("git:") || s.length > 4, { error: 'expected a URL after "git:"' }),
+    ref: text("a git ref (branch, tag or commit)").optional(),
+    setup: text("the command that builds the lab"),
+    health: text("a command that exits 0 when the lab can be handed out").optional(),
+    concurrency: int("how many hosts deploy at once", 1, 64).default(4),
+    timeout_minutes: z
+      .number({ error: "expected minutes (a number greater than 0, at most 1440)" })
+      .gt(0, { error: "expected minutes (a number greater than 0, at most 1440)" })
+      .max(1440, { error: "expected minutes (a number greater than 0, at most 1440)" })
+      .default(180),
+    poll_seconds: int("seconds between readiness polls", 5, 3600).default(60),
+    requires: Requires.default({}),
+    ui_ports: z.array(UiPort).default([]),
+    components: z.array(Component).default([]),
+    operator_secrets: z
+      .array(z.string().regex(SECRET_NAME, { error: "expected an UPPER_SNAKE_CASE secret name" }))
+      .default([]),
+  })
+  .superRefine((lab, ctx) => {
+    if (lab.ref && !lab.source.startsWith("git:")) {
+      ctx.addIssue({ code: "custom", path: ["ref"], message: 'ref applies only to a "git:" source' });
+    }
+  });
+
+export const Defaults = z.strictObject({
+  ssh_user: text("an SSH user name").optional(),
+  identity_file: text("a path to an SSH private key").optional(),
+});
+
+const ProviderCommon = {
+  host_id_prefix: z
+    .string()
+    .regex(/^[a-z0-9][a-z0-9-]{0,30}$/, { error: "expected lowercase letters, digits and dashes" })
+    .default("student-"),
+  ttl_hours: z
+    .number({ error: "expected hours (a number greater than 0, at most 168)" })
+    .gt(0, { error: "expected hours (a number greater than 0, at most 168)" })
+    .max(168, { error: "expected hours (a number greater than 0, at most 168)" })
+    .default(6),
+};
+
+export const LocalProvider = z.strictObject({
+  type: z.literal("local"),
+  count: int("a host count", 1, 64),
+  ...ProviderCommon,
+});
+
+export const StaticProvider = z.strictObject({
+  type: z.literal("static"),
+  count: int("a host count", 1, 64).optional(),
+  ...ProviderCommon,
+});
+
+export const AwsProvider = z.strictObject({
+  type: z.literal("aws"),
+  count: int("a host count", 1, 64),
+  region: text("an AWS region").optional(),
+  subnet_id: text("a subnet id").optional(),
+  instance_type: text("an EC2 instance type").optional(),
+  instance_tier: text("an instance tier").optional(),
+  ami: text("an AMI id").optional(),
+  security_group_ids: z.array(text("a security group id")).optional(),
+  student_access: z.enum(["operator", "open"], { error: "expected operator or open" }).optional(),
+  volume_size_gib: int("a volume size in GiB", 8, 16384).optional(),
+  nested_virtualization: z.boolean().optional(),
+  labels: z.record(z.string(), z.string()).optional(),
+  ...ProviderCommon,
+});
+
+export const Provider = z.discriminatedUnion("type", [LocalProvider, StaticProvider, AwsProvider], {
+  error: "expected provider.type to be local, static or aws",
+});
+
+export const HostEntry = z.strictObject({
+  id: z.string({ error: "expected a host id" }).regex(HOST_ID, {
+    error: "expected a host id: lowercase letters, digits and dashes, at most 48 characters",
+  }),
+  ssh: text("user@host[:port] or a host name"),
+  public_ip: z.union([z.ipv4(), z.ipv6()], { error: "expected an IP address" }).optional(),
+  labels: z.record(z.string(), z.string({ error: "expected a label value (a string)" })).default({}),
+});
+
+export const Portal = z.strictObject({
+  enabled: z.boolean({ error: "expected true or false" }).default(false),
+  code_letters: int("the number of random letters in the workshop code", 4, 8).default(6),
+  guide_url: z.url({ error: "expected a URL" }).optional(),
+  open_at_percent: int("a percentage of ready labs", 1, 100).default(100),
+  mode: z.enum(["open", "roster", "both"], { error: "expected open, roster or both" }).default("open"),
+  student_ssh: z.boolean({ error: "expected true or false" }).default(false),
+});
+
+export const Workshop = z
+  .strictObject({
+    name: z
+      .string({ error: "expected a workshop name" })
+      .regex(NAME, { error: "expected a name of lowercase letters, digits and dashes, at most 40 characters" }),
+    lab: Lab,
+    defaults: Defaults.default({}),
+    provider: Provider,
+    hosts: z.array(HostEntry).default([]),
+    portal: Portal.default({
+      enabled: false,
+      code_letters: 6,
+      open_at_percent: 100,
+      mode: "open",
+      student_ssh: false,
+    }),
+  })
+  .superRefine((w, ctx) => {
+    const seen = new Map<string, number>();
+    w.hosts.forEach((h, i) => {
+      const first = seen.get(h.id);
+      if (first !== undefined) {
+        ctx.addIssue({
+          code: "custom",
+          path: ["hosts", i, "id"],
+          message: `expected a unique host id; "${h.id}" is already used by hosts[${first}]`,
+        });
+      } else seen.set(h.id, i);
+    });
+    if (w.provider.type === "static") {
+      if (w.hosts.length === 0) {
+        ctx.addIssue({ code: "custom", path: ["hosts"], message: "expected at least one host for provider.type static" });
+      }
+      if (w.provider.count !== undefined && w.provider.count !== w.hosts.length) {
+        ctx.addIssue({
+          code: "custom",
+          path: ["provider", "count"],
+          message: `expected ${w.hosts.length} (the number of hosts[]) or no count for provider.type static`,
+        });
+      }
+    } else if (w.hosts.length > 0) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["hosts"],
+        message: `expected no hosts[] for provider.type ${w.provider.type}: hosts[] lists bring-your-own hosts (type static)`,
+      });
+    }
+  });
+
+export type Workshop = z.output<typeof Workshop>;
+export type WorkshopInput = z.input<typeof Workshop>;
+export type HostEntry = z.output<typeof HostEntry>;
