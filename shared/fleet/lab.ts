@@ -28,6 +28,7 @@ function labDir(spec: Workshop): string {
 export const WRAPPER = `#!/usr/bin/env bash
 # labfleet lab wrapper: runs setup.sh detached, records pid, heartbeat, exit code and log.
 d="$1"; labdir="$2"
+export LABFLEET_WORKSHOP="$3" LABFLEET_HOST_ID="$4"
 echo $$ > "$d/pid"
 ( while :; do date +%s > "$d/heartbeat"; sleep 5; done ) &
 hb=$!
@@ -58,6 +59,7 @@ echo "@@status"
 tail -n 500 "$d/status.jsonl" 2>/dev/null
 echo "@@log"
 tail -n 20 "$d/log" 2>/dev/null
+exit 0
 `;
 }
 
@@ -152,11 +154,12 @@ export async function probeLab(t: Transport, workshop: string): Promise<LabProbe
   return parseProbe(r.stdout);
 }
 
-export async function runHealth(t: Transport, spec: Workshop): Promise<ExecResult> {
+export async function runHealth(t: Transport, spec: Workshop, hostId: string): Promise<ExecResult> {
   if (!spec.lab.health) return { exitCode: 0, stdout: "", stderr: "" };
   const d = stateDir(spec.name);
+  const env = `LABFLEET_STATUS=${d}/status.jsonl LABFLEET_ACCESS=${d}/access.json LABFLEET_WORKSHOP=${shq(spec.name)} LABFLEET_HOST_ID=${shq(hostId)}`;
   return t.exec(
-    `cd ${labDir(spec)} && LABFLEET_STATUS=${d}/status.jsonl LABFLEET_ACCESS=${d}/access.json bash -c ${shq(spec.lab.health)}`,
+    `cd ${labDir(spec)} && ${env} bash -c ${shq(spec.lab.health)}`,
     { timeoutMs: HEALTH_TIMEOUT_MS },
   );
 }
@@ -214,7 +217,7 @@ function tarStream(folder: string): NodeJS.ReadableStream {
 }
 
 /** Writes the wrapper and setup and starts them detached; returns once the wrapper has recorded its pid. */
-export async function startLab(t: Transport, spec: Workshop): Promise<void> {
+export async function startLab(t: Transport, spec: Workshop, hostId: string): Promise<void> {
   const d = stateDir(spec.name);
   const files = `${WRAPPER}\n@@setup\n${spec.lab.setup}\n`;
   const r = await t.exec(
@@ -229,7 +232,7 @@ printf '%s\\n' "\${input#*
 }" > "$d/setup.sh"
 : > "$d/log"; chmod 600 "$d/log"
 date +%s > "$d/started"
-setsid -f bash "$d/wrapper.sh" "$d" ${labDir(spec)} > /dev/null 2>&1 < /dev/null
+setsid -f bash "$d/wrapper.sh" "$d" ${labDir(spec)} ${shq(spec.name)} ${shq(hostId)} > /dev/null 2>&1 < /dev/null
 for i in $(seq 100); do [ -s "$d/pid" ] && exit 0; [ -f "$d/rc" ] && exit 0; sleep 0.05; done
 echo "the lab wrapper did not start" >&2; exit 1`,
     { stdin: files, timeoutMs: 60_000 },

@@ -150,7 +150,7 @@ export async function deployHost(workshop: string, hostId: string, force: boolea
       .go();
     await syncSource(t, spec);
     await patchHost(workshop, hostId, { phase: "starting" });
-    await startLab(t, spec);
+    await startLab(t, spec, hostId);
     log.info("lab started", { workshop, hostId });
     return { hostId, action: "started" };
   } finally {
@@ -192,7 +192,7 @@ async function checkHost(spec: Workshop, provider: Provider, host: HostItem): Pr
       await patchHost(spec.name, host.hostId, progress);
       return "deploying";
     }
-    const health = await runHealth(t, spec);
+    const health = await runHealth(t, spec, host.hostId);
     if (health.exitCode !== 0) {
       if ((probe.rcAgeSeconds ?? 0) < HEALTH_GRACE_SECONDS) {
         await patchHost(spec.name, host.hostId, { ...progress, phase: "health" });

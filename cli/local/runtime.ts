@@ -1,0 +1,173 @@
+import { randomBytes } from "node:crypto";
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import type { AddressInfo } from "node:net";
+import { join, resolve } from "node:path";
+import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import { serve } from "@hono/node-server";
+import { stopLab } from "../../shared/fleet/lab.ts";
+import { unfinishedRuns } from "../../shared/fleet/runs.ts";
+import { runDueSchedules } from "../../shared/fleet/schedules.ts";
+import { listHosts } from "../../shared/fleet/workshops.ts";
+import { LocalProvider } from "../../shared/providers/local.ts";
+import { withActor } from "../../shared/runtime/actor.ts";
+import { type Clock, systemClock } from "../../shared/runtime/clock.ts";
+import { configure } from "../../shared/runtime/deps.ts";
+import { errorMessage } from "../../shared/runtime/errors.ts";
+import { log } from "../../shared/runtime/logger.ts";
+import { createStore, type Store } from "../../shared/store/entities.ts";
+import { ensureTable } from "../../shared/store/table.ts";
+import { LocalTransport } from "../../shared/transports/local.ts";
+import { LocalExecutor } from "../../stepfunctions/local-executor.ts";
+import { bootstrapAuth, createApp } from "../../web/app.ts";
+import { localClient, startDynamoLocal } from "./dynamodb.ts";
+
+export interface LocalRuntimeOptions {
+  /** Where data, sandbox hosts, keys and the runtime file live (default `.labfleet`). */
+  dataDir: string;
+  port?: number;
+  /** Use this DynamoDB endpoint instead of starting DynamoDB Local (tests share one instance). */
+  dynamoEndpoint?: string;
+  table?: string;
+  /** Milliseconds for each Wait state (the cloud waits lab.poll_seconds). */
+  waitMs?: number;
+  schedulerIntervalMs?: number;
+  clock?: Clock;
+  token?: string;
+  /** Stop the local labs still building on close (`labfleet dev` on Ctrl-C); a resumed run restarts them. */
+  stopLabsOnClose?: boolean;
+}
+
+export interface LocalRuntime {
+  url: string;
+  token: string;
+  store: Store;
+  executor: LocalExecutor;
+  provider: LocalProvider;
+  resumed: string[];
+  /** Runs one scheduler pass now (the timer does the same every interval). */
+  tick(): Promise<number>;
+  close(): Promise<void>;
+}
+
+export const RUNTIME_FILE = "runtime.json";
+
+function loadOrCreateKey(file: string): Buffer {
+  if (existsSync(file)) {
+    const key = Buffer.from(readFileSync(file, "utf8").trim(), "base64");
+    if (key.length === 32) return key;
+    throw new Error(`${file} does not hold a 32-byte key`);
+  }
+  const key = randomBytes(32);
+  writeFileSync(file, key.toString("base64"), { mode: 0o600 });
+  return key;
+}
+
+/**
+ * The composition root of the embedded runtime: DynamoDB Local, the local provider and transport, the
+ * in-process ASL executor, the scheduler and the Hono app on 127.0.0.1. Resumes unfinished runs at start
+ * and fires schedules that fell due while it was down.
+ */
+export async function startLocalRuntime(opts: LocalRuntimeOptions): Promise<LocalRuntime> {
+  const dataDir = resolve(opts.dataDir);
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  const clock = opts.clock ?? systemClock;
+
+  let client: DynamoDBClient;
+  let stopDynamo = async () => {};
+  if (opts.dynamoEndpoint) {
+    client = localClient(opts.dynamoEndpoint);
+    stopDynamo = async () => client.destroy();
+  } else {
+    const ddb = await startDynamoLocal({ dbPath: join(dataDir, "dynamodb"), pidFile: join(dataDir, "dynamodb.pid") });
+    client = ddb.client;
+    stopDynamo = ddb.stop;
+  }
+
+  let server: ReturnType<typeof serve> | undefined;
+  let timer: NodeJS.Timeout | undefined;
+  const executor = new LocalExecutor({ waitMs: opts.waitMs ?? 1000 });
+  try {
+    const table = opts.table ?? "labfleet";
+    await ensureTable(client, table);
+    const store = createStore(client, table);
+    const provider = new LocalProvider(join(dataDir, "hosts"));
+    configure({
+      store,
+      clock,
+      providers: { local: provider },
+      transport: (host) => {
+        if (host.transport !== "local") throw new Error(`the local runtime has no ${host.transport} transport yet`);
+        return new LocalTransport(host.address);
+      },
+      workflows: executor,
+      accessKey: loadOrCreateKey(join(dataDir, "access.key")),
+    });
+
+    const token = opts.token ?? randomBytes(24).toString("base64url");
+    const app = createApp({ auth: bootstrapAuth(token) });
+    const port = await new Promise<number>((res, rej) => {
+      server = serve({ fetch: app.fetch, hostname: "127.0.0.1", port: opts.port ?? 0 }, (info: AddressInfo) => res(info.port));
+      server.once("error", rej);
+    });
+    const url = `http://127.0.0.1:${port}`;
+    const runtimeFile = join(dataDir, RUNTIME_FILE);
+    writeFileSync(runtimeFile, JSON.stringify({ url, token, pid: process.pid }), { mode: 0o600 });
+
+    const resumed: string[] = [];
+    await withActor({ type: "system", id: "runtime" }, async () => {
+      for (const run of await unfinishedRuns()) {
+        log.info("resuming run", { workshop: run.workshop, runId: run.runId, kind: run.kind });
+        await executor.start(run.kind, { workshop: run.workshop, runId: run.runId, force: run.force ?? false });
+        resumed.push(run.runId);
+      }
+    });
+
+    let ticking: Promise<number> | undefined;
+    const tick = () => {
+      ticking ??= withActor({ type: "system", id: "scheduler" }, () => runDueSchedules()).finally(() => {
+        ticking = undefined;
+      });
+      return ticking;
+    };
+    await tick();
+    timer = setInterval(() => {
+      tick().catch((err) => log.error("scheduler pass failed", { error: errorMessage(err) }));
+    }, opts.schedulerIntervalMs ?? 5000);
+    timer.unref();
+
+    const close = async () => {
+      if (timer) clearInterval(timer);
+      await ticking?.catch(() => undefined);
+      const running = executor.running;
+      await executor.close();
+      if (opts.stopLabsOnClose) {
+        for (const runId of running) log.info("run paused; it resumes at the next start", { runId });
+        await stopBuildingLabs(store).catch((err) => log.warn("stopping labs failed", { error: errorMessage(err) }));
+      }
+      await new Promise<void>((res) => (server ? server.close(() => res()) : res()));
+      try {
+        if (JSON.parse(readFileSync(runtimeFile, "utf8")).pid === process.pid) rmSync(runtimeFile, { force: true });
+      } catch {
+        // already gone
+      }
+      await stopDynamo();
+    };
+    return { url, token, store, executor, provider, resumed, tick, close };
+  } catch (err) {
+    if (timer) clearInterval(timer);
+    await executor.close();
+    server?.close();
+    await stopDynamo();
+    throw err;
+  }
+}
+
+async function stopBuildingLabs(store: Store): Promise<void> {
+  const workshops = (await store.workshop.query.all({}).go({ pages: "all" })).data;
+  for (const w of workshops) {
+    for (const h of await listHosts(w.name)) {
+      if (h.provider !== "local" || h.state !== "deploying" || !h.address) continue;
+      await stopLab(new LocalTransport(h.address), w.name);
+    }
+  }
+}
