@@ -2,6 +2,8 @@ import { z } from "zod";
 import { pollFleet } from "../shared/fleet/up.ts";
 import { taskHandler, WorkshopName } from "../shared/runtime/handler.ts";
 
-export const handler = taskHandler("poll", z.object({ workshop: WorkshopName, deadline: z.iso.datetime() }), (i) =>
-  pollFleet(i.workshop, i.deadline),
+export const handler = taskHandler(
+  "poll",
+  z.object({ workshop: WorkshopName, deadline: z.iso.datetime() }),
+  (i) => pollFleet(i.workshop, i.deadline),
 );

@@ -26,7 +26,9 @@ export function loadDefinition(kind: RunKind): AslDefinition {
 export function allStates(def: AslDefinition): [string, AslState][] {
   return Object.entries(def.States).flatMap(([name, state]) => [
     [name, state] as [string, AslState],
-    ...[state.ItemProcessor, state.Iterator, ...(state.Branches ?? [])].flatMap((d) => (d ? allStates(d) : [])),
+    ...[state.ItemProcessor, state.Iterator, ...(state.Branches ?? [])].flatMap((d) =>
+      d ? allStates(d) : [],
+    ),
   ]);
 }
 

@@ -48,7 +48,10 @@ export function localHandlers(def: AslDefinition) {
     if (state.Type !== "Task") continue;
     const key = functionKeyOf(state);
     const fn = key ? (taskFunctions as Record<string, (e: unknown) => Promise<unknown>>)[key] : undefined;
-    if (!fn) throw new Error(`state ${name} invokes ${String(state.Parameters?.FunctionName)}, which has no handler`);
+    if (!fn)
+      throw new Error(
+        `state ${name} invokes ${String(state.Parameters?.FunctionName)}, which has no handler`,
+      );
     handlers[name] = async (input) => {
       const { Payload } = input as { Payload: unknown };
       return { StatusCode: 200, Payload: await fn(Payload) };
@@ -68,7 +71,10 @@ export class LocalExecutor implements Workflows {
   constructor(private readonly options: LocalExecutorOptions = {}) {
     const make = (kind: RunKind) => {
       const def = loadDefinition(kind);
-      return { def, sm: new StateMachine(def as never, { validationOptions: { checkArn: true, checkPaths: true } }) };
+      return {
+        def,
+        sm: new StateMachine(def as never, { validationOptions: { checkArn: true, checkPaths: true } }),
+      };
     };
     this.machines = { up: make("up"), teardown: make("teardown") };
   }
@@ -88,8 +94,14 @@ export class LocalExecutor implements Workflows {
         .map(([name, s]) => [name, (s.Retry as unknown[]).map(() => this.options.retryMs ?? 200)]),
     );
     const execution = sm.run(input as never, {
-      overrides: { taskResourceLocalHandlers: localHandlers(def) as never, waitTimeOverrides: waits, retryIntervalOverrides: retries },
-      context: { Execution: { Id: `local:${kind}:${input.runId}`, Name: input.runId, Input: input as never } },
+      overrides: {
+        taskResourceLocalHandlers: localHandlers(def) as never,
+        waitTimeOverrides: waits,
+        retryIntervalOverrides: retries,
+      },
+      context: {
+        Execution: { Id: `local:${kind}:${input.runId}`, Name: input.runId, Input: input as never },
+      },
       noThrowOnAbort: true,
     });
     const entry: Execution = { kind, abort: execution.abort, stopped: false, done: Promise.resolve() };

@@ -33,7 +33,13 @@ export function createApp(opts: { auth: InstructorAuth }) {
     const started = Date.now();
     await next();
     // The path only: query strings may carry secrets and are never logged.
-    log.info("request", { requestId, method: c.req.method, path: c.req.path, status: c.res.status, ms: Date.now() - started });
+    log.info("request", {
+      requestId,
+      method: c.req.method,
+      path: c.req.path,
+      status: c.res.status,
+      ms: Date.now() - started,
+    });
   });
   app.use(
     secureHeaders({
@@ -47,7 +53,9 @@ export function createApp(opts: { auth: InstructorAuth }) {
     }),
   );
   app.onError(onError);
-  app.notFound((c) => c.json({ error: { kind: "not_found", code: "route.not_found", message: "no such route" } }, 404));
+  app.notFound((c) =>
+    c.json({ error: { kind: "not_found", code: "route.not_found", message: "no such route" } }, 404),
+  );
 
   app.get("/api/health", (c) => c.json({ ok: true }));
 
@@ -55,7 +63,12 @@ export function createApp(opts: { auth: InstructorAuth }) {
   api.use(async (c, next) => {
     const header = c.req.header("authorization") ?? "";
     const match = /^Bearer\s+(\S+)$/i.exec(header);
-    if (!match?.[1]) throw new VisibleError("auth", "auth.missing", "an instructor token is required (Authorization: Bearer ...)");
+    if (!match?.[1])
+      throw new VisibleError(
+        "auth",
+        "auth.missing",
+        "an instructor token is required (Authorization: Bearer ...)",
+      );
     const who = await opts.auth.verify(match[1]);
     if (!who) throw new VisibleError("auth", "auth.invalid", "the instructor token is not valid");
     c.header("Cache-Control", "no-store");

@@ -1,10 +1,17 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { createRequire } from "node:module";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
-import { mkdtempSync } from "node:fs";
 import { DynamoDBClient, ListTablesCommand } from "@aws-sdk/client-dynamodb";
 
 /**
@@ -55,13 +62,16 @@ function reapStale(pidFile: string, dbPath: string): void {
   if (!Number.isInteger(pid) || pid <= 1) return;
   try {
     const cmd = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0");
-    if (cmd.some((a) => a.endsWith("DynamoDBLocal.jar")) && cmd.includes(dbPath)) process.kill(pid, "SIGKILL");
+    if (cmd.some((a) => a.endsWith("DynamoDBLocal.jar")) && cmd.includes(dbPath))
+      process.kill(pid, "SIGKILL");
   } catch {
     // gone already
   }
 }
 
-export async function startDynamoLocal(opts: { dbPath?: string; pidFile?: string; timeoutMs?: number } = {}): Promise<DynamoLocal> {
+export async function startDynamoLocal(
+  opts: { dbPath?: string; pidFile?: string; timeoutMs?: number } = {},
+): Promise<DynamoLocal> {
   const lib = dynamoJarDir();
   const port = await freePort();
   const dbPath = opts.dbPath ? resolve(opts.dbPath) : undefined;
@@ -95,7 +105,11 @@ export async function startDynamoLocal(opts: { dbPath?: string; pidFile?: string
   const exited = new Promise<void>((res) => child.once("exit", () => res()));
   const spawnError = new Promise<never>((_, rej) =>
     child.once("error", (e) =>
-      rej(new Error(`could not start java for DynamoDB Local (${e.message}); install Java 17: apt-get install -y openjdk-17-jre-headless`)),
+      rej(
+        new Error(
+          `could not start java for DynamoDB Local (${e.message}); install Java 17: apt-get install -y openjdk-17-jre-headless`,
+        ),
+      ),
     ),
   );
   if (opts.pidFile && child.pid) writeFileSync(opts.pidFile, String(child.pid), { mode: 0o600 });
@@ -117,12 +131,14 @@ export async function startDynamoLocal(opts: { dbPath?: string; pidFile?: string
   const deadline = Date.now() + (opts.timeoutMs ?? 60_000);
   const ready = (async () => {
     for (;;) {
-      if (child.exitCode !== null) throw new Error(`DynamoDB Local exited with code ${child.exitCode}: ${stderr.trim()}`);
+      if (child.exitCode !== null)
+        throw new Error(`DynamoDB Local exited with code ${child.exitCode}: ${stderr.trim()}`);
       try {
         await client.send(new ListTablesCommand({ Limit: 1 }));
         return;
       } catch {
-        if (Date.now() > deadline) throw new Error(`DynamoDB Local did not answer on ${endpoint} in time: ${stderr.trim()}`);
+        if (Date.now() > deadline)
+          throw new Error(`DynamoDB Local did not answer on ${endpoint} in time: ${stderr.trim()}`);
         await new Promise((r) => setTimeout(r, 100));
       }
     }

@@ -78,7 +78,10 @@ export async function startLocalRuntime(opts: LocalRuntimeOptions): Promise<Loca
     client = localClient(opts.dynamoEndpoint);
     stopDynamo = async () => client.destroy();
   } else {
-    const ddb = await startDynamoLocal({ dbPath: join(dataDir, "dynamodb"), pidFile: join(dataDir, "dynamodb.pid") });
+    const ddb = await startDynamoLocal({
+      dbPath: join(dataDir, "dynamodb"),
+      pidFile: join(dataDir, "dynamodb.pid"),
+    });
     client = ddb.client;
     stopDynamo = ddb.stop;
   }
@@ -96,7 +99,8 @@ export async function startLocalRuntime(opts: LocalRuntimeOptions): Promise<Loca
       clock,
       providers: { local: provider },
       transport: (host) => {
-        if (host.transport !== "local") throw new Error(`the local runtime has no ${host.transport} transport yet`);
+        if (host.transport !== "local")
+          throw new Error(`the local runtime has no ${host.transport} transport yet`);
         return new LocalTransport(host.address);
       },
       workflows: executor,
@@ -106,7 +110,9 @@ export async function startLocalRuntime(opts: LocalRuntimeOptions): Promise<Loca
     const token = opts.token ?? randomBytes(24).toString("base64url");
     const app = createApp({ auth: bootstrapAuth(token) });
     const port = await new Promise<number>((res, rej) => {
-      server = serve({ fetch: app.fetch, hostname: "127.0.0.1", port: opts.port ?? 0 }, (info: AddressInfo) => res(info.port));
+      server = serve({ fetch: app.fetch, hostname: "127.0.0.1", port: opts.port ?? 0 }, (info: AddressInfo) =>
+        res(info.port),
+      );
       server.once("error", rej);
     });
     const url = `http://127.0.0.1:${port}`;
@@ -117,7 +123,11 @@ export async function startLocalRuntime(opts: LocalRuntimeOptions): Promise<Loca
     await withActor({ type: "system", id: "runtime" }, async () => {
       for (const run of await unfinishedRuns()) {
         log.info("resuming run", { workshop: run.workshop, runId: run.runId, kind: run.kind });
-        await executor.start(run.kind, { workshop: run.workshop, runId: run.runId, force: run.force ?? false });
+        await executor.start(run.kind, {
+          workshop: run.workshop,
+          runId: run.runId,
+          force: run.force ?? false,
+        });
         resumed.push(run.runId);
       }
     });
@@ -142,11 +152,14 @@ export async function startLocalRuntime(opts: LocalRuntimeOptions): Promise<Loca
       await executor.close();
       if (opts.stopLabsOnClose) {
         for (const runId of running) log.info("run paused; it resumes at the next start", { runId });
-        await stopBuildingLabs(store).catch((err) => log.warn("stopping labs failed", { error: errorMessage(err) }));
+        await stopBuildingLabs(store).catch((err) =>
+          log.warn("stopping labs failed", { error: errorMessage(err) }),
+        );
       }
       await new Promise<void>((res) => (server ? server.close(() => res()) : res()));
       try {
-        if (JSON.parse(readFileSync(runtimeFile, "utf8")).pid === process.pid) rmSync(runtimeFile, { force: true });
+        if (JSON.parse(readFileSync(runtimeFile, "utf8")).pid === process.pid)
+          rmSync(runtimeFile, { force: true });
       } catch {
         // already gone
       }

@@ -136,7 +136,10 @@ export function judge(probe: LabProbe): LabVerdict {
   if (probe.rc !== undefined) {
     if (probe.rc === 0) return { state: "complete" };
     const tail = probe.logTail.slice(-5).join("\n");
-    return { state: "failed", reason: `setup exited with code ${probe.rc}${tail ? `; last lines of the log:\n${tail}` : ""}` };
+    return {
+      state: "failed",
+      reason: `setup exited with code ${probe.rc}${tail ? `; last lines of the log:\n${tail}` : ""}`,
+    };
   }
   if (probe.alive) return { state: "running" };
   if (probe.started) {
@@ -158,14 +161,15 @@ export async function runHealth(t: Transport, spec: Workshop, hostId: string): P
   if (!spec.lab.health) return { exitCode: 0, stdout: "", stderr: "" };
   const d = stateDir(spec.name);
   const env = `LABFLEET_STATUS=${d}/status.jsonl LABFLEET_ACCESS=${d}/access.json LABFLEET_WORKSHOP=${shq(spec.name)} LABFLEET_HOST_ID=${shq(hostId)}`;
-  return t.exec(
-    `cd ${labDir(spec)} && ${env} bash -c ${shq(spec.lab.health)}`,
-    { timeoutMs: HEALTH_TIMEOUT_MS },
-  );
+  return t.exec(`cd ${labDir(spec)} && ${env} bash -c ${shq(spec.lab.health)}`, {
+    timeoutMs: HEALTH_TIMEOUT_MS,
+  });
 }
 
 export async function readAccess(t: Transport, workshop: string): Promise<string | undefined> {
-  const r = await t.exec(`head -c 65536 ${stateDir(workshop)}/access.json 2>/dev/null`, { timeoutMs: 30_000 });
+  const r = await t.exec(`head -c 65536 ${stateDir(workshop)}/access.json 2>/dev/null`, {
+    timeoutMs: 30_000,
+  });
   if (r.exitCode !== 0 || r.stdout.trim() === "") return undefined;
   try {
     JSON.parse(r.stdout);
@@ -242,5 +246,7 @@ echo "the lab wrapper did not start" >&2; exit 1`,
 
 export function lastLines(r: ExecResult, n = 5): string {
   const text = (r.stderr.trim() || r.stdout.trim()).split("\n").slice(-n).join("\n");
-  return r.timedOut ? `timed out${text ? `: ${text}` : ""}` : `exit code ${r.exitCode}${text ? `: ${text}` : ""}`;
+  return r.timedOut
+    ? `timed out${text ? `: ${text}` : ""}`
+    : `exit code ${r.exitCode}${text ? `: ${text}` : ""}`;
 }

@@ -5,15 +5,19 @@ import { VisibleError } from "../runtime/errors.ts";
 import { createID } from "../runtime/ids.ts";
 import { log } from "../runtime/logger.ts";
 import type { RunItem } from "../store/entities.ts";
-import { getWorkshop, listRuns } from "./workshops.ts";
 import type { RunKind } from "./workflows.ts";
+import { getWorkshop, listRuns } from "./workshops.ts";
 
 /**
  * Starts `up` or `teardown` for a workshop. `up` while an `up` is running returns that run (no duplicate
  * work); `teardown` stops a running `up` first. The run record is written before the workflow starts, so
  * a runtime that dies in between finds the run and resumes it.
  */
-export async function startRun(workshop: string, kind: RunKind, opts: { force?: boolean } = {}): Promise<RunItem> {
+export async function startRun(
+  workshop: string,
+  kind: RunKind,
+  opts: { force?: boolean } = {},
+): Promise<RunItem> {
   assertActor("instructor", "system");
   const { store, clock, workflows } = useDeps();
   const w = await getWorkshop(workshop);
@@ -37,7 +41,14 @@ export async function startRun(workshop: string, kind: RunKind, opts: { force?: 
   const runId = createID("run");
   const run = (
     await store.run
-      .create({ workshop, runId, kind, state: "running", force: opts.force ?? false, startedAt: isoNow(clock) })
+      .create({
+        workshop,
+        runId,
+        kind,
+        state: "running",
+        force: opts.force ?? false,
+        startedAt: isoNow(clock),
+      })
       .go()
   ).data;
   await store.workshop

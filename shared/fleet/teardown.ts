@@ -1,9 +1,9 @@
+import type { DeprovisionResult } from "../providers/types.ts";
 import { isoNow } from "../runtime/clock.ts";
 import { mapLimit } from "../runtime/concurrency.ts";
 import { useDeps } from "../runtime/deps.ts";
 import { errorMessage, VisibleError } from "../runtime/errors.ts";
 import { log } from "../runtime/logger.ts";
-import type { DeprovisionResult } from "../providers/types.ts";
 import type { Workshop } from "../workshop/schema.ts";
 import { stopLab } from "./lab.ts";
 import { cancelSchedules } from "./schedules.ts";
@@ -15,10 +15,20 @@ export async function deprovisionHosts(workshop: string): Promise<{ results: Dep
   const deps = useDeps();
   const spec = (await getWorkshop(workshop)).spec as Workshop;
   const provider = deps.providers[spec.provider.type];
-  if (!provider) throw new VisibleError("input", "provider.unavailable", `provider ${spec.provider.type} is not available here`);
+  if (!provider)
+    throw new VisibleError(
+      "input",
+      "provider.unavailable",
+      `provider ${spec.provider.type} is not available here`,
+    );
   const hosts = (await listHosts(workshop)).filter((h) => h.state !== "torn_down" && h.address);
   await mapLimit(hosts, 16, async (h) => {
-    const t = deps.transport({ workshop, hostId: h.hostId, address: h.address as string, transport: provider.transport });
+    const t = deps.transport({
+      workshop,
+      hostId: h.hostId,
+      address: h.address as string,
+      transport: provider.transport,
+    });
     try {
       await stopLab(t, workshop);
     } catch (err) {
@@ -46,7 +56,10 @@ export async function finishTeardown(
   for (const h of await listHosts(workshop)) {
     const r = byHost.get(h.hostId);
     if (r?.result === "error") {
-      await store.host.patch({ workshop, hostId: h.hostId }).set({ error: `teardown: ${r.detail ?? "failed"}`, updatedAt: now }).go();
+      await store.host
+        .patch({ workshop, hostId: h.hostId })
+        .set({ error: `teardown: ${r.detail ?? "failed"}`, updatedAt: now })
+        .go();
     } else {
       await store.host
         .patch({ workshop, hostId: h.hostId })
@@ -62,7 +75,9 @@ export async function finishTeardown(
     .set({
       state,
       endedAt: now,
-      hosts: Object.fromEntries(results.map((r) => [r.hostId, { state: r.result, ...(r.detail ? { error: r.detail } : {}) }])),
+      hosts: Object.fromEntries(
+        results.map((r) => [r.hostId, { state: r.result, ...(r.detail ? { error: r.detail } : {}) }]),
+      ),
       ...(errors.length ? { error: `${errors.length} hosts could not be torn down` } : {}),
     })
     .go();

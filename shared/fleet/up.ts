@@ -1,3 +1,4 @@
+import type { Provider } from "../providers/types.ts";
 import { isoNow } from "../runtime/clock.ts";
 import { mapLimit } from "../runtime/concurrency.ts";
 import { seal } from "../runtime/crypto.ts";
@@ -5,7 +6,6 @@ import { useDeps } from "../runtime/deps.ts";
 import { errorMessage, VisibleError } from "../runtime/errors.ts";
 import { log } from "../runtime/logger.ts";
 import type { HostItem } from "../store/entities.ts";
-import type { Provider } from "../providers/types.ts";
 import type { Transport } from "../transports/types.ts";
 import type { Workshop } from "../workshop/schema.ts";
 import {
@@ -35,12 +35,18 @@ async function load(workshop: string): Promise<{ spec: Workshop; provider: Provi
   const w = await getWorkshop(workshop);
   const spec = w.spec as Workshop;
   const provider = useDeps().providers[spec.provider.type];
-  if (!provider) throw new VisibleError("input", "provider.unavailable", `provider ${spec.provider.type} is not available here`);
+  if (!provider)
+    throw new VisibleError(
+      "input",
+      "provider.unavailable",
+      `provider ${spec.provider.type} is not available here`,
+    );
   return { spec, provider };
 }
 
 function transportFor(spec: Workshop, provider: Provider, host: HostItem): Transport {
-  if (!host.address) throw new VisibleError("host", "host.no_address", `host ${host.hostId} has no address yet`);
+  if (!host.address)
+    throw new VisibleError("host", "host.no_address", `host ${host.hostId} has no address yet`);
   return useDeps().transport({
     workshop: spec.name,
     hostId: host.hostId,
@@ -85,7 +91,10 @@ export async function provisionHosts(workshop: string): Promise<{ hostIds: strin
   const expiry = w.expiry ?? new Date(now.getTime() + spec.provider.ttl_hours * 3_600_000).toISOString();
   const existing = new Map((await listHosts(workshop)).map((h) => [h.hostId, h]));
 
-  await store.workshop.patch({ name: workshop }).set({ state: "provisioning", expiry, updatedAt: now.toISOString() }).go();
+  await store.workshop
+    .patch({ name: workshop })
+    .set({ state: "provisioning", expiry, updatedAt: now.toISOString() })
+    .go();
   const provisioned = await provider.provision(spec);
   for (const p of provisioned) {
     const prev = existing.get(p.hostId);
@@ -114,25 +123,37 @@ export async function provisionHosts(workshop: string): Promise<{ hostIds: strin
       .go();
   }
   await ensureTeardownSchedule(workshop, expiry);
-  await store.workshop.patch({ name: workshop }).set({ state: "deploying", updatedAt: isoNow(clock) }).go();
+  await store.workshop
+    .patch({ name: workshop })
+    .set({ state: "deploying", updatedAt: isoNow(clock) })
+    .go();
   return { hostIds: provisioned.map((p) => p.hostId) };
 }
 
 export type DeployAction = "started" | "running" | "complete";
 
 /** Deploys one host: skip a complete lab (unless forced), leave a running one, else sync and start setup. */
-export async function deployHost(workshop: string, hostId: string, force: boolean): Promise<{ hostId: string; action: DeployAction }> {
+export async function deployHost(
+  workshop: string,
+  hostId: string,
+  force: boolean,
+): Promise<{ hostId: string; action: DeployAction }> {
   const { store, clock } = useDeps();
   const { spec, provider } = await load(workshop);
   const host = (await store.host.get({ workshop, hostId }).go()).data;
-  if (!host) throw new VisibleError("not_found", "host.not_found", `no host ${hostId} in workshop ${workshop}`);
+  if (!host)
+    throw new VisibleError("not_found", "host.not_found", `no host ${hostId} in workshop ${workshop}`);
   const t = transportFor(spec, provider, host);
   try {
     const probe = await probeLab(t, workshop);
     const verdict = judge(probe);
     if (!force && verdict.state === "complete") {
       if (host.state !== "ready") {
-        await store.host.patch({ workshop, hostId }).set({ state: "deploying", updatedAt: isoNow(clock) }).remove(["error"]).go();
+        await store.host
+          .patch({ workshop, hostId })
+          .set({ state: "deploying", updatedAt: isoNow(clock) })
+          .remove(["error"])
+          .go();
       }
       return { hostId, action: "complete" };
     }
@@ -185,7 +206,10 @@ async function checkHost(spec: Workshop, provider: Provider, host: HostItem): Pr
       return "failed";
     }
     if (verdict.state === "not_started") {
-      await patchHost(spec.name, host.hostId, { state: "failed", error: "the lab setup was never started on this host" });
+      await patchHost(spec.name, host.hostId, {
+        state: "failed",
+        error: "the lab setup was never started on this host",
+      });
       return "failed";
     }
     if (verdict.state === "running") {
@@ -232,7 +256,9 @@ export async function pollFleet(workshop: string, deadline: string): Promise<Pol
     h.state === "deploying" ? checkHost(spec, provider, h) : h.state,
   );
   const count = (s: string) => states.filter((x) => x === s).length;
-  const unfinished = states.filter((s) => s === "deploying" || s === "pending" || s === "provisioning").length;
+  const unfinished = states.filter(
+    (s) => s === "deploying" || s === "pending" || s === "provisioning",
+  ).length;
   return {
     done: unfinished === 0,
     timedOut: unfinished > 0 && clock.now().toISOString() >= deadline,
@@ -245,7 +271,9 @@ export async function pollFleet(workshop: string, deadline: string): Promise<Pol
 /** The deadline passed: every lab not yet ready fails with the reason, its setup stopped. */
 export async function failUnfinished(workshop: string, deadline: string): Promise<{ failed: string[] }> {
   const { spec, provider } = await load(workshop);
-  const hosts = (await listHosts(workshop)).filter((h) => ["deploying", "pending", "provisioning"].includes(h.state));
+  const hosts = (await listHosts(workshop)).filter((h) =>
+    ["deploying", "pending", "provisioning"].includes(h.state),
+  );
   await mapLimit(hosts, POLL_CONCURRENCY, async (h) => {
     const t = transportFor(spec, provider, h);
     try {
@@ -266,7 +294,10 @@ export async function finishUp(workshop: string, runId: string): Promise<{ state
   const { store, clock } = useDeps();
   const hosts = (await listHosts(workshop)).filter((h) => h.state !== "torn_down");
   const results = Object.fromEntries(
-    hosts.map((h) => [h.hostId, { state: h.state, ...(h.error && h.state !== "ready" ? { error: h.error } : {}) }]),
+    hosts.map((h) => [
+      h.hostId,
+      { state: h.state, ...(h.error && h.state !== "ready" ? { error: h.error } : {}) },
+    ]),
   );
   const allReady = hosts.length > 0 && hosts.every((h) => h.state === "ready");
   const state = allReady ? "succeeded" : "failed";
@@ -277,10 +308,17 @@ export async function finishUp(workshop: string, runId: string): Promise<{ state
       state,
       endedAt: now,
       hosts: results,
-      ...(allReady ? {} : { error: `${hosts.filter((h) => h.state !== "ready").length} of ${hosts.length} labs are not ready` }),
+      ...(allReady
+        ? {}
+        : {
+            error: `${hosts.filter((h) => h.state !== "ready").length} of ${hosts.length} labs are not ready`,
+          }),
     })
     .go();
-  await store.workshop.patch({ name: workshop }).set({ state: allReady ? "ready" : "failed", updatedAt: now }).go();
+  await store.workshop
+    .patch({ name: workshop })
+    .set({ state: allReady ? "ready" : "failed", updatedAt: now })
+    .go();
   return { state };
 }
 
@@ -288,7 +326,10 @@ export async function finishUp(workshop: string, runId: string): Promise<{ state
 export async function failRun(workshop: string, runId: string, error: string): Promise<void> {
   const { store, clock } = useDeps();
   const now = isoNow(clock);
-  await store.run.patch({ workshop, runId }).set({ state: "failed", endedAt: now, error: error.slice(0, 4000) }).go();
+  await store.run
+    .patch({ workshop, runId })
+    .set({ state: "failed", endedAt: now, error: error.slice(0, 4000) })
+    .go();
   const w = await getWorkshop(workshop);
   const run = await getRun(workshop, runId);
   await store.workshop

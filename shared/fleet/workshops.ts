@@ -1,7 +1,7 @@
 import { assertActor } from "../runtime/actor.ts";
+import { isoNow } from "../runtime/clock.ts";
 import { useDeps } from "../runtime/deps.ts";
 import { VisibleError } from "../runtime/errors.ts";
-import { isoNow } from "../runtime/clock.ts";
 import type { HostItem, RunItem, WorkshopItem } from "../store/entities.ts";
 import { parseWorkshopYaml, resolveLabSource } from "../workshop/load.ts";
 import type { Workshop } from "../workshop/schema.ts";
@@ -52,37 +52,58 @@ export interface WorkshopStatus extends WorkshopSummary {
  * Creates or updates a workshop from its YAML. A workshop that is being torn down cannot be changed;
  * one that was torn down starts afresh.
  */
-export async function submitWorkshop(yaml: string, baseDir?: string): Promise<{ name: string; created: boolean }> {
+export async function submitWorkshop(
+  yaml: string,
+  baseDir?: string,
+): Promise<{ name: string; created: boolean }> {
   assertActor("instructor", "system");
   let spec = parseWorkshopYaml(yaml);
   if (baseDir) spec = resolveLabSource(spec, baseDir);
   const { store, clock, providers } = useDeps();
   const provider = providers[spec.provider.type];
   if (!provider) {
-    throw new VisibleError("input", "workshop.provider_unavailable", "this runtime cannot use that provider", [
-      { path: "provider.type", message: `expected one of: ${Object.keys(providers).join(", ")}` },
-    ]);
+    throw new VisibleError(
+      "input",
+      "workshop.provider_unavailable",
+      "this runtime cannot use that provider",
+      [{ path: "provider.type", message: `expected one of: ${Object.keys(providers).join(", ")}` }],
+    );
   }
   const problems = provider.validate(spec);
-  if (problems.length > 0) throw new VisibleError("input", "workshop.invalid", "workshop.yaml is not valid", problems);
+  if (problems.length > 0)
+    throw new VisibleError("input", "workshop.invalid", "workshop.yaml is not valid", problems);
 
   const now = isoNow(clock);
   const existing = (await store.workshop.get({ name: spec.name }).go()).data;
   if (existing?.state === "tearing_down") {
-    throw new VisibleError("conflict", "workshop.tearing_down", `workshop ${spec.name} is being torn down; wait until it is gone`);
+    throw new VisibleError(
+      "conflict",
+      "workshop.tearing_down",
+      `workshop ${spec.name} is being torn down; wait until it is gone`,
+    );
   }
   if (existing && existing.state !== "torn_down") {
     const old = existing.spec as Workshop;
     if (old.provider.type !== spec.provider.type) {
-      throw new VisibleError("conflict", "workshop.provider_changed", "a workshop's provider cannot change while it has hosts", [
-        { path: "provider.type", message: `expected ${old.provider.type} until the workshop is torn down` },
-      ]);
+      throw new VisibleError(
+        "conflict",
+        "workshop.provider_changed",
+        "a workshop's provider cannot change while it has hosts",
+        [{ path: "provider.type", message: `expected ${old.provider.type} until the workshop is torn down` }],
+      );
     }
     await store.workshop.patch({ name: spec.name }).set({ spec, yaml, updatedAt: now }).go();
     return { name: spec.name, created: false };
   }
   await store.workshop
-    .put({ name: spec.name, spec, yaml, state: "draft", createdAt: existing?.createdAt ?? now, updatedAt: now })
+    .put({
+      name: spec.name,
+      spec,
+      yaml,
+      state: "draft",
+      createdAt: existing?.createdAt ?? now,
+      updatedAt: now,
+    })
     .go();
   return { name: spec.name, created: true };
 }
@@ -134,7 +155,10 @@ export function runView(r: RunItem): RunView {
     state: r.state,
     startedAt: r.startedAt,
     ...(r.endedAt
-      ? { endedAt: r.endedAt, durationSeconds: Math.round((Date.parse(r.endedAt) - Date.parse(r.startedAt)) / 1000) }
+      ? {
+          endedAt: r.endedAt,
+          durationSeconds: Math.round((Date.parse(r.endedAt) - Date.parse(r.startedAt)) / 1000),
+        }
       : {}),
     transitions: r.transitions ?? 0,
     ...(r.hosts ? { hosts: r.hosts as RunView["hosts"] } : {}),

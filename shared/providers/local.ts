@@ -1,7 +1,13 @@
 import { mkdir, readdir, rm, stat } from "node:fs/promises";
 import { join, relative, resolve } from "node:path";
 import type { Workshop } from "../workshop/schema.ts";
-import { type DeprovisionResult, hostIdsOf, type PlanItem, type Provider, type ProvisionedHost } from "./types.ts";
+import {
+  type DeprovisionResult,
+  hostIdsOf,
+  type PlanItem,
+  type Provider,
+  type ProvisionedHost,
+} from "./types.ts";
 
 /**
  * Local sandbox hosts: one folder per host under `<root>/<workshop>/<host>`, which is that host's HOME.
@@ -20,7 +26,12 @@ export class LocalProvider implements Provider {
   validate(spec: Workshop) {
     return spec.provider.type === "local"
       ? []
-      : [{ path: "provider.type", message: `expected local for the local provider, got ${spec.provider.type}` }];
+      : [
+          {
+            path: "provider.type",
+            message: `expected local for the local provider, got ${spec.provider.type}`,
+          },
+        ];
   }
 
   async plan(spec: Workshop): Promise<PlanItem[]> {
@@ -48,7 +59,11 @@ export class LocalProvider implements Provider {
       const dir = this.hostDir(spec.name, hostId);
       const rel = relative(resolve(this.root), dir);
       if (rel.startsWith("..") || rel.split("/").length !== 2) {
-        results.push({ hostId, result: "error", detail: "refusing to remove a folder outside the sandbox root" });
+        results.push({
+          hostId,
+          result: "error",
+          detail: "refusing to remove a folder outside the sandbox root",
+        });
         continue;
       }
       if (!(await isDir(dir))) {

@@ -39,5 +39,8 @@ export function hostIdsOf(spec: Workshop): string[] {
   if (spec.provider.type === "static") return spec.hosts.map((h) => h.id);
   const n = spec.provider.count;
   const width = Math.max(2, String(n).length);
-  return Array.from({ length: n }, (_, i) => `${spec.provider.host_id_prefix}${String(i + 1).padStart(width, "0")}`);
+  return Array.from(
+    { length: n },
+    (_, i) => `${spec.provider.host_id_prefix}${String(i + 1).padStart(width, "0")}`,
+  );
 }

@@ -2,10 +2,7 @@ import { AsyncLocalStorage } from "node:async_hooks";
 import { VisibleError } from "./errors.ts";
 
 /** Who is acting: set by each entry point (HTTP middleware, workflow handler, scheduler), read by domain code. */
-export type Actor =
-  | { type: "instructor"; id: string }
-  | { type: "system"; id: string }
-  | { type: "public" };
+export type Actor = { type: "instructor"; id: string } | { type: "system"; id: string } | { type: "public" };
 
 const storage = new AsyncLocalStorage<Actor>();
 

@@ -5,7 +5,11 @@ import { withActor } from "./actor.ts";
  * A workflow task handler: parse the payload, act as the system, call one domain function.
  * Lambda calls it with the payload; the local executor calls the same function in-process.
  */
-export function taskHandler<S extends z.ZodType, R>(name: string, schema: S, body: (input: z.output<S>) => Promise<R>) {
+export function taskHandler<S extends z.ZodType, R>(
+  name: string,
+  schema: S,
+  body: (input: z.output<S>) => Promise<R>,
+) {
   return async (event: unknown): Promise<R> => {
     const input = schema.parse(event);
     return withActor({ type: "system", id: `task:${name}` }, () => body(input));

@@ -1,10 +1,18 @@
-import { DynamoDBDocumentClient } from "@aws-sdk/lib-dynamodb";
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import { DynamoDBDocumentClient } from "@aws-sdk/lib-dynamodb";
 import { Entity, type EntityItem, Service } from "electrodb";
 
 const service = "labfleet";
 
-export const WORKSHOP_STATES = ["draft", "provisioning", "deploying", "ready", "failed", "tearing_down", "torn_down"] as const;
+export const WORKSHOP_STATES = [
+  "draft",
+  "provisioning",
+  "deploying",
+  "ready",
+  "failed",
+  "tearing_down",
+  "torn_down",
+] as const;
 export const HOST_STATES = ["pending", "provisioning", "deploying", "ready", "failed", "torn_down"] as const;
 export const RUN_KINDS = ["up", "teardown"] as const;
 export const RUN_STATES = ["running", "succeeded", "failed", "aborted"] as const;
@@ -50,7 +58,10 @@ function entities(client: DynamoDBDocumentClient, table: string) {
           type: "list",
           items: {
             type: "map",
-            properties: { name: { type: "string", required: true }, state: { type: "string", required: true } },
+            properties: {
+              name: { type: "string", required: true },
+              state: { type: "string", required: true },
+            },
           },
         },
         error: { type: "string" },

@@ -65,7 +65,10 @@ export function validateWorkshopYaml(text: string): ValidationResult {
   }
   const data = doc.toJS({ maxAliasCount: 100 });
   if (data === null || typeof data !== "object" || Array.isArray(data)) {
-    return { ok: false, errors: [{ path: "(root)", message: "expected a mapping with name, lab and provider" }] };
+    return {
+      ok: false,
+      errors: [{ path: "(root)", message: "expected a mapping with name, lab and provider" }],
+    };
   }
   const parsed = Workshop.safeParse(data);
   if (parsed.success) return { ok: true, workshop: parsed.data };
@@ -98,6 +101,8 @@ export function resolveLabSource(workshop: Workshop, baseDir: string): Workshop 
 
 export function formatErrors(errors: ErrorDetail[]): string {
   return errors
-    .map((e) => `${e.path}: ${e.message}${e.line !== undefined ? ` (line ${e.line}, column ${e.column})` : ""}`)
+    .map(
+      (e) => `${e.path}: ${e.message}${e.line !== undefined ? ` (line ${e.line}, column ${e.column})` : ""}`,
+    )
     .join("\n");
 }

@@ -17,7 +17,10 @@ const int = (what: string, min: number, max: number) =>
     .max(max, { error: `expected ${what}: a whole number from ${min} to ${max}` });
 
 const text = (what: string) =>
-  z.string({ error: `expected ${what} (a string)` }).trim().min(1, { error: `expected ${what}, got an empty string` });
+  z
+    .string({ error: `expected ${what} (a string)` })
+    .trim()
+    .min(1, { error: `expected ${what}, got an empty string` });
 
 export const Requires = z
   .strictObject({
@@ -48,7 +51,9 @@ export const Lab = z
   .strictObject({
     dir: text("the folder the lab is synced into, relative to the host user's home").default("lab"),
     source: text('the lab source: "git:URL" or a local path')
-      .describe('Where the lab comes from: "git:https://..." (cloned, then reset to `ref`) or a local folder.')
+      .describe(
+        'Where the lab comes from: "git:https://..." (cloned, then reset to `ref`) or a local folder.',
+      )
       .refine((s) => !s.startsWith("git:") || s.length > 4, { error: 'expected a URL after "git:"' }),
     ref: text("a git ref (branch, tag or commit)").optional(),
     setup: text("the command that builds the lab"),
@@ -142,9 +147,9 @@ export const Portal = z.strictObject({
 
 export const Workshop = z
   .strictObject({
-    name: z
-      .string({ error: "expected a workshop name" })
-      .regex(NAME, { error: "expected a name of lowercase letters, digits and dashes, at most 40 characters" }),
+    name: z.string({ error: "expected a workshop name" }).regex(NAME, {
+      error: "expected a name of lowercase letters, digits and dashes, at most 40 characters",
+    }),
     lab: Lab,
     defaults: Defaults.default({}),
     provider: Provider,
@@ -171,7 +176,11 @@ export const Workshop = z
     });
     if (w.provider.type === "static") {
       if (w.hosts.length === 0) {
-        ctx.addIssue({ code: "custom", path: ["hosts"], message: "expected at least one host for provider.type static" });
+        ctx.addIssue({
+          code: "custom",
+          path: ["hosts"],
+          message: "expected at least one host for provider.type static",
+        });
       }
       if (w.provider.count !== undefined && w.provider.count !== w.hosts.length) {
         ctx.addIssue({

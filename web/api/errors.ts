@@ -18,7 +18,10 @@ const status: Record<ErrorKind, ContentfulStatusCode> = {
 export function onError(err: Error, c: Context) {
   const requestId = c.get("requestId" as never) as string | undefined;
   if (err instanceof VisibleError) {
-    return c.json({ error: { kind: err.kind, code: err.code, message: err.message, details: err.details } }, status[err.kind]);
+    return c.json(
+      { error: { kind: err.kind, code: err.code, message: err.message, details: err.details } },
+      status[err.kind],
+    );
   }
   if (err instanceof ZodError) {
     return c.json(
@@ -34,7 +37,10 @@ export function onError(err: Error, c: Context) {
     );
   }
   if (err instanceof SyntaxError) {
-    return c.json({ error: { kind: "input", code: "input.bad_json", message: "the request body is not valid JSON" } }, 400);
+    return c.json(
+      { error: { kind: "input", code: "input.bad_json", message: "the request body is not valid JSON" } },
+      400,
+    );
   }
   log.error("unhandled error", { requestId, name: err.name, error: err.message, stack: err.stack });
   return c.json({ error: { kind: "internal", code: "internal", message: "internal error", requestId } }, 500);

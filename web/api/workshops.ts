@@ -1,11 +1,13 @@
 import { Hono } from "hono";
 import { z } from "zod";
-import { startRun } from "../../shared/fleet/runs.ts";
-import { getRun } from "../../shared/fleet/runs.ts";
+import { getRun, startRun } from "../../shared/fleet/runs.ts";
 import { listWorkshops, runView, submitWorkshop, workshopStatus } from "../../shared/fleet/workshops.ts";
 
 const SubmitBody = z.strictObject({
-  yaml: z.string().min(1, { error: "expected the text of workshop.yaml" }).max(512 * 1024),
+  yaml: z
+    .string()
+    .min(1, { error: "expected the text of workshop.yaml" })
+    .max(512 * 1024),
   baseDir: z.string().startsWith("/", { error: "expected an absolute folder" }).optional(),
 });
 const UpBody = z.strictObject({ force: z.boolean().default(false) });

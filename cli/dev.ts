@@ -1,0 +1,106 @@
+import { createWriteStream, mkdirSync, readFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { setLogSink } from "../shared/runtime/logger.ts";
+import { formatErrors, validateWorkshopYaml } from "../shared/workshop/load.ts";
+import { ApiClient, CliError } from "./client.ts";
+import { startLocalRuntime } from "./local/runtime.ts";
+import { follow } from "./main.ts";
+import { type Output, paint, runLine } from "./render.ts";
+
+export interface DevOptions {
+  file?: string;
+  port?: number;
+  dataDir: string;
+}
+
+export const DEFAULT_PORT = 8787;
+
+/**
+ * `labfleet dev`: the embedded runtime in the foreground. With -f it submits the workshop, runs `up`
+ * and draws per-host progress; then it stays up (API, console, scheduler) until Ctrl-C.
+ */
+export async function cmdDev(opts: DevOptions, out: Output): Promise<number> {
+  let workshop: { yaml: string; baseDir: string; name: string } | undefined;
+  if (opts.file) {
+    const yaml = readFileSync(opts.file, "utf8");
+    const result = validateWorkshopYaml(yaml);
+    if (!result.ok) throw new CliError(`${opts.file} is not valid\n${formatErrors(result.errors)}`, 1);
+    workshop = { yaml, baseDir: dirname(resolve(opts.file)), name: result.workshop.name };
+  }
+
+  const dataDir = resolve(opts.dataDir);
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  const logFile = join(dataDir, "runtime.log");
+  const logStream = createWriteStream(logFile, { flags: "a", mode: 0o600 });
+  setLogSink((line) => logStream.write(`${line}\n`));
+
+  out.write(
+    `labfleet dev: starting the local runtime (data in ${opts.dataDir}, logs in ${join(opts.dataDir, "runtime.log")})\n`,
+  );
+  const started = Date.now();
+  const runtime = await startLocalRuntime({
+    dataDir,
+    port: opts.port ?? DEFAULT_PORT,
+    stopLabsOnClose: true,
+  }).catch(async (err) => {
+    if (opts.port === undefined && /EADDRINUSE/.test(String(err))) {
+      return startLocalRuntime({ dataDir, port: 0, stopLabsOnClose: true });
+    }
+    throw err;
+  });
+  const consoleUrl = `${runtime.url}/console#token=${runtime.token}`;
+  out.write(`runtime up in ${((Date.now() - started) / 1000).toFixed(1)}s at ${runtime.url}\n`);
+  if (runtime.resumed.length) out.write(`resumed ${runtime.resumed.length} unfinished run(s)\n`);
+
+  let stopping = false;
+  const stopped = new Promise<void>((res) => {
+    const onSignal = () => {
+      if (stopping) return;
+      stopping = true;
+      out.write("\nstopping (labs still building are paused; their run resumes at the next start)\n");
+      res();
+    };
+    process.once("SIGINT", onSignal);
+    process.once("SIGTERM", onSignal);
+  });
+
+  let exitCode = 0;
+  if (workshop) {
+    const client = new ApiClient({ url: runtime.url, token: runtime.token });
+    const upStarted = Date.now();
+    const work = (async () => {
+      await client.submit(workshop.yaml, workshop.baseDir);
+      const { run } = await client.up(workshop.name);
+      out.write(`up ${workshop.name}: run ${run.id}\n`);
+      const s = await follow(client, workshop.name, run.id, out, 500);
+      const final = s.runs.find((r) => r.id === run.id);
+      if (final) out.write(`${runLine(final)}\n`);
+      const ready = s.hostList.filter((h) => h.state === "ready").length;
+      out.write(`\nInstructor console: ${consoleUrl}\n`);
+      for (const h of s.hostList) {
+        out.write(
+          `  ${h.id}  ${paint(out, h.state)}${h.state === "failed" && h.error ? `  ${h.error.split("\n")[0]}` : ""}\n`,
+        );
+      }
+      out.write(
+        `${ready}/${s.hostList.length} labs ready, ${((Date.now() - upStarted) / 1000).toFixed(1)}s after up started. ` +
+          "Press Ctrl-C to stop (`labfleet down -f FILE` tears the workshop down).\n",
+      );
+      if (ready !== s.hostList.length) exitCode = 1;
+    })();
+    await Promise.race([
+      work.catch((err) => {
+        out.write(`labfleet: ${(err as Error).message}\n`);
+        exitCode = 1;
+      }),
+      stopped,
+    ]);
+  } else {
+    out.write(`Instructor console: ${consoleUrl}\nPress Ctrl-C to stop.\n`);
+  }
+  await stopped;
+  await runtime.close();
+  await new Promise<void>((res) => logStream.end(res));
+  out.write("stopped\n");
+  return exitCode;
+}

@@ -1,0 +1,248 @@
+import { readFileSync } from "node:fs";
+import { dirname, resolve } from "node:path";
+import { parseArgs } from "node:util";
+import { formatErrors, validateWorkshopYaml } from "../shared/workshop/load.ts";
+import { ApiClient, CliError, resolveTarget, type WorkshopStatus } from "./client.ts";
+import { type Output, ProgressView, paint, runLine, stdoutOutput } from "./render.ts";
+
+const HELP = `labfleet: run hands-on workshop lab fleets
+
+Usage:
+  labfleet dev [-f workshop.yaml] [--port N] [--data-dir DIR]   start the local runtime (and run a workshop)
+  labfleet validate -f workshop.yaml [--output json]           check a file offline; exit 1 on any error
+  labfleet up -f workshop.yaml [--force] [--output json]       submit, run up, follow until every lab is ready
+  labfleet status (-f workshop.yaml | NAME) [--output json]    hosts, phases, errors and runs
+  labfleet down (-f workshop.yaml | NAME) [--output json]      tear the workshop down and follow it
+
+Examples:
+  npx labfleet dev -f examples/demo/workshop.yaml
+  npx labfleet up -f workshop.yaml --output json
+  LABFLEET_URL=https://... LABFLEET_TOKEN=... npx labfleet status my-workshop
+
+Exit codes: 0 success; 1 a lab or run failed, or the file is invalid; 2 bad usage; 3 no runtime reachable.
+On the machine running \`labfleet dev\`, the CLI finds it through .labfleet/runtime.json.
+`;
+
+const options = {
+  file: { type: "string", short: "f" },
+  output: { type: "string", short: "o" },
+  force: { type: "boolean" },
+  port: { type: "string" },
+  "data-dir": { type: "string" },
+  help: { type: "boolean", short: "h" },
+  version: { type: "boolean" },
+} as const;
+
+type Args = {
+  values: { [K in keyof typeof options]?: (typeof options)[K]["type"] extends "boolean" ? boolean : string };
+  positionals: string[];
+};
+
+function parse(argv: string[]): Args {
+  try {
+    return parseArgs({ args: argv, options, allowPositionals: true, strict: true }) as Args;
+  } catch (err) {
+    throw new CliError(`${(err as Error).message}\n\n${HELP}`, 2);
+  }
+}
+
+function readWorkshopFile(file: string): { yaml: string; baseDir: string } {
+  try {
+    return { yaml: readFileSync(file, "utf8"), baseDir: dirname(resolve(file)) };
+  } catch (err) {
+    throw new CliError(
+      `cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
+      2,
+    );
+  }
+}
+
+/** Validates locally first, so a bad file never reaches the runtime; returns the workshop name. */
+function checkedFile(file: string): { yaml: string; baseDir: string; name: string } {
+  const { yaml, baseDir } = readWorkshopFile(file);
+  const result = validateWorkshopYaml(yaml);
+  if (!result.ok) throw new CliError(`${file} is not valid`, 1, result.errors);
+  return { yaml, baseDir, name: result.workshop.name };
+}
+
+function workshopName(args: Args): string {
+  if (args.values.file) return checkedFile(args.values.file).name;
+  const name = args.positionals[1];
+  if (!name) throw new CliError("name the workshop: -f workshop.yaml or its name", 2);
+  return name;
+}
+
+function jsonOutput(args: Args): boolean {
+  const o = args.values.output;
+  if (o === undefined || o === "text") return false;
+  if (o === "json") return true;
+  throw new CliError(`--output must be text or json, got ${o}`, 2);
+}
+
+export function statusDocument(s: WorkshopStatus) {
+  return {
+    workshop: s.name,
+    state: s.state,
+    expiry: s.expiry ?? null,
+    hosts: s.hostList.map((h) => ({
+      id: h.id,
+      state: h.state,
+      phase: h.phase,
+      error: h.error,
+      phases: h.phases,
+      elapsedSeconds: h.elapsedSeconds ?? null,
+      readyAt: h.readyAt ?? null,
+    })),
+    runs: s.runs,
+  };
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Follows a run until it ends, drawing per-host progress; returns the final status. */
+export async function follow(
+  client: ApiClient,
+  name: string,
+  runId: string,
+  out: Output | undefined,
+  intervalMs = 1000,
+): Promise<WorkshopStatus> {
+  const view = out ? new ProgressView(out) : undefined;
+  for (;;) {
+    const s = await client.status(name);
+    view?.update(s.hostList.filter((h) => h.state !== "torn_down" || s.state === "torn_down"));
+    const run = s.runs.find((r) => r.id === runId);
+    if (run && run.state !== "running") {
+      view?.release();
+      return s;
+    }
+    await sleep(intervalMs);
+  }
+}
+
+async function cmdValidate(args: Args, out: Output): Promise<number> {
+  const file = args.values.file;
+  if (!file) throw new CliError("validate needs -f workshop.yaml", 2);
+  const { yaml } = readWorkshopFile(file);
+  const result = validateWorkshopYaml(yaml);
+  if (jsonOutput(args)) {
+    out.write(
+      `${JSON.stringify(result.ok ? { ok: true, name: result.workshop.name } : { ok: false, errors: result.errors }, null, 2)}\n`,
+    );
+  } else if (result.ok) {
+    out.write(`${file}: valid (workshop ${result.workshop.name})\n`);
+  } else {
+    out.write(
+      `${file}: ${result.errors.length} error${result.errors.length === 1 ? "" : "s"}\n${formatErrors(result.errors)}\n`,
+    );
+  }
+  return result.ok ? 0 : 1;
+}
+
+async function cmdUp(args: Args, out: Output): Promise<number> {
+  const file = args.values.file;
+  if (!file) throw new CliError("up needs -f workshop.yaml", 2);
+  const { yaml, baseDir, name } = checkedFile(file);
+  const json = jsonOutput(args);
+  const client = new ApiClient(resolveTarget());
+  await client.submit(yaml, baseDir);
+  const { run } = await client.up(name, args.values.force ?? false);
+  if (!json) out.write(`up ${name}: run ${run.id}\n`);
+  const s = await follow(client, name, run.id, json ? undefined : out);
+  return report(s, run.id, json, out, (h) => h.state === "ready");
+}
+
+function report(
+  s: WorkshopStatus,
+  runId: string,
+  json: boolean,
+  out: Output,
+  ok: (h: WorkshopStatus["hostList"][number]) => boolean,
+): number {
+  const run = s.runs.find((r) => r.id === runId);
+  const success = run?.state === "succeeded" && s.hostList.every(ok);
+  if (json) out.write(`${JSON.stringify({ ...statusDocument(s), run: run ?? null }, null, 2)}\n`);
+  else {
+    if (run) out.write(`${runLine(run)}\n`);
+    for (const h of s.hostList.filter((h) => h.state === "failed")) {
+      out.write(`${paint(out, "failed", `${h.id} failed`)}: ${h.error ?? "no reason recorded"}\n`);
+    }
+    if (run?.error && !success) out.write(`${run.error}\n`);
+  }
+  return success ? 0 : 1;
+}
+
+async function cmdStatus(args: Args, out: Output): Promise<number> {
+  const name = workshopName(args);
+  const client = new ApiClient(resolveTarget());
+  const s = await client.status(name);
+  if (jsonOutput(args)) {
+    out.write(`${JSON.stringify(statusDocument(s), null, 2)}\n`);
+    return 0;
+  }
+  out.write(
+    `${s.name}: ${s.state} · ${s.hosts.ready}/${s.hosts.total} ready${s.expiry ? ` · expires ${s.expiry}` : ""}\n`,
+  );
+  new ProgressView({ ...out, isTTY: false }).update(s.hostList);
+  const failed = s.hostList.filter((h) => h.state === "failed");
+  for (const h of failed) out.write(`\n${h.id}: ${h.error ?? ""}\n`);
+  if (s.runs.length) out.write("\nruns:\n");
+  for (const r of s.runs.slice(0, 10)) out.write(`  ${r.id}  ${runLine(r)}\n`);
+  return 0;
+}
+
+async function cmdDown(args: Args, out: Output): Promise<number> {
+  const name = workshopName(args);
+  const json = jsonOutput(args);
+  const client = new ApiClient(resolveTarget());
+  const { run } = await client.teardown(name);
+  if (!json) out.write(`down ${name}: run ${run.id}\n`);
+  const s = await follow(client, name, run.id, undefined);
+  return report(s, run.id, json, out, (h) => h.state === "torn_down");
+}
+
+export async function main(argv: string[], out: Output = stdoutOutput()): Promise<number> {
+  try {
+    const args = parse(argv);
+    const command = args.positionals[0];
+    if (args.values.version) {
+      out.write("labfleet 0.1.0\n");
+      return 0;
+    }
+    if (args.values.help || !command || command === "help") {
+      out.write(HELP);
+      return command || args.values.help ? 0 : 2;
+    }
+    switch (command) {
+      case "validate":
+        return await cmdValidate(args, out);
+      case "up":
+        return await cmdUp(args, out);
+      case "status":
+        return await cmdStatus(args, out);
+      case "down":
+        return await cmdDown(args, out);
+      case "dev": {
+        const { cmdDev } = await import("./dev.ts");
+        return await cmdDev(
+          {
+            ...(args.values.file ? { file: args.values.file } : {}),
+            ...(args.values.port ? { port: Number(args.values.port) } : {}),
+            dataDir: args.values["data-dir"] ?? process.env.LABFLEET_DATA_DIR ?? ".labfleet",
+          },
+          out,
+        );
+      }
+      default:
+        throw new CliError(`unknown command ${command}\n\n${HELP}`, 2);
+    }
+  } catch (err) {
+    if (err instanceof CliError) {
+      process.stderr.write(`labfleet: ${err.message}\n`);
+      if (err.details.length) process.stderr.write(`${formatErrors(err.details)}\n`);
+      return err.exitCode;
+    }
+    process.stderr.write(`labfleet: unexpected error: ${(err as Error).stack ?? String(err)}\n`);
+    return 1;
+  }
+}

@@ -1,0 +1,71 @@
+import type { HostView, RunView } from "../shared/fleet/workshops.ts";
+
+/** Per-host progress lines: redrawn in place on a TTY, printed only when they change otherwise. */
+export interface Output {
+  write(text: string): void;
+  isTTY: boolean;
+  color: boolean;
+}
+
+export function stdoutOutput(): Output {
+  const isTTY = Boolean(process.stdout.isTTY);
+  return {
+    write: (t) => process.stdout.write(t),
+    isTTY,
+    color: isTTY && !process.env.NO_COLOR && process.env.TERM !== "dumb",
+  };
+}
+
+const colors: Record<string, string> = { ready: "32", failed: "31", deploying: "33", torn_down: "90" };
+
+export function paint(out: Output, state: string, text = state): string {
+  const code = colors[state];
+  return out.color && code ? `\u001b[${code}m${text}\u001b[0m` : text;
+}
+
+function duration(s?: number): string {
+  if (s === undefined) return "";
+  const m = Math.floor(s / 60);
+  return m > 0 ? `${m}m${String(s % 60).padStart(2, "0")}s` : `${s}s`;
+}
+
+export function hostLine(out: Output, h: HostView, idWidth: number, elapsed = true): string {
+  const index = h.phases.findIndex((p) => p.name === h.phase);
+  const phase = h.phase ? `${h.phase}${index >= 0 ? ` (phase ${index + 1})` : ""}` : "-";
+  const err = h.state === "failed" && h.error ? `  ${h.error.split("\n")[0]}` : "";
+  return `${h.id.padEnd(idWidth)}  ${paint(out, h.state, h.state.padEnd(10))}  ${phase.padEnd(34)}  ${elapsed ? duration(h.elapsedSeconds).padStart(6) : ""}${err}`.trimEnd();
+}
+
+export class ProgressView {
+  private drawn = 0;
+  private last = new Map<string, string>();
+
+  constructor(private readonly out: Output) {}
+
+  update(hosts: HostView[]): void {
+    const width = Math.max(4, ...hosts.map((h) => h.id.length));
+    if (this.out.isTTY) {
+      const lines = hosts.map((h) => hostLine(this.out, h, width));
+      const up = this.drawn > 0 ? `\u001b[${this.drawn}A` : "";
+      this.out.write(`${up}${lines.map((l) => `\u001b[2K${l}\n`).join("")}`);
+      this.drawn = lines.length;
+      return;
+    }
+    for (const h of hosts) {
+      // Without a TTY, a line is printed when the state or phase changes, not for elapsed time.
+      const key = `${h.state}|${h.phase}|${h.error ?? ""}`;
+      if (this.last.get(h.id) === key) continue;
+      this.last.set(h.id, key);
+      this.out.write(`${hostLine(this.out, h, width, false)}\n`);
+    }
+  }
+
+  /** Ends in-place drawing so what follows prints below. */
+  release(): void {
+    this.drawn = 0;
+  }
+}
+
+export function runLine(r: RunView): string {
+  return `${r.kind} ${r.state}${r.durationSeconds !== undefined ? ` in ${duration(r.durationSeconds)}` : ""} · ${r.transitions} state transitions`;
+}
