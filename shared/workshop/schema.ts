@@ -72,11 +72,15 @@ export const Lab = z
       .array(z.string().regex(SECRET_NAME, { error: "expected an UPPER_SNAKE_CASE secret name" }))
       .default([]),
   })
-  .superRefine((lab, ctx) => {
-    if (lab.ref && !lab.source.startsWith("git:")) {
-      ctx.addIssue({ code: "custom", path: ["ref"], message: 'ref applies only to a "git:" source' });
-    }
-  });
+  .superRefine(
+    (value, ctx) => {
+      const lab = value as unknown as { ref?: unknown; source?: unknown };
+      if (typeof lab.ref === "string" && typeof lab.source === "string" && !lab.source.startsWith("git:")) {
+        ctx.addIssue({ code: "custom", path: ["ref"], message: 'ref applies only to a "git:" source' });
+      }
+    },
+    { when: (payload) => typeof payload.value === "object" && payload.value !== null },
+  );
 
 export const Defaults = z.strictObject({
   ssh_user: text("an SSH user name").optional(),
@@ -162,41 +166,47 @@ export const Workshop = z
       student_ssh: false,
     }),
   })
-  .superRefine((w, ctx) => {
-    const seen = new Map<string, number>();
-    w.hosts.forEach((h, i) => {
-      const first = seen.get(h.id);
-      if (first !== undefined) {
-        ctx.addIssue({
-          code: "custom",
-          path: ["hosts", i, "id"],
-          message: `expected a unique host id; "${h.id}" is already used by hosts[${first}]`,
-        });
-      } else seen.set(h.id, i);
-    });
-    if (w.provider.type === "static") {
-      if (w.hosts.length === 0) {
+  // Cross-field rules run even when other fields failed, so every error is reported at once; the
+  // value may then be partly invalid, so these checks read it defensively.
+  .superRefine(
+    (value, ctx) => {
+      const w = value as unknown as { hosts?: unknown; provider?: { type?: unknown; count?: unknown } };
+      const hosts = Array.isArray(w.hosts) ? (w.hosts as { id?: unknown }[]) : [];
+      const seen = new Map<string, number>();
+      hosts.forEach((h, i) => {
+        if (typeof h?.id !== "string") return;
+        const first = seen.get(h.id);
+        if (first !== undefined) {
+          ctx.addIssue({
+            code: "custom",
+            path: ["hosts", i, "id"],
+            message: `expected a unique host id; "${h.id}" is already used by hosts[${first}]`,
+          });
+        } else seen.set(h.id, i);
+      });
+      const type = w.provider?.type;
+      if (type === "static") {
+        if (hosts.length === 0) {
+          ctx.addIssue({ code: "custom", path: ["hosts"], message: "expected at least one host for provider.type static" });
+        }
+        const count = w.provider?.count;
+        if (typeof count === "number" && count !== hosts.length) {
+          ctx.addIssue({
+            code: "custom",
+            path: ["provider", "count"],
+            message: `expected ${hosts.length} (the number of hosts[]) or no count for provider.type static`,
+          });
+        }
+      } else if ((type === "local" || type === "aws") && hosts.length > 0) {
         ctx.addIssue({
           code: "custom",
           path: ["hosts"],
-          message: "expected at least one host for provider.type static",
+          message: `expected no hosts[] for provider.type ${type}: hosts[] lists bring-your-own hosts (type static)`,
         });
       }
-      if (w.provider.count !== undefined && w.provider.count !== w.hosts.length) {
-        ctx.addIssue({
-          code: "custom",
-          path: ["provider", "count"],
-          message: `expected ${w.hosts.length} (the number of hosts[]) or no count for provider.type static`,
-        });
-      }
-    } else if (w.hosts.length > 0) {
-      ctx.addIssue({
-        code: "custom",
-        path: ["hosts"],
-        message: `expected no hosts[] for provider.type ${w.provider.type}: hosts[] lists bring-your-own hosts (type static)`,
-      });
-    }
-  });
+    },
+    { when: (payload) => typeof payload.value === "object" && payload.value !== null },
+  );
 
 export type Workshop = z.output<typeof Workshop>;
 export type WorkshopInput = z.input<typeof Workshop>;

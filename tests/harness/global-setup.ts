@@ -1,0 +1,20 @@
+import type { TestProject } from "vitest/node";
+import { type DynamoLocal, startDynamoLocal } from "../../cli/local/dynamodb.ts";
+
+/** One in-memory DynamoDB Local for the whole run; each test file uses its own table. */
+let ddb: DynamoLocal | undefined;
+
+export async function setup(project: TestProject) {
+  ddb = await startDynamoLocal();
+  project.provide("dynamoEndpoint", ddb.endpoint);
+}
+
+export async function teardown() {
+  await ddb?.stop();
+}
+
+declare module "vitest" {
+  export interface ProvidedContext {
+    dynamoEndpoint: string;
+  }
+}

@@ -1,0 +1,103 @@
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { inject } from "vitest";
+import { type LocalRuntime, type LocalRuntimeOptions, startLocalRuntime } from "../../cli/local/runtime.ts";
+import type { Clock } from "../../shared/runtime/clock.ts";
+
+export const fixturesDir = new URL("../fixtures/", import.meta.url).pathname;
+
+export function tempDir(prefix = "labfleet-test-"): string {
+  return mkdtempSync(join(tmpdir(), prefix));
+}
+
+let tables = 0;
+export function uniqueTable(): string {
+  return `t${process.pid}_${Date.now().toString(36)}_${tables++}`;
+}
+
+/** A clock the test moves by hand: `advance(ms)`. */
+export function movableClock(): Clock & { advance(ms: number): void } {
+  let offset = 0;
+  return { now: () => new Date(Date.now() + offset), advance: (ms) => (offset += ms) };
+}
+
+/** The local runtime against the shared DynamoDB Local, in a fresh folder and table, with short waits. */
+export async function testRuntime(opts: Partial<LocalRuntimeOptions> = {}): Promise<LocalRuntime & { dataDir: string }> {
+  const dataDir = opts.dataDir ?? tempDir();
+  const rt = await startLocalRuntime({
+    dataDir,
+    dynamoEndpoint: inject("dynamoEndpoint"),
+    table: uniqueTable(),
+    waitMs: 100,
+    schedulerIntervalMs: 60_000,
+    ...opts,
+  });
+  return { ...rt, dataDir };
+}
+
+export interface LabOptions {
+  name: string;
+  lab?: string;
+  count?: number;
+  timeoutMinutes?: number;
+  extraLab?: string;
+  ttlHours?: number;
+}
+
+/** workshop.yaml text for a fixture lab in tests/fixtures/labs/<lab>. */
+export function workshopYaml(o: LabOptions): string {
+  return `name: ${o.name}
+lab:
+  source: ${join(fixturesDir, "labs", o.lab ?? "quick")}
+  setup: bash setup.sh
+  health: test -f built
+  concurrency: 4
+  timeout_minutes: ${o.timeoutMinutes ?? 5}
+${o.extraLab ?? ""}provider:
+  type: local
+  count: ${o.count ?? 3}
+  ttl_hours: ${o.ttlHours ?? 6}
+`;
+}
+
+export async function waitFor<T>(what: string, fn: () => Promise<T | undefined> | T | undefined, timeoutMs = 30_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const v = await fn();
+      if (v !== undefined && v !== false) return v as T;
+    } catch (err) {
+      last = err;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ""}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** Processes whose command line or working folder lies inside `dir` (stray lab processes). */
+export function processesUnder(dir: string): number[] {
+  const found: number[] = [];
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const cmd = readFileSync(`/proc/${entry}/cmdline`, "utf8");
+      const environ = readFileSync(`/proc/${entry}/environ`, "utf8");
+      if (cmd.includes(dir) || environ.includes(`HOME=${dir}`)) found.push(Number(entry));
+    } catch {
+      // gone, or not ours to read
+    }
+  }
+  return found;
+}
+
+export function writeFile(dir: string, name: string, text: string): string {
+  const p = join(dir, name);
+  writeFileSync(p, text);
+  return p;
+}
+
+export function removeDir(dir: string): void {
+  rmSync(dir, { recursive: true, force: true });
+}
