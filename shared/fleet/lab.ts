@@ -30,7 +30,8 @@ export const WRAPPER = `#!/usr/bin/env bash
 d="$1"; labdir="$2"
 export LABFLEET_WORKSHOP="$3" LABFLEET_HOST_ID="$4"
 echo $$ > "$d/pid"
-( while :; do date +%s > "$d/heartbeat"; sleep 5; done ) &
+# Heartbeat without a child sleep (read -t on a pipe nobody writes), so nothing outlives the wrapper.
+( exec 9<> <(:); while :; do date +%s > "$d/heartbeat"; read -r -t 5 -u 9 || :; done ) &
 hb=$!
 if cd "$labdir"; then
   LABFLEET_STATUS="$d/status.jsonl" LABFLEET_ACCESS="$d/access.json" bash "$d/setup.sh" >> "$d/log" 2>&1 < /dev/null

@@ -13,55 +13,70 @@ import { getWorkshop, listRuns } from "./workshops.ts";
  * work); `teardown` stops a running `up` first. The run record is written before the workflow starts, so
  * a runtime that dies in between finds the run and resumes it.
  */
-export async function startRun(
-  workshop: string,
-  kind: RunKind,
-  opts: { force?: boolean } = {},
-): Promise<RunItem> {
+export async function startRun(workshop: string, kind: RunKind, opts: { force?: boolean } = {}): Promise<RunItem> {
   assertActor("instructor", "system");
   const { store, clock, workflows } = useDeps();
   const w = await getWorkshop(workshop);
-  const running = (await listRuns(workshop)).filter((r) => r.state === "running");
+  const active = w.activeRunId ? (await store.run.get({ workshop, runId: w.activeRunId }).go()).data : undefined;
+  const current = active?.state === "running" ? active : undefined;
 
-  if (kind === "up") {
-    if (w.state === "tearing_down") {
-      throw new VisibleError("conflict", "workshop.tearing_down", `workshop ${workshop} is being torn down`);
-    }
-    const current = running.find((r) => r.kind === "up");
-    if (current) return current;
-    if (running.some((r) => r.kind === "teardown")) {
-      throw new VisibleError("conflict", "workshop.tearing_down", `workshop ${workshop} is being torn down`);
-    }
-  } else {
-    const current = running.find((r) => r.kind === "teardown");
-    if (current) return current;
-    for (const r of running) await abortRun(r, "stopped by teardown");
+  if (current?.kind === kind) return current;
+  if (kind === "up" && (current?.kind === "teardown" || w.state === "tearing_down")) {
+    throw new VisibleError("conflict", "workshop.tearing_down", `workshop ${workshop} is being torn down`);
   }
+  if (kind === "teardown" && current) await abortRun(current, "stopped by teardown");
 
   const runId = createID("run");
   const run = (
     await store.run
-      .create({
-        workshop,
-        runId,
-        kind,
-        state: "running",
-        force: opts.force ?? false,
-        startedAt: isoNow(clock),
-      })
+      .create({ workshop, runId, kind, state: "running", force: opts.force ?? false, startedAt: isoNow(clock) })
       .go()
   ).data;
-  await store.workshop
-    .patch({ name: workshop })
-    .set({
-      lastRunId: runId,
-      updatedAt: isoNow(clock),
-      ...(kind === "teardown" ? { state: "tearing_down" as const } : {}),
-    })
-    .go();
+  // One run owns a workshop at a time: the claim is a conditional write, so two concurrent starts
+  // cannot both win. The loser gives its run record up and returns the winner's run.
+  try {
+    await store.workshop
+      .patch({ name: workshop })
+      .set({
+        activeRunId: runId,
+        lastRunId: runId,
+        updatedAt: isoNow(clock),
+        ...(kind === "teardown" ? { state: "tearing_down" as const } : {}),
+      })
+      .where((attr, op) =>
+        w.activeRunId ? op.eq(attr.activeRunId, w.activeRunId) : op.notExists(attr.activeRunId),
+      )
+      .go();
+  } catch (err) {
+    if (!isConditionalFailure(err)) throw err;
+    await store.run.delete({ workshop, runId }).go();
+    const winner = (await getWorkshop(workshop)).activeRunId;
+    const winning = winner ? (await store.run.get({ workshop, runId: winner }).go()).data : undefined;
+    if (winning?.kind === kind && winning.state === "running") return winning;
+    throw new VisibleError("conflict", "workshop.busy", `workshop ${workshop} is busy with another run; try again`);
+  }
   log.info("run started", { workshop, runId, kind });
   await workflows.start(kind, { workshop, runId, force: opts.force ?? false });
   return run;
+}
+
+export function isConditionalFailure(err: unknown): boolean {
+  const e = err as { name?: string; cause?: { name?: string } };
+  return e?.cause?.name === "ConditionalCheckFailedException" || e?.name === "ConditionalCheckFailedException";
+}
+
+/** Gives the workshop up when its run ends (only if that run still owns it). */
+export async function releaseWorkshop(workshop: string, runId: string): Promise<void> {
+  const { store } = useDeps();
+  try {
+    await store.workshop
+      .patch({ name: workshop })
+      .remove(["activeRunId"])
+      .where((attr, op) => op.eq(attr.activeRunId, runId))
+      .go();
+  } catch (err) {
+    if (!isConditionalFailure(err)) throw err;
+  }
 }
 
 async function abortRun(run: RunItem, reason: string): Promise<void> {
@@ -72,6 +87,7 @@ async function abortRun(run: RunItem, reason: string): Promise<void> {
     .set({ state: "aborted", endedAt: isoNow(clock), error: reason })
     .go();
 }
+
 
 export async function getRun(workshop: string, runId: string): Promise<RunItem> {
   const { store } = useDeps();
@@ -97,8 +113,9 @@ export async function failRunIfRunning(workshop: string, runId: string, error: s
       .where(({ state }, { eq }) => eq(state, "running"))
       .go();
   } catch (err) {
-    if ((err as { cause?: { name?: string } }).cause?.name !== "ConditionalCheckFailedException") throw err;
+    if (!isConditionalFailure(err)) throw err;
   }
+  await releaseWorkshop(workshop, runId);
 }
 
 /** Runs still marked running: what a restarted local runtime resumes. */

@@ -4,7 +4,7 @@ import { useDeps } from "../runtime/deps.ts";
 import { errorMessage } from "../runtime/errors.ts";
 import { log } from "../runtime/logger.ts";
 import type { ScheduleItem } from "../store/entities.ts";
-import { startRun } from "./runs.ts";
+import { isConditionalFailure, startRun } from "./runs.ts";
 
 /**
  * TTL schedules. The record is the source of truth: the local scheduler runs due records; in the cloud an

@@ -6,6 +6,7 @@ import { errorMessage, VisibleError } from "../runtime/errors.ts";
 import { log } from "../runtime/logger.ts";
 import type { Workshop } from "../workshop/schema.ts";
 import { stopLab } from "./lab.ts";
+import { releaseWorkshop } from "./runs.ts";
 import { cancelSchedules } from "./schedules.ts";
 import { getWorkshop, listHosts } from "./workshops.ts";
 
@@ -86,5 +87,6 @@ export async function finishTeardown(
     .set({ state: errors.length === 0 ? "torn_down" : "failed", updatedAt: now })
     .remove(errors.length === 0 ? ["expiry"] : [])
     .go();
+  await releaseWorkshop(workshop, runId);
   return { state };
 }

@@ -20,7 +20,7 @@ import {
   stopLab,
   syncSource,
 } from "./lab.ts";
-import { getRun } from "./runs.ts";
+import { getRun, releaseWorkshop } from "./runs.ts";
 import { ensureTeardownSchedule } from "./schedules.ts";
 import { getWorkshop, listHosts } from "./workshops.ts";
 
@@ -336,4 +336,5 @@ export async function failRun(workshop: string, runId: string, error: string): P
     .patch({ name: workshop })
     .set({ state: run.kind === "teardown" ? w.state : "failed", updatedAt: now })
     .go();
+  await releaseWorkshop(workshop, runId);
 }

@@ -30,6 +30,8 @@ function entities(client: DynamoDBDocumentClient, table: string) {
         yaml: { type: "string", required: true },
         state: { type: WORKSHOP_STATES, required: true, default: "draft" },
         lastRunId: { type: "string" },
+        /** The run that owns the workshop now; set and cleared with conditional writes (one run at a time). */
+        activeRunId: { type: "string" },
         expiry: { type: "string" },
         createdAt: { type: "string", required: true, readOnly: true },
         updatedAt: { type: "string", required: true },

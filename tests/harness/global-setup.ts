@@ -1,3 +1,6 @@
+// The AWS SDK warns that Node 20 support ends in 2027; the tests know.
+process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= "true";
+
 import type { TestProject } from "vitest/node";
 import { type DynamoLocal, startDynamoLocal } from "../../cli/local/dynamodb.ts";
 

@@ -1,0 +1,187 @@
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startRun } from "../../shared/fleet/runs.ts";
+import { listHosts, listRuns, submitWorkshop, workshopStatus } from "../../shared/fleet/workshops.ts";
+import { withActor } from "../../shared/runtime/actor.ts";
+import { open } from "../../shared/runtime/crypto.ts";
+import { movableClock, processesUnder, removeDir, testRuntime, waitFor, workshopYaml } from "../harness/runtime.ts";
+
+type Runtime = Awaited<ReturnType<typeof testRuntime>>;
+let rt: Runtime;
+const clock = movableClock();
+const asInstructor = <T>(fn: () => Promise<T>) => withActor({ type: "instructor", id: "test" }, fn);
+
+beforeAll(async () => {
+  rt = await testRuntime({ clock });
+});
+afterAll(async () => {
+  await rt?.close();
+  if (rt) {
+    expect(processesUnder(rt.dataDir)).toEqual([]);
+    removeDir(rt.dataDir);
+  }
+});
+
+async function upAndWait(yaml: string, name: string, force = false) {
+  await asInstructor(() => submitWorkshop(yaml));
+  const run = await asInstructor(() => startRun(name, "up", { force }));
+  await rt.executor.idle();
+  const status = await asInstructor(() => workshopStatus(name));
+  return { run, status, runView: status.runs.find((r) => r.id === run.runId) };
+}
+
+async function down(name: string) {
+  const run = await asInstructor(() => startRun(name, "teardown"));
+  await rt.executor.idle();
+  return asInstructor(() => workshopStatus(name)).then((s) => ({ s, run: s.runs.find((r) => r.id === run.runId) }));
+}
+
+const hostDir = (ws: string, id: string) => join(rt.dataDir, "hosts", ws, id);
+
+describe("up and teardown on local hosts", () => {
+  it("brings 3 hosts to ready with phases, access sealed, and a transition count", async () => {
+    const { status, runView } = await upAndWait(workshopYaml({ name: "three" }), "three");
+    expect(runView?.state).toBe("succeeded");
+    expect(status.state).toBe("ready");
+    expect(status.hostList.map((h) => [h.id, h.state])).toEqual([
+      ["student-01", "ready"],
+      ["student-02", "ready"],
+      ["student-03", "ready"],
+    ]);
+    for (const h of status.hostList) {
+      expect(h.phases).toEqual([
+        { name: "fetch", state: "done" },
+        { name: "build", state: "done" },
+        { name: "verify", state: "done" },
+      ]);
+      expect(h.hasAccess).toBe(true);
+      expect(existsSync(join(hostDir("three", h.id), "lab", "built"))).toBe(true);
+    }
+    // BeginUp, Provision, Deploy, 3 DeployHost, then at least one Wait/Poll/Choice, FinishUp
+    expect(runView?.transitions).toBeGreaterThanOrEqual(6 + 3 + 1);
+    expect(runView?.hosts).toEqual({ "student-01": { state: "ready" }, "student-02": { state: "ready" }, "student-03": { state: "ready" } });
+
+    const stored = await listHosts("three");
+    const sealed = stored[0]?.access ?? "";
+    expect(sealed).not.toContain("s3cret");
+    const key = Buffer.from(readFileSync(join(rt.dataDir, "access.key"), "utf8"), "base64");
+    expect(JSON.parse(open(key, sealed))).toEqual({
+      urls: { ui: "https://student-01.example.test/" },
+      credentials: { password: "s3cret-student-01" },
+    });
+    expect(status.expiry).toBeDefined();
+    expect(stored.every((h) => h.expiry === status.expiry)).toBe(true);
+  });
+
+  it("running up again does no duplicate work", async () => {
+    const before = await listHosts("three");
+    const { status, runView } = await upAndWait(workshopYaml({ name: "three" }), "three");
+    expect(runView?.state).toBe("succeeded");
+    const after = await listHosts("three");
+    expect(after.map((h) => [h.hostId, h.attempt, h.deployStartedAt, h.readyAt])).toEqual(
+      before.map((h) => [h.hostId, h.attempt, h.deployStartedAt, h.readyAt]),
+    );
+    expect(after.every((h) => h.attempt === 1)).toBe(true);
+    expect(status.state).toBe("ready");
+    // The lab log holds one build per host: setup did not run twice.
+    const log = readFileSync(join(hostDir("three", "student-01"), ".labfleet", "three", "log"), "utf8");
+    expect(log.match(/quick lab built/g)).toHaveLength(1);
+  });
+
+  it("up while an up is running returns the running one", async () => {
+    await asInstructor(() => submitWorkshop(workshopYaml({ name: "twice", count: 1 })));
+    const [a, b] = await asInstructor(() => Promise.all([startRun("twice", "up"), startRun("twice", "up")]));
+    const c = await asInstructor(() => startRun("twice", "up"));
+    expect(b.runId).toBe(a.runId);
+    expect(c.runId).toBe(a.runId);
+    await rt.executor.idle();
+    expect((await listRuns("twice")).map((r) => r.runId)).toEqual([a.runId]);
+    const s = await asInstructor(() => workshopStatus("twice"));
+    expect(s.hostList.map((h) => h.state)).toEqual(["ready"]);
+    expect((await listHosts("twice"))[0]?.attempt).toBe(1);
+  });
+
+  it("a failing lab fails only its host, with the reason from its log", async () => {
+    const { status, runView } = await upAndWait(workshopYaml({ name: "partial", lab: "fail" }), "partial");
+    const byId = Object.fromEntries(status.hostList.map((h) => [h.id, h]));
+    expect(byId["student-01"]?.state).toBe("ready");
+    expect(byId["student-03"]?.state).toBe("ready");
+    expect(byId["student-02"]?.state).toBe("failed");
+    expect(byId["student-02"]?.error).toMatch(/setup exited with code 7/);
+    expect(byId["student-02"]?.error).toContain("error: mirror unreachable while fetching packages");
+    expect(byId["student-02"]?.phases).toEqual([{ name: "fetch", state: "failed" }]);
+    expect(runView?.state).toBe("failed");
+    expect(runView?.error).toBe("1 of 3 labs are not ready");
+    expect(status.state).toBe("failed");
+  });
+
+  it("a lab that never finishes fails at the deadline with a clear reason and is stopped", async () => {
+    const { status, runView } = await upAndWait(workshopYaml({ name: "stuck", lab: "hang", count: 2, timeoutMinutes: 0.03 }), "stuck");
+    expect(runView?.state).toBe("failed");
+    for (const h of status.hostList) {
+      expect(h.state).toBe("failed");
+      expect(h.error).toMatch(/^lab did not become ready within 0\.03 minutes \(deadline .+\); last phase: forever$/);
+    }
+    await waitFor("hung setups to be stopped", () => processesUnder(join(rt.dataDir, "hosts", "stuck")).length === 0 || undefined);
+  });
+
+  it("a wrapper that died without an exit code is failed with that reason", async () => {
+    await asInstructor(() => submitWorkshop(workshopYaml({ name: "killed", lab: "hang", count: 1 })));
+    await asInstructor(() => startRun("killed", "up"));
+    const pidFile = join(hostDir("killed", "student-01"), ".labfleet", "killed", "pid");
+    const pid = await waitFor("the wrapper pid", () => (existsSync(pidFile) ? Number(readFileSync(pidFile, "utf8")) : undefined));
+    process.kill(-pid, "SIGKILL");
+    await rt.executor.idle();
+    const s = await asInstructor(() => workshopStatus("killed"));
+    expect(s.hostList[0]?.state).toBe("failed");
+    expect(s.hostList[0]?.error).toMatch(new RegExp(`setup wrapper died without an exit code \\(pid ${pid}\\)`));
+  });
+
+  it("retries a failed host when up runs again, leaving ready ones alone", async () => {
+    const before = Object.fromEntries((await listHosts("partial")).map((h) => [h.hostId, h]));
+    await upAndWait(workshopYaml({ name: "partial", lab: "fail" }), "partial");
+    const after = Object.fromEntries((await listHosts("partial")).map((h) => [h.hostId, h]));
+    expect(after["student-01"]?.attempt).toBe(before["student-01"]?.attempt);
+    expect(after["student-02"]?.attempt).toBe((before["student-02"]?.attempt ?? 0) + 1);
+    expect(after["student-02"]?.state).toBe("failed");
+  });
+
+  it("teardown stops labs, removes every host folder and marks the workshop torn down", async () => {
+    for (const name of ["three", "partial", "stuck", "twice", "killed"]) {
+      const { s, run } = await down(name);
+      expect(run?.state, name).toBe("succeeded");
+      expect(s.state, name).toBe("torn_down");
+      expect(s.hostList.every((h) => h.state === "torn_down"), name).toBe(true);
+      expect(existsSync(join(rt.dataDir, "hosts", name)), name).toBe(false);
+      expect((await rt.store.schedule.get({ workshop: name, kind: "teardown" }).go()).data?.state).toBe("cancelled");
+    }
+    expect(readdirSync(join(rt.dataDir, "hosts"))).toEqual([]);
+    expect(processesUnder(join(rt.dataDir, "hosts"))).toEqual([]);
+  });
+
+  it("a torn-down workshop can be brought up again", async () => {
+    const { status } = await upAndWait(workshopYaml({ name: "three", count: 1 }), "three");
+    expect(status.hostList.filter((h) => h.state !== "torn_down").map((h) => h.state)).toEqual(["ready"]);
+    await down("three");
+  });
+
+  it("a due TTL schedule tears the workshop down", async () => {
+    const { status } = await upAndWait(workshopYaml({ name: "ttl", count: 2, ttlHours: 2 }), "ttl");
+    expect(status.state).toBe("ready");
+    const schedule = (await rt.store.schedule.get({ workshop: "ttl", kind: "teardown" }).go()).data;
+    expect(schedule?.state).toBe("pending");
+    expect(schedule?.at).toBe(status.expiry);
+    expect(Date.parse(schedule?.at ?? "") - Date.parse(status.runs[0]?.startedAt ?? "")).toBeGreaterThan(2 * 3_600_000 - 60_000);
+
+    expect(await rt.tick()).toBe(0); // not due yet
+    clock.advance(2 * 3_600_000 + 1000);
+    expect(await rt.tick()).toBe(1);
+    await rt.executor.idle();
+    const after = await asInstructor(() => workshopStatus("ttl"));
+    expect(after.state).toBe("torn_down");
+    expect(after.runs[0]?.kind).toBe("teardown");
+    expect(existsSync(join(rt.dataDir, "hosts", "ttl"))).toBe(false);
+    expect((await rt.store.schedule.get({ workshop: "ttl", kind: "teardown" }).go()).data?.state).toBe("fired");
+  });
+});
