@@ -17,7 +17,9 @@ if (missing.length > 0) {
   const list = missing.map((m) => `${m.command} (${m.why})`).join(", ");
   const isRoot = process.getuid?.() === 0;
   if (!isRoot || !has("apt-get")) {
-    console.error(`labfleet tests need: ${list}.\nInstall them with:\n  sudo apt-get update && sudo apt-get install -y --no-install-recommends ${pkgs}`);
+    console.error(
+      `labfleet tests need: ${list}.\nInstall them with:\n  sudo apt-get update && sudo apt-get install -y --no-install-recommends ${pkgs}`,
+    );
     process.exit(1);
   }
   console.log(`installing ${pkgs} for the tests (${list})`);

@@ -13,11 +13,17 @@ import { getWorkshop, listRuns } from "./workshops.ts";
  * work); `teardown` stops a running `up` first. The run record is written before the workflow starts, so
  * a runtime that dies in between finds the run and resumes it.
  */
-export async function startRun(workshop: string, kind: RunKind, opts: { force?: boolean } = {}): Promise<RunItem> {
+export async function startRun(
+  workshop: string,
+  kind: RunKind,
+  opts: { force?: boolean } = {},
+): Promise<RunItem> {
   assertActor("instructor", "system");
   const { store, clock, workflows } = useDeps();
   const w = await getWorkshop(workshop);
-  const active = w.activeRunId ? (await store.run.get({ workshop, runId: w.activeRunId }).go()).data : undefined;
+  const active = w.activeRunId
+    ? (await store.run.get({ workshop, runId: w.activeRunId }).go()).data
+    : undefined;
   const current = active?.state === "running" ? active : undefined;
 
   if (current?.kind === kind) return current;
@@ -29,7 +35,14 @@ export async function startRun(workshop: string, kind: RunKind, opts: { force?: 
   const runId = createID("run");
   const run = (
     await store.run
-      .create({ workshop, runId, kind, state: "running", force: opts.force ?? false, startedAt: isoNow(clock) })
+      .create({
+        workshop,
+        runId,
+        kind,
+        state: "running",
+        force: opts.force ?? false,
+        startedAt: isoNow(clock),
+      })
       .go()
   ).data;
   // One run owns a workshop at a time: the claim is a conditional write, so two concurrent starts
@@ -53,7 +66,11 @@ export async function startRun(workshop: string, kind: RunKind, opts: { force?: 
     const winner = (await getWorkshop(workshop)).activeRunId;
     const winning = winner ? (await store.run.get({ workshop, runId: winner }).go()).data : undefined;
     if (winning?.kind === kind && winning.state === "running") return winning;
-    throw new VisibleError("conflict", "workshop.busy", `workshop ${workshop} is busy with another run; try again`);
+    throw new VisibleError(
+      "conflict",
+      "workshop.busy",
+      `workshop ${workshop} is busy with another run; try again`,
+    );
   }
   log.info("run started", { workshop, runId, kind });
   await workflows.start(kind, { workshop, runId, force: opts.force ?? false });
@@ -62,7 +79,9 @@ export async function startRun(workshop: string, kind: RunKind, opts: { force?: 
 
 export function isConditionalFailure(err: unknown): boolean {
   const e = err as { name?: string; cause?: { name?: string } };
-  return e?.cause?.name === "ConditionalCheckFailedException" || e?.name === "ConditionalCheckFailedException";
+  return (
+    e?.cause?.name === "ConditionalCheckFailedException" || e?.name === "ConditionalCheckFailedException"
+  );
 }
 
 /** Gives the workshop up when its run ends (only if that run still owns it). */
@@ -87,7 +106,6 @@ async function abortRun(run: RunItem, reason: string): Promise<void> {
     .set({ state: "aborted", endedAt: isoNow(clock), error: reason })
     .go();
 }
-
 
 export async function getRun(workshop: string, runId: string): Promise<RunItem> {
   const { store } = useDeps();

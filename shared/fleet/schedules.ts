@@ -47,8 +47,7 @@ export async function fireSchedule(s: ScheduleItem): Promise<boolean> {
       .where(({ state }, { eq }) => eq(state, "pending"))
       .go();
   } catch (err) {
-    if ((err as { cause?: { name?: string } }).cause?.name === "ConditionalCheckFailedException")
-      return false;
+    if (isConditionalFailure(err)) return false;
     throw err;
   }
   const run = await withActor({ type: "system", id: "scheduler" }, () => startRun(s.workshop, "teardown"));

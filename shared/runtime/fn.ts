@@ -1,5 +1,6 @@
 import type { z } from "zod";
 import { VisibleError } from "./errors.ts";
+import { issueDetails } from "./zod.ts";
 
 /**
  * A domain function whose input is parsed with its schema first; the schema is exposed as `.schema`
@@ -9,12 +10,7 @@ export function fn<S extends z.ZodType, R>(schema: S, body: (input: z.output<S>)
   const wrapped = (input: z.input<S>): R => {
     const parsed = schema.safeParse(input);
     if (!parsed.success) {
-      throw new VisibleError(
-        "input",
-        "input.invalid",
-        "invalid input",
-        parsed.error.issues.map((i) => ({ path: i.path.join(".") || "(root)", message: i.message })),
-      );
+      throw new VisibleError("input", "input.invalid", "invalid input", issueDetails(parsed.error.issues));
     }
     return body(parsed.data);
   };

@@ -6,6 +6,7 @@ export function workshopJsonSchema(): Record<string, unknown> {
   return {
     ...z.toJSONSchema(Workshop, { io: "input", unrepresentable: "any" }),
     title: "labfleet workshop.yaml",
-    description: "A workshop: the lab every student gets, where the hosts come from, and the claim portal. See docs/workshop-yaml.md.",
+    description:
+      "A workshop: the lab every student gets, where the hosts come from, and the claim portal. See docs/workshop-yaml.md.",
   };
 }

@@ -1,20 +1,13 @@
 import { isAbsolute, resolve } from "node:path";
 import { isMap, isSeq, LineCounter, parseDocument, type Node as YamlNode } from "yaml";
-import type { z } from "zod";
 import { type ErrorDetail, VisibleError } from "../runtime/errors.ts";
+import { formatPath, issuePaths } from "../runtime/zod.ts";
+
+export { formatPath };
+
 import { Workshop } from "./schema.ts";
 
 export type ValidationResult = { ok: true; workshop: Workshop } | { ok: false; errors: ErrorDetail[] };
-
-/** `lab.concurrency`, `hosts[2].id`: the path as a reader of the YAML would write it. */
-export function formatPath(path: readonly PropertyKey[]): string {
-  let out = "";
-  for (const key of path) {
-    if (typeof key === "number") out += `[${key}]`;
-    else out += out ? `.${String(key)}` : String(key);
-  }
-  return out || "(root)";
-}
 
 function locate(doc: ReturnType<typeof parseDocument>, lines: LineCounter, path: readonly PropertyKey[]) {
   // Walk down as far as the document goes, so an error on a missing key points at its parent.
@@ -31,19 +24,6 @@ function locate(doc: ReturnType<typeof parseDocument>, lines: LineCounter, path:
   if (offset === undefined) return {};
   const pos = lines.linePos(offset);
   return { line: pos.line, column: pos.col };
-}
-
-function issueDetails(issue: z.core.$ZodIssue): { path: PropertyKey[]; message: string }[] {
-  if (issue.code === "unrecognized_keys") {
-    return issue.keys.map((key) => ({
-      path: [...issue.path, key],
-      message: "unknown key: expected none here (check its spelling against docs/workshop-yaml.md)",
-    }));
-  }
-  if (issue.code === "invalid_type" && issue.input === undefined) {
-    return [{ path: issue.path, message: `required: ${issue.message}` }];
-  }
-  return [{ path: issue.path, message: issue.message }];
 }
 
 /** Parse and validate workshop.yaml text. Every problem is reported at once, each with its YAML path. */
@@ -72,9 +52,12 @@ export function validateWorkshopYaml(text: string): ValidationResult {
   }
   const parsed = Workshop.safeParse(data);
   if (parsed.success) return { ok: true, workshop: parsed.data };
-  const errors = parsed.error.issues.flatMap(issueDetails).map((d) => ({
+  const errors = issuePaths(parsed.error.issues).map((d) => ({
     path: formatPath(d.path),
-    message: d.message,
+    message:
+      d.path.length && d.message.startsWith("unknown key")
+        ? `${d.message} (check its spelling against docs/workshop-yaml.md)`
+        : d.message,
     ...locate(doc, lines, d.path),
   }));
   return { ok: false, errors };

@@ -187,7 +187,11 @@ export const Workshop = z
       const type = w.provider?.type;
       if (type === "static") {
         if (hosts.length === 0) {
-          ctx.addIssue({ code: "custom", path: ["hosts"], message: "expected at least one host for provider.type static" });
+          ctx.addIssue({
+            code: "custom",
+            path: ["hosts"],
+            message: "expected at least one host for provider.type static",
+          });
         }
         const count = w.provider?.count;
         if (typeof count === "number" && count !== hosts.length) {

@@ -23,7 +23,9 @@ export function movableClock(): Clock & { advance(ms: number): void } {
 }
 
 /** The local runtime against the shared DynamoDB Local, in a fresh folder and table, with short waits. */
-export async function testRuntime(opts: Partial<LocalRuntimeOptions> = {}): Promise<LocalRuntime & { dataDir: string }> {
+export async function testRuntime(
+  opts: Partial<LocalRuntimeOptions> = {},
+): Promise<LocalRuntime & { dataDir: string }> {
   const dataDir = opts.dataDir ?? tempDir();
   const rt = await startLocalRuntime({
     dataDir,
@@ -61,7 +63,11 @@ ${o.extraLab ?? ""}provider:
 `;
 }
 
-export async function waitFor<T>(what: string, fn: () => Promise<T | undefined> | T | undefined, timeoutMs = 30_000): Promise<T> {
+export async function waitFor<T>(
+  what: string,
+  fn: () => Promise<T | undefined> | T | undefined,
+  timeoutMs = 30_000,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   for (;;) {
@@ -71,7 +77,8 @@ export async function waitFor<T>(what: string, fn: () => Promise<T | undefined> 
     } catch (err) {
       last = err;
     }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ""}`);
+    if (Date.now() > deadline)
+      throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ""}`);
     await new Promise((r) => setTimeout(r, 50));
   }
 }

@@ -5,7 +5,14 @@ import { startRun } from "../../shared/fleet/runs.ts";
 import { listHosts, listRuns, submitWorkshop, workshopStatus } from "../../shared/fleet/workshops.ts";
 import { withActor } from "../../shared/runtime/actor.ts";
 import { open } from "../../shared/runtime/crypto.ts";
-import { movableClock, processesUnder, removeDir, testRuntime, waitFor, workshopYaml } from "../harness/runtime.ts";
+import {
+  movableClock,
+  processesUnder,
+  removeDir,
+  testRuntime,
+  waitFor,
+  workshopYaml,
+} from "../harness/runtime.ts";
 
 type Runtime = Awaited<ReturnType<typeof testRuntime>>;
 let rt: Runtime;
@@ -34,7 +41,10 @@ async function upAndWait(yaml: string, name: string, force = false) {
 async function down(name: string) {
   const run = await asInstructor(() => startRun(name, "teardown"));
   await rt.executor.idle();
-  return asInstructor(() => workshopStatus(name)).then((s) => ({ s, run: s.runs.find((r) => r.id === run.runId) }));
+  return asInstructor(() => workshopStatus(name)).then((s) => ({
+    s,
+    run: s.runs.find((r) => r.id === run.runId),
+  }));
 }
 
 const hostDir = (ws: string, id: string) => join(rt.dataDir, "hosts", ws, id);
@@ -60,7 +70,11 @@ describe("up and teardown on local hosts", () => {
     }
     // BeginUp, Provision, Deploy, 3 DeployHost, then at least one Wait/Poll/Choice, FinishUp
     expect(runView?.transitions).toBeGreaterThanOrEqual(6 + 3 + 1);
-    expect(runView?.hosts).toEqual({ "student-01": { state: "ready" }, "student-02": { state: "ready" }, "student-03": { state: "ready" } });
+    expect(runView?.hosts).toEqual({
+      "student-01": { state: "ready" },
+      "student-02": { state: "ready" },
+      "student-03": { state: "ready" },
+    });
 
     const stored = await listHosts("three");
     const sealed = stored[0]?.access ?? "";
@@ -117,25 +131,37 @@ describe("up and teardown on local hosts", () => {
   });
 
   it("a lab that never finishes fails at the deadline with a clear reason and is stopped", async () => {
-    const { status, runView } = await upAndWait(workshopYaml({ name: "stuck", lab: "hang", count: 2, timeoutMinutes: 0.03 }), "stuck");
+    const { status, runView } = await upAndWait(
+      workshopYaml({ name: "stuck", lab: "hang", count: 2, timeoutMinutes: 0.03 }),
+      "stuck",
+    );
     expect(runView?.state).toBe("failed");
     for (const h of status.hostList) {
       expect(h.state).toBe("failed");
-      expect(h.error).toMatch(/^lab did not become ready within 0\.03 minutes \(deadline .+\); last phase: forever$/);
+      expect(h.error).toMatch(
+        /^lab did not become ready within 0\.03 minutes \(deadline .+\); last phase: forever$/,
+      );
     }
-    await waitFor("hung setups to be stopped", () => processesUnder(join(rt.dataDir, "hosts", "stuck")).length === 0 || undefined);
+    await waitFor(
+      "hung setups to be stopped",
+      () => processesUnder(join(rt.dataDir, "hosts", "stuck")).length === 0 || undefined,
+    );
   });
 
   it("a wrapper that died without an exit code is failed with that reason", async () => {
     await asInstructor(() => submitWorkshop(workshopYaml({ name: "killed", lab: "hang", count: 1 })));
     await asInstructor(() => startRun("killed", "up"));
     const pidFile = join(hostDir("killed", "student-01"), ".labfleet", "killed", "pid");
-    const pid = await waitFor("the wrapper pid", () => (existsSync(pidFile) ? Number(readFileSync(pidFile, "utf8")) : undefined));
+    const pid = await waitFor("the wrapper pid", () =>
+      existsSync(pidFile) ? Number(readFileSync(pidFile, "utf8")) : undefined,
+    );
     process.kill(-pid, "SIGKILL");
     await rt.executor.idle();
     const s = await asInstructor(() => workshopStatus("killed"));
     expect(s.hostList[0]?.state).toBe("failed");
-    expect(s.hostList[0]?.error).toMatch(new RegExp(`setup wrapper died without an exit code \\(pid ${pid}\\)`));
+    expect(s.hostList[0]?.error).toMatch(
+      new RegExp(`setup wrapper died without an exit code \\(pid ${pid}\\)`),
+    );
   });
 
   it("retries a failed host when up runs again, leaving ready ones alone", async () => {
@@ -152,9 +178,14 @@ describe("up and teardown on local hosts", () => {
       const { s, run } = await down(name);
       expect(run?.state, name).toBe("succeeded");
       expect(s.state, name).toBe("torn_down");
-      expect(s.hostList.every((h) => h.state === "torn_down"), name).toBe(true);
+      expect(
+        s.hostList.every((h) => h.state === "torn_down"),
+        name,
+      ).toBe(true);
       expect(existsSync(join(rt.dataDir, "hosts", name)), name).toBe(false);
-      expect((await rt.store.schedule.get({ workshop: name, kind: "teardown" }).go()).data?.state).toBe("cancelled");
+      expect((await rt.store.schedule.get({ workshop: name, kind: "teardown" }).go()).data?.state).toBe(
+        "cancelled",
+      );
     }
     expect(readdirSync(join(rt.dataDir, "hosts"))).toEqual([]);
     expect(processesUnder(join(rt.dataDir, "hosts"))).toEqual([]);
@@ -172,7 +203,9 @@ describe("up and teardown on local hosts", () => {
     const schedule = (await rt.store.schedule.get({ workshop: "ttl", kind: "teardown" }).go()).data;
     expect(schedule?.state).toBe("pending");
     expect(schedule?.at).toBe(status.expiry);
-    expect(Date.parse(schedule?.at ?? "") - Date.parse(status.runs[0]?.startedAt ?? "")).toBeGreaterThan(2 * 3_600_000 - 60_000);
+    expect(Date.parse(schedule?.at ?? "") - Date.parse(status.runs[0]?.startedAt ?? "")).toBeGreaterThan(
+      2 * 3_600_000 - 60_000,
+    );
 
     expect(await rt.tick()).toBe(0); // not due yet
     clock.advance(2 * 3_600_000 + 1000);
@@ -182,6 +215,8 @@ describe("up and teardown on local hosts", () => {
     expect(after.state).toBe("torn_down");
     expect(after.runs[0]?.kind).toBe("teardown");
     expect(existsSync(join(rt.dataDir, "hosts", "ttl"))).toBe(false);
-    expect((await rt.store.schedule.get({ workshop: "ttl", kind: "teardown" }).go()).data?.state).toBe("fired");
+    expect((await rt.store.schedule.get({ workshop: "ttl", kind: "teardown" }).go()).data?.state).toBe(
+      "fired",
+    );
   });
 });

@@ -4,5 +4,8 @@ declare module "asl-validator" {
     errors: { path?: string; message: string }[];
     errorsText(separator?: string): string;
   }
-  export default function aslValidator(definition: unknown, opts?: { checkPaths?: boolean; checkArn?: boolean }): Result;
+  export default function aslValidator(
+    definition: unknown,
+    opts?: { checkPaths?: boolean; checkArn?: boolean },
+  ): Result;
 }

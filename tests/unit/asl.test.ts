@@ -2,7 +2,12 @@ import { existsSync } from "node:fs";
 import aslValidator from "asl-validator";
 import { StateMachine } from "aws-local-stepfunctions";
 import { describe, expect, it } from "vitest";
-import { type AslDefinition, allStates, functionKeyOf, loadDefinition } from "../../stepfunctions/definitions.ts";
+import {
+  type AslDefinition,
+  allStates,
+  functionKeyOf,
+  loadDefinition,
+} from "../../stepfunctions/definitions.ts";
 import { functionFiles, taskFunctions } from "../../stepfunctions/handlers.ts";
 import { localHandlers } from "../../stepfunctions/local-executor.ts";
 import { aslViolations } from "../../stepfunctions/rules.ts";
@@ -33,7 +38,8 @@ describe("ASL definitions", () => {
       },
     } as never;
     const problems = aslViolations(bad).join("\n");
-    for (const word of ["QueryLanguage", ".sync", ".waitForTaskToken", "Assign", "dynamodb:putItem"]) expect(problems).toContain(word);
+    for (const word of ["QueryLanguage", ".sync", ".waitForTaskToken", "Assign", "dynamodb:putItem"])
+      expect(problems).toContain(word);
   });
 
   it.each(kinds)("every Task of %s invokes a handler file that exists", (kind) => {
@@ -51,13 +57,18 @@ describe("ASL definitions", () => {
     const deploy = loadDefinition("up").States.Deploy;
     expect(deploy?.Type).toBe("Map");
     expect(deploy?.MaxConcurrencyPath).toBe("$.settings.concurrency");
-    const item = deploy?.ItemProcessor?.States.DeployHost as { Catch?: { ErrorEquals: string[]; Next: string }[] };
+    const item = deploy?.ItemProcessor?.States.DeployHost as {
+      Catch?: { ErrorEquals: string[]; Next: string }[];
+    };
     expect(item.Catch?.[0]).toMatchObject({ ErrorEquals: ["States.ALL"], Next: "RecordHostFailure" });
   });
 });
 
 /** Runs the real `up` definition with stand-in handlers to count what Step Functions would bill. */
-async function countTransitions(hosts: number, pollsUntilReady: number): Promise<{ transitions: number; polls: number }> {
+async function countTransitions(
+  hosts: number,
+  pollsUntilReady: number,
+): Promise<{ transitions: number; polls: number }> {
   const def = loadDefinition("up");
   let polls = 0;
   const stand: Record<string, (p: Record<string, unknown>) => unknown> = {

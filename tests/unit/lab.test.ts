@@ -5,12 +5,29 @@ const probe = (head: string, status = "", log = "") => `${head}\n@@status\n${sta
 
 describe("lab contract: reading a host's records", () => {
   it("parses the probe sections", () => {
-    const p = parseProbe(probe("pid=42\nalive=1\nrc=\nrc_age=\nstarted=1", '{"phase":"a","state":"running"}\n', "line 1\n"));
-    expect(p).toEqual({ pid: 42, alive: true, rc: undefined, rcAgeSeconds: undefined, started: true, statusLines: ['{"phase":"a","state":"running"}'], logTail: ["line 1"] });
+    const p = parseProbe(
+      probe("pid=42\nalive=1\nrc=\nrc_age=\nstarted=1", '{"phase":"a","state":"running"}\n', "line 1\n"),
+    );
+    expect(p).toEqual({
+      pid: 42,
+      alive: true,
+      rc: undefined,
+      rcAgeSeconds: undefined,
+      started: true,
+      statusLines: ['{"phase":"a","state":"running"}'],
+      logTail: ["line 1"],
+    });
   });
 
   it("orders phases by first appearance with their latest state, skipping bad lines", () => {
-    const lines = ['{"phase":"fetch","state":"running"}', "not json", '{"phase":"build"}', '{"phase":"fetch","state":"done"}', '{"state":"x"}', "[1]"];
+    const lines = [
+      '{"phase":"fetch","state":"running"}',
+      "not json",
+      '{"phase":"build"}',
+      '{"phase":"fetch","state":"done"}',
+      '{"state":"x"}',
+      "[1]",
+    ];
     expect(parsePhases(lines)).toEqual({
       phases: [
         { name: "fetch", state: "done" },
@@ -26,7 +43,10 @@ describe("lab contract: reading a host's records", () => {
     expect(judge({ ...base, rc: 0 })).toEqual({ state: "complete" });
     expect(judge({ ...base, alive: true })).toEqual({ state: "running" });
     const failed = judge({ ...base, rc: 3, logTail: ["a", "b", "c", "d", "e", "f: boom"] });
-    expect(failed).toEqual({ state: "failed", reason: "setup exited with code 3; last lines of the log:\nb\nc\nd\ne\nf: boom" });
+    expect(failed).toEqual({
+      state: "failed",
+      reason: "setup exited with code 3; last lines of the log:\nb\nc\nd\ne\nf: boom",
+    });
     const dead = judge({ ...base, pid: 99 });
     expect(dead.state).toBe("failed");
     expect(dead.state === "failed" && dead.reason).toMatch(/wrapper died without an exit code \(pid 99\)/);

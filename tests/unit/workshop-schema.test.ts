@@ -26,8 +26,19 @@ describe("workshop.yaml schema", () => {
     const r = validateWorkshopYaml(minimal);
     expect(r.ok).toBe(true);
     if (!r.ok) return;
-    expect(r.workshop.lab).toMatchObject({ dir: "lab", concurrency: 4, timeout_minutes: 180, poll_seconds: 60, operator_secrets: [] });
-    expect(r.workshop.provider).toEqual({ type: "local", count: 2, host_id_prefix: "student-", ttl_hours: 6 });
+    expect(r.workshop.lab).toMatchObject({
+      dir: "lab",
+      concurrency: 4,
+      timeout_minutes: 180,
+      poll_seconds: 60,
+      operator_secrets: [],
+    });
+    expect(r.workshop.provider).toEqual({
+      type: "local",
+      count: 2,
+      host_id_prefix: "student-",
+      ttl_hours: 6,
+    });
     expect(r.workshop.portal).toMatchObject({ enabled: false, code_letters: 6, open_at_percent: 100 });
     expect(r.workshop.hosts).toEqual([]);
   });
@@ -48,7 +59,15 @@ portal:
 `);
     const byPath = Object.fromEntries(errors.map((e) => [e.path, e]));
     expect(Object.keys(byPath).sort()).toEqual(
-      ["lab.colour", "lab.concurrency", "lab.setup", "name", "portal.code_letters", "provider.count", "provider.ttl_hours"].sort(),
+      [
+        "lab.colour",
+        "lab.concurrency",
+        "lab.setup",
+        "name",
+        "portal.code_letters",
+        "provider.count",
+        "provider.ttl_hours",
+      ].sort(),
     );
     expect(byPath["lab.concurrency"]?.message).toMatch(/from 1 to 64/);
     expect(byPath["lab.concurrency"]?.line).toBe(5);
@@ -87,7 +106,9 @@ hosts:
   - { id: lab-a, ssh: lab@127.0.0.2, public_ip: 10.0.0.300 }
 `);
     expect(errors.map((e) => e.path).sort()).toEqual(["hosts[1].id", "hosts[1].public_ip", "provider.count"]);
-    expect(errors.find((e) => e.path === "hosts[1].id")?.message).toMatch(/unique host id; "lab-a" is already used by hosts\[0\]/);
+    expect(errors.find((e) => e.path === "hosts[1].id")?.message).toMatch(
+      /unique host id; "lab-a" is already used by hosts\[0\]/,
+    );
     expect(errors.find((e) => e.path === "hosts[1].id")?.line).toBe(6);
   });
 
@@ -98,11 +119,17 @@ provider: { type: local, count: 1 }
 hosts: [{ id: a, ssh: b }]
 `);
     expect(errors.map((e) => e.path).sort()).toEqual(["hosts", "lab.ref"]);
-    expect(validateWorkshopYaml("name: x\nlab: { source: 'git:https://git.example.test/lab.git', ref: v1, setup: s }\nprovider: { type: aws, count: 2 }\n").ok).toBe(true);
+    expect(
+      validateWorkshopYaml(
+        "name: x\nlab: { source: 'git:https://git.example.test/lab.git', ref: v1, setup: s }\nprovider: { type: aws, count: 2 }\n",
+      ).ok,
+    ).toBe(true);
   });
 
   it("rejects an unknown provider type and YAML that does not parse", () => {
-    expect(errorsOf(minimal.replace("type: local", "type: gcp")).map((e) => e.path)).toEqual(["provider.type"]);
+    expect(errorsOf(minimal.replace("type: local", "type: gcp")).map((e) => e.path)).toEqual([
+      "provider.type",
+    ]);
     const bad = errorsOf("name: [unclosed\n");
     expect(bad[0]?.path).toBe("(yaml)");
     expect(bad[0]?.message).toMatch(/not valid YAML/);
@@ -125,11 +152,15 @@ hosts: [{ id: a, ssh: b }]
   });
 
   it("has examples that validate and point editors at the schema", () => {
-    const files = readdirSync(join(root, "examples"), { recursive: true, encoding: "utf8" }).filter((f) => f.endsWith("workshop.yaml"));
+    const files = readdirSync(join(root, "examples"), { recursive: true, encoding: "utf8" }).filter((f) =>
+      f.endsWith("workshop.yaml"),
+    );
     expect(files.length).toBeGreaterThan(0);
     for (const f of files) {
       const text = readFileSync(join(root, "examples", f), "utf8");
-      expect(text.split("\n")[0], f).toMatch(/^# yaml-language-server: \$schema=(\.\.\/)+schema\/workshop\.schema\.json$/);
+      expect(text.split("\n")[0], f).toMatch(
+        /^# yaml-language-server: \$schema=(\.\.\/)+schema\/workshop\.schema\.json$/,
+      );
       const r = validateWorkshopYaml(text);
       expect(r.ok ? [] : r.errors, f).toEqual([]);
     }

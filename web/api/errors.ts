@@ -3,6 +3,7 @@ import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { ZodError } from "zod";
 import { type ErrorKind, VisibleError } from "../../shared/runtime/errors.ts";
 import { log } from "../../shared/runtime/logger.ts";
+import { issueDetails } from "../../shared/runtime/zod.ts";
 
 const status: Record<ErrorKind, ContentfulStatusCode> = {
   input: 400,
@@ -30,7 +31,7 @@ export function onError(err: Error, c: Context) {
           kind: "input",
           code: "input.invalid",
           message: "invalid input",
-          details: err.issues.map((i) => ({ path: i.path.join(".") || "(root)", message: i.message })),
+          details: issueDetails(err.issues),
         },
       },
       400,
