@@ -40,8 +40,11 @@ type Args = {
 
 function parse(argv: string[]): Args {
   try {
-    return parseArgs({ args: argv, options, allowPositionals: true, strict: true }) as Args;
+    const args = parseArgs({ args: argv, options, allowPositionals: true, strict: true }) as Args;
+    jsonOutput(args); // a bad --output is a usage error before anything runs
+    return args;
   } catch (err) {
+    if (err instanceof CliError) throw err;
     throw new CliError(`${(err as Error).message}\n\n${HELP}`, 2);
   }
 }

@@ -1,0 +1,101 @@
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { runCli } from "../harness/cli.ts";
+import { removeDir, tempDir, testRuntime, workshopYaml } from "../harness/runtime.ts";
+
+type Runtime = Awaited<ReturnType<typeof testRuntime>>;
+let rt: Runtime;
+let work: string;
+let env: Record<string, string>;
+
+beforeAll(async () => {
+  work = tempDir("labfleet-cli-");
+  rt = await testRuntime({ dataDir: join(work, ".labfleet") });
+  env = { LABFLEET_URL: rt.url, LABFLEET_TOKEN: rt.token };
+  writeFileSync(join(work, "ok.yaml"), workshopYaml({ name: "cli-ok", count: 2 }));
+  writeFileSync(join(work, "fail.yaml"), workshopYaml({ name: "cli-fail", lab: "fail", count: 2 }));
+  writeFileSync(join(work, "bad.yaml"), "name: BAD\nlab:\n  source: ./lab\n  setup: ''\nprovider:\n  type: local\n  count: 0\n");
+});
+afterAll(async () => {
+  await rt?.close();
+  if (work) removeDir(work);
+});
+
+describe("labfleet CLI", () => {
+  it("validate checks a file offline and prints every error with its path", async () => {
+    const bad = await runCli(["validate", "-f", join(work, "bad.yaml")], { cwd: "/" });
+    expect(bad.code).toBe(1);
+    expect(bad.stdout).toContain("3 errors");
+    expect(bad.stdout).toMatch(/^name: expected a name of lowercase letters.*\(line 1, column 7\)$/m);
+    expect(bad.stdout).toMatch(/^lab\.setup: expected the command that builds the lab, got an empty string/m);
+    expect(bad.stdout).toMatch(/^provider\.count: expected a host count: a whole number from 1 to 64/m);
+
+    const json = await runCli(["validate", "-f", join(work, "bad.yaml"), "--output", "json"], { cwd: "/" });
+    expect(json.code).toBe(1);
+    expect(JSON.parse(json.stdout).errors.map((e: { path: string }) => e.path).sort()).toEqual(["lab.setup", "name", "provider.count"]);
+
+    const good = await runCli(["validate", "-f", join(work, "ok.yaml")], { cwd: "/" });
+    expect(good.code).toBe(0);
+    expect(good.stdout).toContain("valid (workshop cli-ok)");
+  });
+
+  it("up exits 0 with every lab ready and prints one JSON document", async () => {
+    const r = await runCli(["up", "-f", join(work, "ok.yaml"), "--output", "json"], { env });
+    expect(r.stderr).toBe("");
+    expect(r.code).toBe(0);
+    const doc = JSON.parse(r.stdout);
+    expect(doc.workshop).toBe("cli-ok");
+    expect(doc.run.state).toBe("succeeded");
+    expect(doc.hosts).toHaveLength(2);
+    for (const h of doc.hosts) {
+      expect(h).toMatchObject({ state: "ready", phase: "verify", error: null });
+      expect(h.id).toMatch(/^student-0[12]$/);
+    }
+  });
+
+  it("up exits non-zero when a lab fails, naming the host and the reason", async () => {
+    const r = await runCli(["up", "-f", join(work, "fail.yaml")], { env });
+    expect(r.code).toBe(1);
+    expect(r.stdout).toMatch(/student-02 failed: setup exited with code 7/);
+    expect(r.stdout).toContain("1 of 2 labs are not ready");
+  });
+
+  it("finds the local runtime through .labfleet/runtime.json with no flags", async () => {
+    const nested = join(work, "sub", "dir");
+    mkdirSync(nested, { recursive: true });
+    const r = await runCli(["status", "cli-ok", "--output", "json"], { cwd: nested });
+    expect(r.code).toBe(0);
+    const doc = JSON.parse(r.stdout);
+    expect(doc.hosts.map((h: { state: string }) => h.state)).toEqual(["ready", "ready"]);
+    expect(doc.runs[0].transitions).toBeGreaterThan(0);
+
+    const text = await runCli(["status", "cli-ok"], { cwd: nested });
+    expect(text.stdout).toMatch(/^cli-ok: ready · 2\/2 ready/m);
+    expect(text.stdout).toMatch(/up succeeded in \d+s · \d+ state transitions/);
+  });
+
+  it("says how to start a runtime when none is reachable", async () => {
+    const r = await runCli(["status", "cli-ok"], { cwd: "/" });
+    expect(r.code).toBe(3);
+    expect(r.stderr).toContain("no labfleet runtime found: start one with `npx labfleet dev`");
+  });
+
+  it("down tears the workshop down and exits 0", async () => {
+    const r = await runCli(["down", "-f", join(work, "ok.yaml"), "--output", "json"], { env });
+    expect(r.code).toBe(0);
+    const doc = JSON.parse(r.stdout);
+    expect(doc.state).toBe("torn_down");
+    expect(doc.hosts.every((h: { state: string }) => h.state === "torn_down")).toBe(true);
+    expect((await runCli(["down", "cli-fail"], { env })).code).toBe(0);
+  });
+
+  it("rejects bad usage with exit code 2", async () => {
+    expect((await runCli(["frobnicate"], { env })).code).toBe(2);
+    expect((await runCli(["up"], { env })).code).toBe(2);
+    expect((await runCli(["status", "x", "--output", "yaml"], { env })).code).toBe(2);
+    const help = await runCli(["--help"]);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toContain("labfleet up -f workshop.yaml");
+  });
+});
