@@ -22,7 +22,15 @@ export const DEFAULT_PORT = 8787;
 export async function cmdDev(opts: DevOptions, out: Output): Promise<number> {
   let workshop: { yaml: string; baseDir: string; name: string } | undefined;
   if (opts.file) {
-    const yaml = readFileSync(opts.file, "utf8");
+    let yaml: string;
+    try {
+      yaml = readFileSync(opts.file, "utf8");
+    } catch (err) {
+      throw new CliError(
+        `cannot read ${opts.file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
+        2,
+      );
+    }
     const result = validateWorkshopYaml(yaml);
     if (!result.ok) throw new CliError(`${opts.file} is not valid\n${formatErrors(result.errors)}`, 1);
     workshop = { yaml, baseDir: dirname(resolve(opts.file)), name: result.workshop.name };
@@ -38,15 +46,22 @@ export async function cmdDev(opts: DevOptions, out: Output): Promise<number> {
     `labfleet dev: starting the local runtime (data in ${opts.dataDir}, logs in ${join(opts.dataDir, "runtime.log")})\n`,
   );
   const started = Date.now();
-  const runtime = await startLocalRuntime({
+  // For tests and advanced use: an external DynamoDB endpoint and table, and a shorter poll wait.
+  const env = process.env;
+  const base = {
     dataDir,
-    port: opts.port ?? DEFAULT_PORT,
     stopLabsOnClose: true,
-  }).catch(async (err) => {
-    if (opts.port === undefined && /EADDRINUSE/.test(String(err))) {
-      return startLocalRuntime({ dataDir, port: 0, stopLabsOnClose: true });
-    }
-    throw err;
+    ...(env.LABFLEET_DYNAMODB_ENDPOINT ? { dynamoEndpoint: env.LABFLEET_DYNAMODB_ENDPOINT } : {}),
+    ...(env.LABFLEET_TABLE ? { table: env.LABFLEET_TABLE } : {}),
+    ...(env.LABFLEET_WAIT_MS ? { waitMs: Number(env.LABFLEET_WAIT_MS) } : {}),
+  };
+  const runtime = await startLocalRuntime({ ...base, port: opts.port ?? DEFAULT_PORT }).catch(async (err) => {
+    if (!/EADDRINUSE/.test(String(err))) throw err;
+    if (opts.port === undefined) return startLocalRuntime({ ...base, port: 0 });
+    throw new CliError(
+      `port ${opts.port} on 127.0.0.1 is in use: choose another with --port, or --port 0 for any`,
+      2,
+    );
   });
   const consoleUrl = `${runtime.url}/console#token=${runtime.token}`;
   out.write(`runtime up in ${((Date.now() - started) / 1000).toFixed(1)}s at ${runtime.url}\n`);
@@ -57,7 +72,9 @@ export async function cmdDev(opts: DevOptions, out: Output): Promise<number> {
     const onSignal = () => {
       if (stopping) return;
       stopping = true;
-      out.write("\nstopping (labs still building are paused; their run resumes at the next start)\n");
+      out.write(
+        "\nstopping (labs still building are stopped; their run resumes and rebuilds them at the next start)\n",
+      );
       res();
     };
     process.once("SIGINT", onSignal);
@@ -90,6 +107,7 @@ export async function cmdDev(opts: DevOptions, out: Output): Promise<number> {
     })();
     await Promise.race([
       work.catch((err) => {
+        if (stopping) return; // the follow loop loses its API when Ctrl-C closes the runtime
         out.write(`labfleet: ${(err as Error).message}\n`);
         exitCode = 1;
       }),

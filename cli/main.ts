@@ -204,6 +204,13 @@ async function cmdDown(args: Args, out: Output): Promise<number> {
   return report(s, run.id, json, out, (h) => h.state === "torn_down");
 }
 
+function parsePort(text: string): number {
+  const n = Number(text);
+  if (!Number.isInteger(n) || n < 0 || n > 65535)
+    throw new CliError(`--port must be a whole number from 0 to 65535, got ${text}`, 2);
+  return n;
+}
+
 export async function main(argv: string[], out: Output = stdoutOutput()): Promise<number> {
   try {
     const args = parse(argv);
@@ -230,7 +237,7 @@ export async function main(argv: string[], out: Output = stdoutOutput()): Promis
         return await cmdDev(
           {
             ...(args.values.file ? { file: args.values.file } : {}),
-            ...(args.values.port ? { port: Number(args.values.port) } : {}),
+            ...(args.values.port !== undefined ? { port: parsePort(args.values.port) } : {}),
             dataDir: args.values["data-dir"] ?? process.env.LABFLEET_DATA_DIR ?? ".labfleet",
           },
           out,

@@ -176,7 +176,7 @@ export async function readAccess(t: Transport, workshop: string): Promise<string
     JSON.parse(r.stdout);
     return r.stdout;
   } catch {
-    return undefined;
+    throw new LabStepError("the lab wrote $LABFLEET_ACCESS, but it is not valid JSON (at most 64 KiB)");
   }
 }
 

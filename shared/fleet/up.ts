@@ -1,4 +1,4 @@
-import type { Provider } from "../providers/types.ts";
+import { hostIdsOf, type Provider } from "../providers/types.ts";
 import { isoNow } from "../runtime/clock.ts";
 import { mapLimit } from "../runtime/concurrency.ts";
 import { seal } from "../runtime/crypto.ts";
@@ -11,6 +11,7 @@ import type { Workshop } from "../workshop/schema.ts";
 import {
   HEALTH_GRACE_SECONDS,
   judge,
+  LabStepError,
   lastLines,
   parsePhases,
   probeLab,
@@ -55,12 +56,11 @@ function transportFor(spec: Workshop, provider: Provider, host: HostItem): Trans
   });
 }
 
+/** Updates a host; `error` is cleared unless the update sets one (a later good poll clears a transient error). */
 async function patchHost(workshop: string, hostId: string, set: Partial<HostItem>): Promise<void> {
   const { store, clock } = useDeps();
-  await store.host
-    .patch({ workshop, hostId })
-    .set({ ...set, updatedAt: isoNow(clock) } as never)
-    .go();
+  const update = store.host.patch({ workshop, hostId }).set({ ...set, updatedAt: isoNow(clock) } as never);
+  await ("error" in set ? update : update.remove(["error"])).go();
 }
 
 export interface UpSettings {
@@ -95,6 +95,7 @@ export async function provisionHosts(workshop: string): Promise<{ hostIds: strin
     .patch({ name: workshop })
     .set({ state: "provisioning", expiry, updatedAt: now.toISOString() })
     .go();
+  await removeDroppedHosts(spec, provider, [...existing.values()]);
   const provisioned = await provider.provision(spec);
   for (const p of provisioned) {
     const prev = existing.get(p.hostId);
@@ -128,6 +129,39 @@ export async function provisionHosts(workshop: string): Promise<{ hostIds: strin
     .set({ state: "deploying", updatedAt: isoNow(clock) })
     .go();
   return { hostIds: provisioned.map((p) => p.hostId) };
+}
+
+/** Hosts the spec no longer lists (a lower count, a host taken out of hosts[]) are stopped and given back. */
+async function removeDroppedHosts(spec: Workshop, provider: Provider, existing: HostItem[]): Promise<void> {
+  const wanted = new Set(hostIdsOf(spec));
+  const dropped = existing.filter((h) => !wanted.has(h.hostId) && h.state !== "torn_down");
+  if (dropped.length === 0) return;
+  for (const h of dropped) {
+    if (!h.address) continue;
+    const t = transportFor(spec, provider, h);
+    try {
+      await stopLab(t, spec.name).catch(() => undefined);
+    } finally {
+      await t.close?.();
+    }
+  }
+  const results = await provider.deprovision(
+    spec,
+    dropped.map((h) => h.hostId),
+  );
+  for (const r of results) {
+    if (r.result === "error")
+      await patchHost(spec.name, r.hostId, { error: `removing this host failed: ${r.detail ?? ""}` });
+    else {
+      const { store, clock } = useDeps();
+      await store.host
+        .patch({ workshop: spec.name, hostId: r.hostId })
+        .set({ state: "torn_down", updatedAt: isoNow(clock) })
+        .remove(["access", "address"])
+        .go();
+    }
+  }
+  log.info("hosts removed from the workshop", { workshop: spec.name, hosts: dropped.map((h) => h.hostId) });
 }
 
 export type DeployAction = "started" | "running" | "complete";
@@ -229,7 +263,14 @@ async function checkHost(spec: Workshop, provider: Provider, host: HostItem): Pr
       });
       return "failed";
     }
-    const access = await readAccess(t, spec.name);
+    let access: string | undefined;
+    try {
+      access = await readAccess(t, spec.name);
+    } catch (err) {
+      if (!(err instanceof LabStepError)) throw err;
+      await patchHost(spec.name, host.hostId, { ...progress, state: "failed", error: err.message });
+      return "failed";
+    }
     await patchHost(spec.name, host.hostId, {
       ...progress,
       state: "ready",
@@ -319,6 +360,7 @@ export async function finishUp(workshop: string, runId: string): Promise<{ state
     .patch({ name: workshop })
     .set({ state: allReady ? "ready" : "failed", updatedAt: now })
     .go();
+  await releaseWorkshop(workshop, runId);
   return { state };
 }
 

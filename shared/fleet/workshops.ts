@@ -1,5 +1,6 @@
 import { assertActor } from "../runtime/actor.ts";
 import { isoNow } from "../runtime/clock.ts";
+import { open } from "../runtime/crypto.ts";
 import { useDeps } from "../runtime/deps.ts";
 import { VisibleError } from "../runtime/errors.ts";
 import type { HostItem, RunItem, WorkshopItem } from "../store/entities.ts";
@@ -197,4 +198,16 @@ export async function workshopStatus(name: string): Promise<WorkshopStatus> {
     hostList: hosts.map((h) => hostView(h, now)),
     runs: runs.map(runView).reverse(),
   };
+}
+
+/** The access details a lab wrote ($LABFLEET_ACCESS), decrypted for the instructor. */
+export async function hostAccess(name: string, hostId: string): Promise<unknown> {
+  assertActor("instructor");
+  const { store, accessKey } = useDeps();
+  await getWorkshop(name);
+  const host = (await store.host.get({ workshop: name, hostId }).go()).data;
+  if (!host) throw new VisibleError("not_found", "host.not_found", `no host ${hostId} in workshop ${name}`);
+  if (!host.access)
+    throw new VisibleError("not_found", "host.no_access", `host ${hostId} has no access details (yet)`);
+  return JSON.parse(open(accessKey, host.access));
 }

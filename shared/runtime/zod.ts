@@ -9,7 +9,8 @@ export function issuePaths(issues: readonly z.core.$ZodIssue[]): { path: Propert
         message: "unknown key: expected none here",
       }));
     }
-    if (issue.code === "invalid_type" && issue.input === undefined) {
+    // zod reports the input only when parsing with `reportInput: true`; missing means undefined there.
+    if (issue.code === "invalid_type" && "input" in issue && issue.input === undefined) {
       return [{ path: issue.path, message: `required: ${issue.message}` }];
     }
     return [{ path: issue.path, message: issue.message }];

@@ -29,7 +29,7 @@ function locate(doc: ReturnType<typeof parseDocument>, lines: LineCounter, path:
 /** Parse and validate workshop.yaml text. Every problem is reported at once, each with its YAML path. */
 export function validateWorkshopYaml(text: string): ValidationResult {
   const lines = new LineCounter();
-  const doc = parseDocument(text, { lineCounter: lines, prettyErrors: false, uniqueKeys: true });
+  const doc = parseDocument(text, { lineCounter: lines, prettyErrors: true, uniqueKeys: true });
   if (doc.errors.length > 0) {
     return {
       ok: false,
@@ -37,7 +37,7 @@ export function validateWorkshopYaml(text: string): ValidationResult {
         const pos = e.linePos?.[0];
         return {
           path: "(yaml)",
-          message: `not valid YAML: ${e.message.split("\n")[0]}`,
+          message: `not valid YAML: ${(e.message.split("\n")[0] ?? "").replace(/ at line \d+, column \d+:?$/, "")}`,
           ...(pos ? { line: pos.line, column: pos.col } : {}),
         };
       }),
@@ -50,7 +50,7 @@ export function validateWorkshopYaml(text: string): ValidationResult {
       errors: [{ path: "(root)", message: "expected a mapping with name, lab and provider" }],
     };
   }
-  const parsed = Workshop.safeParse(data);
+  const parsed = Workshop.safeParse(data, { reportInput: true });
   if (parsed.success) return { ok: true, workshop: parsed.data };
   const errors = issuePaths(parsed.error.issues).map((d) => ({
     path: formatPath(d.path),

@@ -49,7 +49,9 @@ export const Component = z.strictObject({
 
 export const Lab = z
   .strictObject({
-    dir: text("the folder the lab is synced into, relative to the host user's home").default("lab"),
+    dir: text("the folder the lab is synced into (relative to the host user's home, or absolute)").default(
+      "lab",
+    ),
     source: text('the lab source: "git:URL" or a local path')
       .describe(
         'Where the lab comes from: "git:https://..." (cloned, then reset to `ref`) or a local folder.',

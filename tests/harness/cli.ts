@@ -9,11 +9,20 @@ export interface CliResult {
 }
 
 /** Runs `labfleet ...` as a separate process, the way a user does. */
-export function runCli(args: string[], opts: { cwd?: string; env?: Record<string, string | undefined> } = {}): Promise<CliResult> {
+export function runCli(
+  args: string[],
+  opts: { cwd?: string; env?: Record<string, string | undefined> } = {},
+): Promise<CliResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [cliBin, ...args], {
       cwd: opts.cwd ?? process.cwd(),
-      env: { ...process.env, NO_COLOR: "1", LABFLEET_URL: undefined, LABFLEET_TOKEN: undefined, ...opts.env } as NodeJS.ProcessEnv,
+      env: {
+        ...process.env,
+        NO_COLOR: "1",
+        LABFLEET_URL: undefined,
+        LABFLEET_TOKEN: undefined,
+        ...opts.env,
+      } as NodeJS.ProcessEnv,
       stdio: ["ignore", "pipe", "pipe"],
     });
     let stdout = "";
@@ -26,7 +35,10 @@ export function runCli(args: string[], opts: { cwd?: string; env?: Record<string
 }
 
 /** Starts a long-running `labfleet ...` (dev) and collects its output as it comes. */
-export function startCli(args: string[], opts: { cwd?: string; env?: Record<string, string | undefined> } = {}) {
+export function startCli(
+  args: string[],
+  opts: { cwd?: string; env?: Record<string, string | undefined> } = {},
+) {
   const child: ChildProcess = spawn(process.execPath, [cliBin, ...args], {
     cwd: opts.cwd ?? process.cwd(),
     env: { ...process.env, NO_COLOR: "1", ...opts.env } as NodeJS.ProcessEnv,

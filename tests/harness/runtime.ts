@@ -25,17 +25,18 @@ export function movableClock(): Clock & { advance(ms: number): void } {
 /** The local runtime against the shared DynamoDB Local, in a fresh folder and table, with short waits. */
 export async function testRuntime(
   opts: Partial<LocalRuntimeOptions> = {},
-): Promise<LocalRuntime & { dataDir: string }> {
+): Promise<LocalRuntime & { dataDir: string; table: string }> {
   const dataDir = opts.dataDir ?? tempDir();
+  const table = opts.table ?? uniqueTable();
   const rt = await startLocalRuntime({
     dataDir,
     dynamoEndpoint: inject("dynamoEndpoint"),
-    table: uniqueTable(),
+    table,
     waitMs: 100,
     schedulerIntervalMs: 60_000,
     ...opts,
   });
-  return { ...rt, dataDir };
+  return { ...rt, dataDir, table };
 }
 
 export interface LabOptions {

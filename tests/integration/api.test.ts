@@ -39,6 +39,7 @@ describe("instructor API", () => {
     ["POST", "/api/workshops/demo/up"],
     ["POST", "/api/workshops/demo/teardown"],
     ["GET", "/api/workshops/demo/runs/run_01J0000000000000000000000"],
+    ["GET", "/api/workshops/demo/hosts/student-01/access"],
   ])("%s %s needs a valid bearer token", async (method, path) => {
     const none = await app.request(path, { method });
     expect(none.status).toBe(401);
@@ -108,6 +109,13 @@ describe("instructor API", () => {
     expect(status.hostList.map((h: { id: string; state: string }) => [h.id, h.state])).toEqual([
       ["student-01", "ready"],
     ]);
+    const access = await app.request("/api/workshops/api-ws/hosts/student-01/access", { headers: auth });
+    expect(access.status).toBe(200);
+    expect(access.headers.get("cache-control")).toBe("no-store");
+    expect((await j(access)).access.credentials).toEqual({ password: "s3cret-student-01" });
+    expect(
+      (await app.request("/api/workshops/api-ws/hosts/student-09/access", { headers: auth })).status,
+    ).toBe(404);
     const runRes = await app.request(`/api/workshops/api-ws/runs/${run.id}`, { headers: auth });
     expect((await j(runRes)).run.state).toBe("succeeded");
 
@@ -116,6 +124,10 @@ describe("instructor API", () => {
     await rt.executor.idle();
     const after = await j(await app.request("/api/workshops/api-ws", { headers: auth }));
     expect(after.state).toBe("torn_down");
+    // Credentials are dropped with the hosts.
+    expect(
+      (await app.request("/api/workshops/api-ws/hosts/student-01/access", { headers: auth })).status,
+    ).toBe(404);
   });
 
   it("sets security headers and no-store on API answers", async () => {

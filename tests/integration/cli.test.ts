@@ -15,7 +15,10 @@ beforeAll(async () => {
   env = { LABFLEET_URL: rt.url, LABFLEET_TOKEN: rt.token };
   writeFileSync(join(work, "ok.yaml"), workshopYaml({ name: "cli-ok", count: 2 }));
   writeFileSync(join(work, "fail.yaml"), workshopYaml({ name: "cli-fail", lab: "fail", count: 2 }));
-  writeFileSync(join(work, "bad.yaml"), "name: BAD\nlab:\n  source: ./lab\n  setup: ''\nprovider:\n  type: local\n  count: 0\n");
+  writeFileSync(
+    join(work, "bad.yaml"),
+    "name: BAD\nlab:\n  source: ./lab\n  setup: ''\nprovider:\n  type: local\n  count: 0\n",
+  );
 });
 afterAll(async () => {
   await rt?.close();
@@ -33,7 +36,11 @@ describe("labfleet CLI", () => {
 
     const json = await runCli(["validate", "-f", join(work, "bad.yaml"), "--output", "json"], { cwd: "/" });
     expect(json.code).toBe(1);
-    expect(JSON.parse(json.stdout).errors.map((e: { path: string }) => e.path).sort()).toEqual(["lab.setup", "name", "provider.count"]);
+    expect(
+      JSON.parse(json.stdout)
+        .errors.map((e: { path: string }) => e.path)
+        .sort(),
+    ).toEqual(["lab.setup", "name", "provider.count"]);
 
     const good = await runCli(["validate", "-f", join(work, "ok.yaml")], { cwd: "/" });
     expect(good.code).toBe(0);

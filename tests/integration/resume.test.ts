@@ -13,7 +13,8 @@ const dataDir = join(work, ".labfleet");
 const started: ReturnType<typeof startCli>[] = [];
 
 afterAll(async () => {
-  for (const s of started) if (s.child.exitCode === null && s.child.signalCode === null) s.child.kill("SIGKILL");
+  for (const s of started)
+    if (s.child.exitCode === null && s.child.signalCode === null) s.child.kill("SIGKILL");
   removeDir(work);
 });
 
@@ -23,8 +24,16 @@ function runtimeInfo(): { url: string; token: string; pid: number } | undefined 
 }
 
 async function status(info: { url: string; token: string }) {
-  const res = await fetch(`${info.url}/api/workshops/resume`, { headers: { authorization: `Bearer ${info.token}` } });
-  return res.ok ? ((await res.json()) as { state: string; hostList: { id: string; state: string; phase: string | null }[]; runs: { id: string; state: string; kind: string; transitions: number }[] }) : undefined;
+  const res = await fetch(`${info.url}/api/workshops/resume`, {
+    headers: { authorization: `Bearer ${info.token}` },
+  });
+  return res.ok
+    ? ((await res.json()) as {
+        state: string;
+        hostList: { id: string; state: string; phase: string | null }[];
+        runs: { id: string; state: string; kind: string; transitions: number }[];
+      })
+    : undefined;
 }
 
 function javaFor(dbPath: string): number[] {
@@ -41,7 +50,10 @@ describe("a killed runtime resumes its run", () => {
   it("finishes the run it was in the middle of, without restarting labs", async () => {
     writeFileSync(join(work, "workshop.yaml"), workshopYaml({ name: "resume", lab: "slow", count: 2 }));
     const env = { LABFLEET_WAIT_MS: "200" };
-    const first = startCli(["dev", "-f", join(work, "workshop.yaml"), "--data-dir", dataDir, "--port", "0"], { cwd: work, env });
+    const first = startCli(["dev", "-f", join(work, "workshop.yaml"), "--data-dir", dataDir, "--port", "0"], {
+      cwd: work,
+      env,
+    });
     started.push(first);
 
     const info1 = await waitFor("the first runtime", () => runtimeInfo(), 60_000);
@@ -49,7 +61,9 @@ describe("a killed runtime resumes its run", () => {
       "a lab in its second phase",
       async () => {
         const s = await status(info1);
-        return s?.hostList.some((h) => h.state === "deploying" && (h.phase === "two" || h.phase === "three")) ? s : undefined;
+        return s?.hostList.some((h) => h.state === "deploying" && (h.phase === "two" || h.phase === "three"))
+          ? s
+          : undefined;
       },
       60_000,
     );
@@ -63,11 +77,18 @@ describe("a killed runtime resumes its run", () => {
 
     const second = startCli(["dev", "--data-dir", dataDir, "--port", "0"], { cwd: work, env });
     started.push(second);
-    const info2 = await waitFor("the second runtime", () => {
-      const i = runtimeInfo();
-      return i && i.pid === second.child.pid ? i : undefined;
-    }, 60_000);
-    await waitFor("the second runtime's banner", () => second.out.stdout.includes("runtime up in") || undefined);
+    const info2 = await waitFor(
+      "the second runtime",
+      () => {
+        const i = runtimeInfo();
+        return i && i.pid === second.child.pid ? i : undefined;
+      },
+      60_000,
+    );
+    await waitFor(
+      "the second runtime's banner",
+      () => second.out.stdout.includes("runtime up in") || undefined,
+    );
     expect(second.out.stdout).toContain("resumed 1 unfinished run(s)");
     // The DynamoDB Local the killed runtime left behind was ended, and a new one serves the same data.
     expect(javaFor(join(dataDir, "dynamodb"))).not.toContain(oldJava[0]);
@@ -85,7 +106,10 @@ describe("a killed runtime resumes its run", () => {
     expect(done.hostList.map((h) => h.state)).toEqual(["ready", "ready"]);
     // Each lab built once: the resumed run found them running and did not start them again.
     for (const h of ["student-01", "student-02"]) {
-      const phases = readFileSync(join(dataDir, "hosts", "resume", h, ".labfleet", "resume", "status.jsonl"), "utf8");
+      const phases = readFileSync(
+        join(dataDir, "hosts", "resume", h, ".labfleet", "resume", "status.jsonl"),
+        "utf8",
+      );
       expect(phases.match(/"phase":"one","state":"running"/g)).toHaveLength(1);
     }
 
@@ -95,5 +119,56 @@ describe("a killed runtime resumes its run", () => {
     expect(existsSync(join(dataDir, "runtime.json"))).toBe(false);
     expect(javaFor(join(dataDir, "dynamodb"))).toEqual([]);
     expect(processesUnder(join(dataDir, "hosts"))).toEqual([]);
+  });
+
+  it("Ctrl-C stops cleanly, stopping labs mid-build; the next start rebuilds them and finishes", async () => {
+    const dir = join(work, "pause");
+    const pauseData = join(dir, ".labfleet");
+    writeFileSync(join(work, "pause.yaml"), workshopYaml({ name: "pause", lab: "slow", count: 1 }));
+    const env = { LABFLEET_WAIT_MS: "200" };
+    const first = startCli(["dev", "-f", join(work, "pause.yaml"), "--data-dir", pauseData, "--port", "0"], {
+      cwd: work,
+      env,
+    });
+    started.push(first);
+    await waitFor(
+      "the lab to be building",
+      () => {
+        const f = join(pauseData, "hosts", "pause", "student-01", ".labfleet", "pause", "status.jsonl");
+        return existsSync(f) && readFileSync(f, "utf8").includes('"phase":"one"') ? true : undefined;
+      },
+      60_000,
+    );
+    first.child.kill("SIGINT");
+    expect(await first.exited).toBe(0);
+    expect(first.out.stdout).toContain("stopping (labs still building are stopped");
+    expect(processesUnder(pauseData)).toEqual([]);
+    expect(javaFor(join(pauseData, "dynamodb"))).toEqual([]);
+
+    const second = startCli(["dev", "--data-dir", pauseData, "--port", "0"], { cwd: work, env });
+    started.push(second);
+    await waitFor(
+      "the second runtime's banner",
+      () => second.out.stdout.includes("runtime up in") || undefined,
+      60_000,
+    );
+    expect(second.out.stdout).toContain("resumed 1 unfinished run(s)");
+    const info = JSON.parse(readFileSync(join(pauseData, "runtime.json"), "utf8"));
+    const done = await waitFor(
+      "the resumed run to end",
+      async () => {
+        const res = await fetch(`${info.url}/api/workshops/pause`, {
+          headers: { authorization: `Bearer ${info.token}` },
+        });
+        const s = (await res.json()) as { hostList: { state: string }[]; runs: { state: string }[] };
+        return s.runs[0]?.state !== "running" ? s : undefined;
+      },
+      60_000,
+    );
+    expect(done.runs.map((r) => r.state)).toEqual(["succeeded"]);
+    expect(done.hostList.map((h) => h.state)).toEqual(["ready"]);
+    second.child.kill("SIGINT");
+    expect(await second.exited).toBe(0);
+    expect(processesUnder(pauseData)).toEqual([]);
   });
 });

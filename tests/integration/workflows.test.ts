@@ -5,6 +5,7 @@ import { startRun } from "../../shared/fleet/runs.ts";
 import { listHosts, listRuns, submitWorkshop, workshopStatus } from "../../shared/fleet/workshops.ts";
 import { withActor } from "../../shared/runtime/actor.ts";
 import { open } from "../../shared/runtime/crypto.ts";
+import { setLogSink } from "../../shared/runtime/logger.ts";
 import {
   movableClock,
   processesUnder,
@@ -19,11 +20,19 @@ let rt: Runtime;
 const clock = movableClock();
 const asInstructor = <T>(fn: () => Promise<T>) => withActor({ type: "instructor", id: "test" }, fn);
 
+const logLines: string[] = [];
+
 beforeAll(async () => {
+  setLogSink((line) => logLines.push(line), "debug");
   rt = await testRuntime({ clock });
 });
 afterAll(async () => {
   await rt?.close();
+  // Logs went through every flow above: they carry no lab credentials and no instructor token.
+  expect(logLines.length).toBeGreaterThan(20);
+  const all = logLines.join("\n");
+  expect(all).not.toContain("s3cret");
+  expect(all).not.toContain(rt.token);
   if (rt) {
     expect(processesUnder(rt.dataDir)).toEqual([]);
     removeDir(rt.dataDir);
@@ -173,8 +182,32 @@ describe("up and teardown on local hosts", () => {
     expect(after["student-02"]?.state).toBe("failed");
   });
 
+  it("lowering the count gives the extra hosts back on the next up", async () => {
+    await upAndWait(workshopYaml({ name: "shrink", count: 3 }), "shrink");
+    const { status, runView } = await upAndWait(workshopYaml({ name: "shrink", count: 1 }), "shrink");
+    expect(runView?.state).toBe("succeeded");
+    expect(status.hostList.map((h) => [h.id, h.state])).toEqual([
+      ["student-01", "ready"],
+      ["student-02", "torn_down"],
+      ["student-03", "torn_down"],
+    ]);
+    expect(status.hosts).toEqual({ total: 1, ready: 1, failed: 0 });
+    expect(readdirSync(join(rt.dataDir, "hosts", "shrink"))).toEqual(["student-01"]);
+  });
+
+  it("an access file that is not JSON fails the lab with that reason, without logging it", async () => {
+    const { status } = await upAndWait(
+      workshopYaml({ name: "badaccess", lab: "badaccess", count: 1 }),
+      "badaccess",
+    );
+    expect(status.hostList[0]?.state).toBe("failed");
+    expect(status.hostList[0]?.error).toMatch(/wrote \$LABFLEET_ACCESS, but it is not valid JSON/);
+    expect(status.hostList[0]?.error).not.toContain("hunter2");
+    expect(logLines.join("\n")).not.toContain("hunter2");
+  });
+
   it("teardown stops labs, removes every host folder and marks the workshop torn down", async () => {
-    for (const name of ["three", "partial", "stuck", "twice", "killed"]) {
+    for (const name of ["three", "partial", "stuck", "twice", "killed", "shrink", "badaccess"]) {
       const { s, run } = await down(name);
       expect(run?.state, name).toBe("succeeded");
       expect(s.state, name).toBe("torn_down");
@@ -218,5 +251,18 @@ describe("up and teardown on local hosts", () => {
     expect((await rt.store.schedule.get({ workshop: "ttl", kind: "teardown" }).go()).data?.state).toBe(
       "fired",
     );
+  });
+
+  it("fires a schedule that fell due while the runtime was down, at start", async () => {
+    const { status } = await upAndWait(workshopYaml({ name: "late", count: 1, ttlHours: 1 }), "late");
+    expect(status.state).toBe("ready");
+    await rt.close();
+    const later = movableClock();
+    later.advance(clock.now().getTime() - Date.now() + 3_600_000 + 60_000);
+    rt = await testRuntime({ dataDir: rt.dataDir, table: rt.table, clock: later, token: rt.token });
+    await rt.executor.idle();
+    const after = await asInstructor(() => workshopStatus("late"));
+    expect(after.state).toBe("torn_down");
+    expect(existsSync(join(rt.dataDir, "hosts", "late"))).toBe(false);
   });
 });

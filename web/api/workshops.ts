@@ -1,7 +1,13 @@
 import { Hono } from "hono";
 import { z } from "zod";
 import { getRun, startRun } from "../../shared/fleet/runs.ts";
-import { listWorkshops, runView, submitWorkshop, workshopStatus } from "../../shared/fleet/workshops.ts";
+import {
+  hostAccess,
+  listWorkshops,
+  runView,
+  submitWorkshop,
+  workshopStatus,
+} from "../../shared/fleet/workshops.ts";
 
 const SubmitBody = z.strictObject({
   yaml: z
@@ -35,6 +41,10 @@ export const workshops = new Hono()
   .post("/:name/teardown", async (c) => {
     const run = await startRun(Name.parse(c.req.param("name")), "teardown");
     return c.json({ run: runView(run) }, 202);
+  })
+  .get("/:name/hosts/:hostId/access", async (c) => {
+    const access = await hostAccess(Name.parse(c.req.param("name")), c.req.param("hostId"));
+    return c.json({ access });
   })
   .get("/:name/runs/:runId", async (c) =>
     c.json({ run: runView(await getRun(Name.parse(c.req.param("name")), c.req.param("runId"))) }),
