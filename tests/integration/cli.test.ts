@@ -1,6 +1,6 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { runCli } from "../harness/cli.ts";
 import { removeDir, tempDir, testRuntime, workshopYaml } from "../harness/runtime.ts";
 
@@ -95,6 +95,19 @@ describe("labfleet CLI", () => {
     expect(doc.state).toBe("torn_down");
     expect(doc.hosts.every((h: { state: string }) => h.state === "torn_down")).toBe(true);
     expect((await runCli(["down", "cli-fail"], { env })).code).toBe(0);
+  });
+
+  it("dev refuses a port that is taken, and an unreadable file, with exit code 2", async () => {
+    const port = new URL(rt.url).port;
+    const dir = join(work, "dev-port");
+    const busy = await runCli(["dev", "--data-dir", dir, "--port", port], {
+      env: { LABFLEET_DYNAMODB_ENDPOINT: inject("dynamoEndpoint"), LABFLEET_TABLE: "dev_port_test" },
+    });
+    expect(busy.code).toBe(2);
+    expect(busy.stderr).toContain(`port ${port} on 127.0.0.1 is in use`);
+    const missing = await runCli(["dev", "-f", join(work, "nope.yaml"), "--data-dir", dir]);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toMatch(/cannot read .*nope\.yaml: ENOENT/);
   });
 
   it("rejects bad usage with exit code 2", async () => {
