@@ -19,7 +19,9 @@ setLogSink(() => {}, "error");
 const mib = (n: number) => `${(n / 1024 / 1024).toFixed(0)} MiB`;
 const t0 = performance.now();
 const rt = await startLocalRuntime({ dataDir, waitMs });
-console.log(`runtime start (DynamoDB Local + table + API): ${((performance.now() - t0) / 1000).toFixed(2)} s`);
+console.log(
+  `runtime start (DynamoDB Local + table + API): ${((performance.now() - t0) / 1000).toFixed(2)} s`,
+);
 console.log(`wait between polls: ${waitMs} ms\n`);
 console.log("hosts | up to all ready | transitions | transitions/host | teardown | node RSS");
 

@@ -13,8 +13,15 @@ const dataDir = join(work, ".labfleet");
 const started: ReturnType<typeof startCli>[] = [];
 
 afterAll(async () => {
-  for (const s of started)
+  // A failed test may leave a runtime up: stop it as Ctrl-C would, then end any DynamoDB Local our
+  // runtimes started under this test's folder (a SIGKILLed runtime leaves its own behind).
+  for (const s of started) {
+    if (s.child.exitCode !== null || s.child.signalCode !== null) continue;
+    s.child.kill("SIGINT");
+    await Promise.race([s.exited, new Promise((r) => setTimeout(r, 20_000))]);
     if (s.child.exitCode === null && s.child.signalCode === null) s.child.kill("SIGKILL");
+  }
+  for (const pid of javaFor(work)) process.kill(pid, "SIGKILL");
   removeDir(work);
 });
 
