@@ -2,6 +2,7 @@
 // The one test command (`npm test`): makes sure the OS packages the tests need are here, then runs vitest.
 // As root on Debian it installs what is missing; otherwise it stops with the exact command to run.
 import { spawnSync } from "node:child_process";
+import { existsSync, readFileSync, rmSync } from "node:fs";
 
 const needs = [
   { command: "java", package: "openjdk-17-jre-headless", why: "DynamoDB Local" },
@@ -33,5 +34,25 @@ if (missing.length > 0) {
   }
 }
 
-const r = spawnSync("npx", ["vitest", "run", ...process.argv.slice(2)], { stdio: "inherit" });
+// vitest also writes a JSON report, from which a plain closing line is printed for CI logs.
+const report = "test-output/vitest.json";
+rmSync(report, { force: true });
+const r = spawnSync(
+  "npx",
+  [
+    "vitest",
+    "run",
+    "--reporter=default",
+    "--reporter=json",
+    `--outputFile.json=${report}`,
+    ...process.argv.slice(2),
+  ],
+  { stdio: "inherit" },
+);
+if (existsSync(report)) {
+  const { numPassedTests, numFailedTests, numPendingTests } = JSON.parse(readFileSync(report, "utf8"));
+  console.log(
+    `\nTests: ${numPassedTests} passed, ${numFailedTests} failed${numPendingTests ? `, ${numPendingTests} skipped` : ""}`,
+  );
+}
 process.exit(r.status ?? 1);

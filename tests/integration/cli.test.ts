@@ -1,4 +1,4 @@
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { runCli } from "../harness/cli.ts";
@@ -69,6 +69,9 @@ describe("labfleet CLI", () => {
   });
 
   it("finds the local runtime through .labfleet/runtime.json with no flags", async () => {
+    // The runtime file carries the token, the key file the credential key: both are the owner's alone.
+    expect(statSync(join(work, ".labfleet", "runtime.json")).mode & 0o777).toBe(0o600);
+    expect(statSync(join(work, ".labfleet", "access.key")).mode & 0o777).toBe(0o600);
     const nested = join(work, "sub", "dir");
     mkdirSync(nested, { recursive: true });
     const r = await runCli(["status", "cli-ok", "--output", "json"], { cwd: nested });

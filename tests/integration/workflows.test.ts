@@ -97,6 +97,17 @@ describe("up and teardown on local hosts", () => {
     expect(stored.every((h) => h.expiry === status.expiry)).toBe(true);
   });
 
+  it("the local provider plans reuse for existing hosts and creation for new ones", async () => {
+    const spec = (await asInstructor(() => workshopStatus("three"))).spec;
+    const plan = await rt.provider.plan({ ...spec, provider: { ...spec.provider, type: "local", count: 4 } });
+    expect(plan).toEqual([
+      { hostId: "student-01", action: "reuse" },
+      { hostId: "student-02", action: "reuse" },
+      { hostId: "student-03", action: "reuse" },
+      { hostId: "student-04", action: "create" },
+    ]);
+  });
+
   it("running up again does no duplicate work", async () => {
     const before = await listHosts("three");
     const { status, runView } = await upAndWait(workshopYaml({ name: "three" }), "three");
