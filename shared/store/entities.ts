@@ -143,7 +143,30 @@ function entities(client: DynamoDBDocumentClient, table: string) {
     config,
   );
 
-  return { workshop, host, run, schedule };
+  /** An SSH host key, trusted on first contact and pinned per workshop. */
+  const hostKey = new Entity(
+    {
+      model: { entity: "hostKey", version: "1", service },
+      attributes: {
+        workshop: { type: "string", required: true },
+        /** A host id, or `bastion:<address>` for a bastion. */
+        hostId: { type: "string", required: true },
+        /** The OpenSSH public key blob, base64. */
+        key: { type: "string", required: true },
+        fingerprint: { type: "string", required: true },
+        pinnedAt: { type: "string", required: true },
+      },
+      indexes: {
+        byWorkshop: {
+          pk: { field: "pk", composite: ["workshop"] },
+          sk: { field: "sk", composite: ["hostId"] },
+        },
+      },
+    },
+    config,
+  );
+
+  return { workshop, host, run, schedule, hostKey };
 }
 
 export type Entities = ReturnType<typeof entities>;

@@ -4,6 +4,10 @@ export interface ExecOptions {
   env?: Record<string, string>;
   /** Kill the command after this long; the result then has `timedOut: true` and exit code 124. */
   timeoutMs?: number;
+  /** Run as root: through `sudo -n` for a non-root login (never prompting), directly for root. */
+  sudo?: boolean;
+  /** What the command is doing, for error messages ("sync lab source", "doctor"). */
+  step?: string;
 }
 
 export interface ExecResult {

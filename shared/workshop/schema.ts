@@ -84,9 +84,25 @@ export const Lab = z
     { when: (payload) => typeof payload.value === "object" && payload.value !== null },
   );
 
+const SSH_ADDRESS = /^(?:[a-z_][a-z0-9_.-]{0,31}@)?(?:\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+)(?::\d{1,5})?$/;
+const sshAddress = (what: string) =>
+  z.string({ error: `expected ${what}: user@host[:port] or host` }).regex(SSH_ADDRESS, {
+    error: `expected ${what}: user@host[:port] or host`,
+  });
+
+export const SshOptions = z.strictObject({
+  proxy_jump: sshAddress("a bastion").optional().describe("Reach every host through this bastion (one hop)."),
+  connect_timeout_seconds: z
+    .number({ error: "expected seconds (a number from 1 to 120)" })
+    .min(1, { error: "expected seconds (a number from 1 to 120)" })
+    .max(120, { error: "expected seconds (a number from 1 to 120)" })
+    .default(10),
+});
+
 export const Defaults = z.strictObject({
   ssh_user: text("an SSH user name").optional(),
   identity_file: text("a path to an SSH private key").optional(),
+  ssh_options: SshOptions.optional(),
 });
 
 const ProviderCommon = {
@@ -137,7 +153,8 @@ export const HostEntry = z.strictObject({
   id: z.string({ error: "expected a host id" }).regex(HOST_ID, {
     error: "expected a host id: lowercase letters, digits and dashes, at most 48 characters",
   }),
-  ssh: text("user@host[:port] or a host name"),
+  ssh: sshAddress("the host's SSH address"),
+  via: sshAddress("a bastion").optional().describe("Reach this host through this bastion (overrides defaults.ssh_options.proxy_jump)."),
   public_ip: z.union([z.ipv4(), z.ipv6()], { error: "expected an IP address" }).optional(),
   labels: z.record(z.string(), z.string({ error: "expected a label value (a string)" })).default({}),
 });
