@@ -1,9 +1,9 @@
 import { z } from "zod";
 import { deployHost } from "../shared/fleet/up.ts";
-import { taskHandler, WorkshopName } from "../shared/runtime/handler.ts";
+import { RunId, taskHandler, WorkshopName } from "../shared/runtime/handler.ts";
 
 export const handler = taskHandler(
   "deploy-host",
-  z.object({ workshop: WorkshopName, hostId: z.string().min(1), force: z.boolean().default(false) }),
-  (i) => deployHost(i.workshop, i.hostId, i.force),
+  z.object({ workshop: WorkshopName, runId: RunId, hostId: z.string().min(1), force: z.boolean().default(false) }),
+  (i) => deployHost(i.workshop, i.runId, i.hostId, i.force),
 );

@@ -2,7 +2,14 @@ import { readFileSync } from "node:fs";
 import type { RunKind } from "../shared/fleet/workflows.ts";
 
 /** The ASL definitions, as the JSON files in this folder; sst.config.ts reads the same files. */
-export const definitionFiles: Record<RunKind, string> = {
+export type DefinitionName = "up" | "teardown";
+
+/** deploy and retry are runs of the `up` definition on the hosts they select. */
+export function definitionOf(kind: RunKind): DefinitionName {
+  return kind === "teardown" ? "teardown" : "up";
+}
+
+export const definitionFiles: Record<DefinitionName, string> = {
   up: new URL("./up.asl.json", import.meta.url).pathname,
   teardown: new URL("./teardown.asl.json", import.meta.url).pathname,
 };
@@ -18,7 +25,7 @@ export type AslState = {
   [key: string]: unknown;
 };
 
-export function loadDefinition(kind: RunKind): AslDefinition {
+export function loadDefinition(kind: DefinitionName): AslDefinition {
   return JSON.parse(readFileSync(definitionFiles[kind], "utf8")) as AslDefinition;
 }
 

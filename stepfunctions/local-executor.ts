@@ -22,7 +22,7 @@ import type { RunInput, RunKind, Workflows } from "../shared/fleet/workflows.ts"
 import { withActor } from "../shared/runtime/actor.ts";
 import { errorMessage } from "../shared/runtime/errors.ts";
 import { log } from "../shared/runtime/logger.ts";
-import { type AslDefinition, allStates, functionKeyOf, loadDefinition } from "./definitions.ts";
+import { type AslDefinition, allStates, type DefinitionName, definitionOf, functionKeyOf, loadDefinition } from "./definitions.ts";
 import { taskFunctions } from "./handlers.ts";
 
 export interface LocalExecutorOptions {
@@ -66,10 +66,10 @@ export function localHandlers(def: AslDefinition) {
  */
 export class LocalExecutor implements Workflows {
   private readonly executions = new Map<string, Execution>();
-  private readonly machines: Record<RunKind, { sm: StateMachine; def: AslDefinition }>;
+  private readonly machines: Record<DefinitionName, { sm: StateMachine; def: AslDefinition }>;
 
   constructor(private readonly options: LocalExecutorOptions = {}) {
-    const make = (kind: RunKind) => {
+    const make = (kind: DefinitionName) => {
       const def = loadDefinition(kind);
       return {
         def,
@@ -81,7 +81,7 @@ export class LocalExecutor implements Workflows {
 
   async start(kind: RunKind, input: RunInput): Promise<void> {
     if (this.executions.has(input.runId)) return;
-    const { sm, def } = this.machines[kind];
+    const { sm, def } = this.machines[definitionOf(kind)];
     const waits = Object.fromEntries(
       allStates(def)
         .filter(([, s]) => s.Type === "Wait")

@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import type { AddressInfo } from "node:net";
+import { homedir } from "node:os";
 import { join, resolve } from "node:path";
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { serve } from "@hono/node-server";
@@ -9,6 +10,7 @@ import { unfinishedRuns } from "../../shared/fleet/runs.ts";
 import { runDueSchedules } from "../../shared/fleet/schedules.ts";
 import { listHosts } from "../../shared/fleet/workshops.ts";
 import { LocalProvider } from "../../shared/providers/local.ts";
+import { StaticProvider } from "../../shared/providers/static.ts";
 import { withActor } from "../../shared/runtime/actor.ts";
 import { type Clock, systemClock } from "../../shared/runtime/clock.ts";
 import { configure } from "../../shared/runtime/deps.ts";
@@ -20,6 +22,7 @@ import { LocalTransport } from "../../shared/transports/local.ts";
 import { LocalExecutor } from "../../stepfunctions/local-executor.ts";
 import { bootstrapAuth, createApp } from "../../web/app.ts";
 import { localClient, startDynamoLocal } from "./dynamodb.ts";
+import { fileSecretStore } from "./secrets.ts";
 
 export interface LocalRuntimeOptions {
   /** Where data, sandbox hosts, keys and the runtime file live (default `.labfleet`). */
@@ -35,6 +38,12 @@ export interface LocalRuntimeOptions {
   token?: string;
   /** Stop the local labs still building on close (`labfleet dev` on Ctrl-C); a resumed run restarts them. */
   stopLabsOnClose?: boolean;
+  /** The operator's own folder: secrets.yaml and the managed SSH key (default $LABFLEET_HOME or ~/.labfleet). */
+  labfleetHome?: string;
+}
+
+export function defaultLabfleetHome(): string {
+  return process.env.LABFLEET_HOME ? resolve(process.env.LABFLEET_HOME) : join(homedir(), ".labfleet");
 }
 
 export interface LocalRuntime {
@@ -94,10 +103,12 @@ export async function startLocalRuntime(opts: LocalRuntimeOptions): Promise<Loca
     await ensureTable(client, table);
     const store = createStore(client, table);
     const provider = new LocalProvider(join(dataDir, "hosts"));
+    const labfleetHome = opts.labfleetHome ?? defaultLabfleetHome();
     configure({
       store,
       clock,
-      providers: { local: provider },
+      providers: { local: provider, static: new StaticProvider() },
+      secrets: fileSecretStore(labfleetHome),
       transport: (host) => {
         if (host.transport !== "local")
           throw new Error(`the local runtime has no ${host.transport} transport yet`);

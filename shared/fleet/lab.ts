@@ -34,7 +34,8 @@ echo $$ > "$d/pid"
 ( exec 9<> <(:); while :; do date +%s > "$d/heartbeat"; read -r -t 5 -u 9 || :; done ) &
 hb=$!
 if cd "$labdir"; then
-  LABFLEET_STATUS="$d/status.jsonl" LABFLEET_ACCESS="$d/access.json" bash "$d/setup.sh" >> "$d/log" 2>&1 < /dev/null
+  LABFLEET_STATUS="$d/status.jsonl" LABFLEET_ACCESS="$d/access.json" LABFLEET_SECRETS="$d/secrets.env" \
+    bash "$d/setup.sh" >> "$d/log" 2>&1 < /dev/null
   rc=$?
 else
   echo "labfleet: lab folder $labdir is missing" >> "$d/log"
@@ -161,7 +162,7 @@ export async function probeLab(t: Transport, workshop: string): Promise<LabProbe
 export async function runHealth(t: Transport, spec: Workshop, hostId: string): Promise<ExecResult> {
   if (!spec.lab.health) return { exitCode: 0, stdout: "", stderr: "" };
   const d = stateDir(spec.name);
-  const env = `LABFLEET_STATUS=${d}/status.jsonl LABFLEET_ACCESS=${d}/access.json LABFLEET_WORKSHOP=${shq(spec.name)} LABFLEET_HOST_ID=${shq(hostId)}`;
+  const env = `LABFLEET_STATUS=${d}/status.jsonl LABFLEET_ACCESS=${d}/access.json LABFLEET_SECRETS=${d}/secrets.env LABFLEET_WORKSHOP=${shq(spec.name)} LABFLEET_HOST_ID=${shq(hostId)}`;
   return t.exec(`cd ${labDir(spec)} && ${env} bash -c ${shq(spec.lab.health)}`, {
     timeoutMs: HEALTH_TIMEOUT_MS,
   });

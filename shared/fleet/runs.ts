@@ -6,6 +6,9 @@ import { createID } from "../runtime/ids.ts";
 import { log } from "../runtime/logger.ts";
 import type { RunItem } from "../store/entities.ts";
 import type { RunKind } from "./workflows.ts";
+import type { Workshop } from "../workshop/schema.ts";
+import { checkRef } from "./git.ts";
+import { secretValues } from "./secrets.ts";
 import { getWorkshop, listRuns } from "./workshops.ts";
 
 /**
@@ -13,24 +16,54 @@ import { getWorkshop, listRuns } from "./workshops.ts";
  * work); `teardown` stops a running `up` first. The run record is written before the workflow starts, so
  * a runtime that dies in between finds the run and resumes it.
  */
-export async function startRun(
-  workshop: string,
-  kind: RunKind,
-  opts: { force?: boolean } = {},
-): Promise<RunItem> {
+export interface RunOptions {
+  force?: boolean;
+  /** Resolved host ids a deploy or retry acts on (none: every host). */
+  hosts?: string[];
+  ref?: string;
+  concurrency?: number;
+}
+
+/** Operator secrets the lab needs must all be in the secret store before any host is touched. */
+export async function checkSecrets(spec: Workshop): Promise<void> {
+  const { missing } = await secretValues(spec);
+  if (missing.length > 0) {
+    throw new VisibleError(
+      "input",
+      "secrets.missing",
+      `operator secrets missing from the secret store: ${missing.join(", ")} (nothing was deployed)`,
+      missing.map((k) => ({ path: "lab.operator_secrets", message: `expected a value for ${k} in the secret store` })),
+    );
+  }
+}
+
+/**
+ * Starts a run of a workshop: `up`, `deploy` and `retry` (the up workflow on selected hosts) or `teardown`.
+ * A second start of the same kind while one runs returns the running one (no duplicate work); teardown
+ * stops a running up/deploy/retry first. Secrets and the git ref are checked before anything starts. The
+ * run record is written before the workflow starts, so a runtime that dies in between resumes it.
+ */
+export async function startRun(workshop: string, kind: RunKind, opts: RunOptions = {}): Promise<RunItem> {
   assertActor("instructor", "system");
   const { store, clock, workflows } = useDeps();
   const w = await getWorkshop(workshop);
-  const active = w.activeRunId
-    ? (await store.run.get({ workshop, runId: w.activeRunId }).go()).data
-    : undefined;
+  const active = w.activeRunId ? (await store.run.get({ workshop, runId: w.activeRunId }).go()).data : undefined;
   const current = active?.state === "running" ? active : undefined;
 
   if (current?.kind === kind) return current;
-  if (kind === "up" && (current?.kind === "teardown" || w.state === "tearing_down")) {
-    throw new VisibleError("conflict", "workshop.tearing_down", `workshop ${workshop} is being torn down`);
+  if (kind !== "teardown") {
+    if (current?.kind === "teardown" || w.state === "tearing_down") {
+      throw new VisibleError("conflict", "workshop.tearing_down", `workshop ${workshop} is being torn down`);
+    }
+    if (current) {
+      throw new VisibleError("conflict", "workshop.busy", `workshop ${workshop} is busy with a ${current.kind} run (${current.runId})`);
+    }
+    const spec = w.spec as Workshop;
+    await checkSecrets(spec);
+    await checkRef(spec, opts.ref ?? spec.lab.ref);
+  } else if (current) {
+    await abortRun(current, "stopped by teardown");
   }
-  if (kind === "teardown" && current) await abortRun(current, "stopped by teardown");
 
   const runId = createID("run");
   const run = (
@@ -42,6 +75,9 @@ export async function startRun(
         state: "running",
         force: opts.force ?? false,
         startedAt: isoNow(clock),
+        ...(opts.hosts?.length ? { selection: opts.hosts } : {}),
+        ...(opts.ref ? { ref: opts.ref } : {}),
+        ...(opts.concurrency ? { concurrency: opts.concurrency } : {}),
       })
       .go()
   ).data;

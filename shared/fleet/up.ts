@@ -21,7 +21,9 @@ import {
   stopLab,
   syncSource,
 } from "./lab.ts";
-import { getRun, releaseWorkshop } from "./runs.ts";
+import { transportFor } from "./hosts.ts";
+import { pushSecrets } from "./secrets.ts";
+import { checkSecrets, getRun, releaseWorkshop } from "./runs.ts";
 import { ensureTeardownSchedule } from "./schedules.ts";
 import { getWorkshop, listHosts } from "./workshops.ts";
 
@@ -45,16 +47,6 @@ async function load(workshop: string): Promise<{ spec: Workshop; provider: Provi
   return { spec, provider };
 }
 
-function transportFor(spec: Workshop, provider: Provider, host: HostItem): Transport {
-  if (!host.address)
-    throw new VisibleError("host", "host.no_address", `host ${host.hostId} has no address yet`);
-  return useDeps().transport({
-    workshop: spec.name,
-    hostId: host.hostId,
-    address: host.address,
-    transport: provider.transport,
-  });
-}
 
 /** Updates a host; `error` is cleared unless the update sets one (a later good poll clears a transient error). */
 async function patchHost(workshop: string, hostId: string, set: Partial<HostItem>): Promise<void> {
@@ -79,11 +71,12 @@ export async function beginUp(workshop: string, runId: string): Promise<UpSettin
     deadline = new Date(clock.now().getTime() + spec.lab.timeout_minutes * 60_000).toISOString();
     await store.run.patch({ workshop, runId }).set({ deadline }).go();
   }
-  return { concurrency: spec.lab.concurrency, pollSeconds: spec.lab.poll_seconds, deadline };
+  await checkSecrets(spec); // before any host is touched, also when a run was not started through startRun
+  return { concurrency: run.concurrency ?? spec.lab.concurrency, pollSeconds: spec.lab.poll_seconds, deadline };
 }
 
 /** Acquires the hosts (reusing existing ones), records them, and arms the TTL teardown. */
-export async function provisionHosts(workshop: string): Promise<{ hostIds: string[] }> {
+export async function provisionHosts(workshop: string, runId: string): Promise<{ hostIds: string[] }> {
   const { store, clock } = useDeps();
   const { spec, provider } = await load(workshop);
   const now = clock.now();
@@ -110,10 +103,10 @@ export async function provisionHosts(workshop: string): Promise<{ hostIds: strin
         ...(p.publicIp ? { publicIp: p.publicIp } : {}),
         labels: p.labels ?? {},
         expiry,
-        state: keep ? prev.state : "pending",
+        state: p.error ? "failed" : keep ? prev.state : "pending",
         phases: keep ? (prev.phases ?? []) : [],
         ...(keep && prev.phase ? { phase: prev.phase } : {}),
-        ...(keep && prev.error ? { error: prev.error } : {}),
+        ...(p.error ? { error: p.error } : keep && prev.error ? { error: prev.error } : {}),
         ...(keep && prev.deployStartedAt ? { deployStartedAt: prev.deployStartedAt } : {}),
         ...(keep && prev.readyAt ? { readyAt: prev.readyAt } : {}),
         ...(keep && prev.access ? { access: prev.access } : {}),
@@ -128,7 +121,10 @@ export async function provisionHosts(workshop: string): Promise<{ hostIds: strin
     .patch({ name: workshop })
     .set({ state: "deploying", updatedAt: isoNow(clock) })
     .go();
-  return { hostIds: provisioned.map((p) => p.hostId) };
+  // A deploy or retry acts on the hosts it selected; hosts that could not be provisioned are not deployed.
+  const run = await getRun(workshop, runId);
+  const selected = run.selection?.length ? new Set(run.selection) : undefined;
+  return { hostIds: provisioned.filter((p) => !p.error && (!selected || selected.has(p.hostId))).map((p) => p.hostId) };
 }
 
 /** Hosts the spec no longer lists (a lower count, a host taken out of hosts[]) are stopped and given back. */
@@ -169,11 +165,13 @@ export type DeployAction = "started" | "running" | "complete";
 /** Deploys one host: skip a complete lab (unless forced), leave a running one, else sync and start setup. */
 export async function deployHost(
   workshop: string,
+  runId: string,
   hostId: string,
   force: boolean,
 ): Promise<{ hostId: string; action: DeployAction }> {
   const { store, clock } = useDeps();
   const { spec, provider } = await load(workshop);
+  const run = await getRun(workshop, runId);
   const host = (await store.host.get({ workshop, hostId }).go()).data;
   if (!host)
     throw new VisibleError("not_found", "host.not_found", `no host ${hostId} in workshop ${workshop}`);
@@ -203,7 +201,8 @@ export async function deployHost(
       .remove(["error", "readyAt", "access"])
       .add({ attempt: 1 })
       .go();
-    await syncSource(t, spec);
+    await pushSecrets(t, spec);
+    await syncSource(t, spec, run.ref);
     await patchHost(workshop, hostId, { phase: "starting" });
     await startLab(t, spec, hostId);
     log.info("lab started", { workshop, hostId });

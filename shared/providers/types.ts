@@ -9,6 +9,8 @@ export interface ProvisionedHost {
   providerId?: string;
   publicIp?: string;
   labels?: Record<string, string>;
+  /** Set when this host could not be provisioned; the others go on. */
+  error?: string;
 }
 
 export interface PlanItem {

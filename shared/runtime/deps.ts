@@ -9,6 +9,14 @@ export interface HostAddress {
   hostId: string;
   address: string;
   transport: TransportName;
+  /** For SSH hosts: what workshop.yaml's `defaults` and `hosts[].via` say. */
+  ssh?: { defaultUser?: string; identityFile?: string; via?: string; connectTimeoutMs?: number };
+}
+
+/** The operator's secret store: `~/.labfleet/secrets.yaml` locally, Parameter Store in the cloud. */
+export interface SecretStore {
+  /** The values of these keys; missing keys are listed, never guessed. */
+  get(keys: string[]): Promise<{ values: Record<string, string>; missing: string[] }>;
 }
 
 /**
@@ -23,6 +31,7 @@ export interface Deps {
   workflows: Workflows;
   /** 32-byte key for lab credentials at rest (AES-256-GCM). */
   accessKey: Buffer;
+  secrets: SecretStore;
 }
 
 let current: Deps | undefined;

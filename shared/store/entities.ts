@@ -14,7 +14,8 @@ export const WORKSHOP_STATES = [
   "torn_down",
 ] as const;
 export const HOST_STATES = ["pending", "provisioning", "deploying", "ready", "failed", "torn_down"] as const;
-export const RUN_KINDS = ["up", "teardown"] as const;
+/** deploy and retry run the `up` definition on selected hosts (retry forces a rebuild). */
+export const RUN_KINDS = ["up", "deploy", "retry", "teardown"] as const;
 export const RUN_STATES = ["running", "succeeded", "failed", "aborted"] as const;
 export const SCHEDULE_STATES = ["pending", "fired", "cancelled"] as const;
 
@@ -100,6 +101,12 @@ function entities(client: DynamoDBDocumentClient, table: string) {
         kind: { type: RUN_KINDS, required: true },
         state: { type: RUN_STATES, required: true },
         force: { type: "boolean", default: false },
+        /** The host ids a deploy or retry acts on; none means every host. */
+        selection: { type: "list", items: { type: "string" } },
+        /** A git ref overriding lab.ref for this run (`deploy --ref`). */
+        ref: { type: "string" },
+        /** Deploy concurrency overriding lab.concurrency (`-j`). */
+        concurrency: { type: "number" },
         deadline: { type: "string" },
         startedAt: { type: "string", required: true },
         endedAt: { type: "string" },

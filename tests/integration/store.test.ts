@@ -32,6 +32,7 @@ beforeAll(async () => {
       throw new Error("no hosts here");
     },
     workflows,
+    secrets: { get: async (keys: string[]) => ({ values: {}, missing: keys }) },
     accessKey: Buffer.alloc(32),
   });
 });

@@ -1,0 +1,36 @@
+import { useDeps } from "../runtime/deps.ts";
+import { shq, type Transport } from "../transports/types.ts";
+import type { Workshop } from "../workshop/schema.ts";
+import { LabStepError, stateDir } from "./lab.ts";
+
+/**
+ * Operator secrets: the keys `lab.operator_secrets` names, with values from the operator's secret store,
+ * copied to each host over stdin into `~/.labfleet/<workshop>/secrets.env` (0600) before setup runs.
+ * Setup reads them with `. "$LABFLEET_SECRETS"`.
+ */
+export async function secretValues(spec: Workshop): Promise<{ values: Record<string, string>; missing: string[] }> {
+  if (spec.lab.operator_secrets.length === 0) return { values: {}, missing: [] };
+  return useDeps().secrets.get(spec.lab.operator_secrets);
+}
+
+export function secretsFile(values: Record<string, string>): string {
+  return Object.entries(values)
+    .map(([k, v]) => `${k}=${shq(v)}\n`)
+    .join("");
+}
+
+export async function pushSecrets(t: Transport, spec: Workshop): Promise<void> {
+  const d = stateDir(spec.name);
+  if (spec.lab.operator_secrets.length === 0) {
+    await t.exec(`rm -f ${d}/secrets.env`, { step: "remove stale secrets", timeoutMs: 30_000 });
+    return;
+  }
+  const { values, missing } = await secretValues(spec);
+  if (missing.length > 0) throw new LabStepError(`operator secrets missing from the secret store: ${missing.join(", ")}`);
+  const r = await t.exec(
+    `set -e; umask 077; d=${d}; mkdir -p "$d"; chmod 700 "$d"; cat > "$d/secrets.env.tmp"; chmod 600 "$d/secrets.env.tmp"; mv "$d/secrets.env.tmp" "$d/secrets.env"`,
+    { stdin: secretsFile(values), step: "push operator secrets", timeoutMs: 60_000 },
+  );
+  // The error carries the exit code only: the command's output could echo what it was given.
+  if (r.exitCode !== 0) throw new LabStepError(`pushing operator secrets failed with exit code ${r.exitCode}`);
+}

@@ -1,0 +1,18 @@
+import type { ExecOptions, ExecResult, Transport } from "./types.ts";
+
+/** A transport built on first use (an SSH transport needs its identity loaded first). */
+export function lazyTransport(make: () => Promise<Transport>): Transport {
+  let inner: Promise<Transport> | undefined;
+  return {
+    exec(command: string, options?: ExecOptions): Promise<ExecResult> {
+      inner ??= make();
+      return inner.then((t) => t.exec(command, options));
+    },
+    async close() {
+      if (!inner) return;
+      const t = await inner.catch(() => undefined);
+      inner = undefined;
+      await t?.close?.();
+    },
+  };
+}

@@ -1,0 +1,140 @@
+import { chmod, mkdir, readFile, stat, writeFile } from "node:fs/promises";
+import { homedir } from "node:os";
+import { join } from "node:path";
+import { utils } from "ssh2";
+import { VisibleError } from "../runtime/errors.ts";
+
+/**
+ * The key labfleet logs in with: a private key (OpenSSH or PEM, unencrypted) and/or an ssh-agent socket.
+ * `keyLabel` says which key it is in messages (a path, or "agent"); it never holds key material.
+ */
+export interface SshIdentity {
+  privateKey?: Buffer;
+  keyLabel: string;
+  agent?: string;
+}
+
+export interface LoadSshIdentityOptions {
+  /** `defaults.identity_file` from workshop.yaml; a leading `~/` is the user's home. */
+  identityFile?: string;
+  /** labfleet's own folder (`~/.labfleet`); the managed key lives in its `ssh/` folder. */
+  labfleetHome: string;
+  /** An ssh-agent socket (`SSH_AUTH_SOCK`), offered after the key. */
+  agentSocket?: string;
+}
+
+/** The managed key labfleet creates when a workshop names no identity_file. */
+export function managedKeyPath(labfleetHome: string): string {
+  return join(labfleetHome, "ssh", "id_ed25519");
+}
+
+/**
+ * The identity for SSH hosts: `identity_file` when given, otherwise the managed key
+ * `<labfleetHome>/ssh/id_ed25519` (created on first use, mode 0600, with its `.pub` beside it),
+ * plus the agent socket when given. Key files readable by other users are refused, as OpenSSH does.
+ */
+export async function loadSshIdentity(options: LoadSshIdentityOptions): Promise<SshIdentity> {
+  const agent = options.agentSocket ? { agent: options.agentSocket } : {};
+  if (options.identityFile !== undefined) {
+    const path = expandHome(options.identityFile);
+    const key = await readKeyFile(path, "identity_file");
+    if (parsePrivateKey(key, path) === "encrypted") {
+      if (options.agentSocket) return { keyLabel: `agent (${path} is encrypted)`, ...agent };
+      throw new VisibleError(
+        "input",
+        "ssh.identity_encrypted",
+        `identity_file ${path} is protected by a passphrase, and labfleet never prompts: load it into ssh-agent (SSH_AUTH_SOCK) or use a key without a passphrase`,
+      );
+    }
+    return { privateKey: key, keyLabel: path, ...agent };
+  }
+  const path = managedKeyPath(options.labfleetHome);
+  const key = await ensureManagedKey(path);
+  return { privateKey: key, keyLabel: path, ...agent };
+}
+
+/** The OpenSSH public key line (`ssh-ed25519 AAAA... labfleet`) of an identity's key, for authorized_keys. */
+export function publicKeyLine(identity: SshIdentity, comment = "labfleet"): string {
+  if (!identity.privateKey) {
+    throw new VisibleError("input", "ssh.identity_no_key", `${identity.keyLabel} holds no key file to print`);
+  }
+  const parsed = utils.parseKey(identity.privateKey);
+  const key = Array.isArray(parsed) ? parsed[0] : parsed;
+  if (!key || key instanceof Error) {
+    throw new VisibleError("input", "ssh.identity_invalid", `${identity.keyLabel} is not a private key ssh2 can read`);
+  }
+  return `${key.type} ${key.getPublicSSH().toString("base64")} ${comment}`;
+}
+
+function expandHome(path: string): string {
+  if (path === "~") return homedir();
+  return path.startsWith("~/") ? join(homedir(), path.slice(2)) : path;
+}
+
+async function readKeyFile(path: string, what: string): Promise<Buffer> {
+  let mode: number;
+  try {
+    mode = (await stat(path)).mode;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    throw new VisibleError(
+      "input",
+      "ssh.identity_missing",
+      code === "ENOENT" ? `${what} ${path} does not exist` : `${what} ${path} cannot be read (${code ?? "error"})`,
+    );
+  }
+  if ((mode & 0o077) !== 0) {
+    const octal = (mode & 0o777).toString(8).padStart(4, "0");
+    throw new VisibleError(
+      "input",
+      "ssh.identity_too_open",
+      `${what} ${path} has mode ${octal}, so other users can read or change it: run chmod 600 ${path}`,
+    );
+  }
+  try {
+    return await readFile(path);
+  } catch (err) {
+    throw new VisibleError(
+      "input",
+      "ssh.identity_missing",
+      `${what} ${path} cannot be read (${(err as NodeJS.ErrnoException).code ?? "error"})`,
+    );
+  }
+}
+
+/** "ok" for a usable private key, "encrypted" for one behind a passphrase; anything else is refused. */
+function parsePrivateKey(key: Buffer, path: string): "ok" | "encrypted" {
+  const parsed = utils.parseKey(key);
+  if (parsed instanceof Error) {
+    if (/encrypted|passphrase/i.test(parsed.message)) return "encrypted";
+    throw new VisibleError(
+      "input",
+      "ssh.identity_invalid",
+      `identity_file ${path} is not a private key labfleet can read (OpenSSH or PEM): ${parsed.message}`,
+    );
+  }
+  const first = Array.isArray(parsed) ? parsed[0] : parsed;
+  if (!first || first.getPrivatePEM() === null) {
+    throw new VisibleError(
+      "input",
+      "ssh.identity_invalid",
+      `identity_file ${path} holds a public key: give the private key`,
+    );
+  }
+  return "ok";
+}
+
+async function ensureManagedKey(path: string): Promise<Buffer> {
+  const dir = join(path, "..");
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  const pair = utils.generateKeyPairSync("ed25519", { comment: "labfleet" });
+  try {
+    // "wx": never replace a key another process created meanwhile.
+    await writeFile(path, pair.private, { mode: 0o600, flag: "wx" });
+    await writeFile(`${path}.pub`, `${pair.public}\n`, { mode: 0o644 });
+    await chmod(path, 0o600); // the umask may have narrowed the mode further, never widened it; be exact
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+  }
+  return readKeyFile(path, "the managed key");
+}
