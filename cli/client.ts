@@ -76,6 +76,27 @@ export class ApiClient {
     return json as T;
   }
 
+  /** The raw response, for answers that are not JSON (the diagnose archive). */
+  async raw(method: string, path: string, body?: unknown): Promise<Response> {
+    let res: Response;
+    try {
+      res = await fetch(`${this.target.url}/api${path}`, {
+        method,
+        headers: { authorization: `Bearer ${this.target.token}`, "content-type": "application/json" },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
+    } catch (err) {
+      throw new CliError(`cannot reach the labfleet API at ${this.target.url}: ${(err as Error).message}`, 3);
+    }
+    if (!res.ok) {
+      const e = (
+        (await res.json().catch(() => ({}))) as { error?: { message?: string; details?: ErrorDetail[] } }
+      ).error;
+      throw new CliError(e?.message ?? `HTTP ${res.status}`, res.status === 401 ? 3 : 1, e?.details ?? []);
+    }
+    return res;
+  }
+
   submit(yaml: string, baseDir: string) {
     return this.call<{ name: string; created: boolean }>("POST", "/workshops", { yaml, baseDir });
   }

@@ -29,14 +29,34 @@ const options = {
   force: { type: "boolean" },
   port: { type: "string" },
   "data-dir": { type: "string" },
+  host: { type: "string", multiple: true },
+  label: { type: "string", multiple: true },
+  jobs: { type: "string", short: "j" },
+  ref: { type: "string" },
+  "failed-only": { type: "boolean" },
+  "all-selected": { type: "boolean" },
   help: { type: "boolean", short: "h" },
   version: { type: "boolean" },
 } as const;
 
-type Args = {
-  values: { [K in keyof typeof options]?: (typeof options)[K]["type"] extends "boolean" ? boolean : string };
+export interface Args {
+  values: {
+    file?: string;
+    output?: string;
+    force?: boolean;
+    port?: string;
+    "data-dir"?: string;
+    host?: string[];
+    label?: string[];
+    jobs?: string;
+    ref?: string;
+    "failed-only"?: boolean;
+    "all-selected"?: boolean;
+    help?: boolean;
+    version?: boolean;
+  };
   positionals: string[];
-};
+}
 
 function parse(argv: string[]): Args {
   try {
@@ -49,7 +69,7 @@ function parse(argv: string[]): Args {
   }
 }
 
-function readWorkshopFile(file: string): { yaml: string; baseDir: string } {
+export function readWorkshopFile(file: string): { yaml: string; baseDir: string } {
   try {
     return { yaml: readFileSync(file, "utf8"), baseDir: dirname(resolve(file)) };
   } catch (err) {
@@ -61,21 +81,21 @@ function readWorkshopFile(file: string): { yaml: string; baseDir: string } {
 }
 
 /** Validates locally first, so a bad file never reaches the runtime; returns the workshop name. */
-function checkedFile(file: string): { yaml: string; baseDir: string; name: string } {
+export function checkedFile(file: string): { yaml: string; baseDir: string; name: string } {
   const { yaml, baseDir } = readWorkshopFile(file);
   const result = validateWorkshopYaml(yaml);
   if (!result.ok) throw new CliError(`${file} is not valid`, 1, result.errors);
   return { yaml, baseDir, name: result.workshop.name };
 }
 
-function workshopName(args: Args): string {
+export function workshopName(args: Args): string {
   if (args.values.file) return checkedFile(args.values.file).name;
   const name = args.positionals[1];
   if (!name) throw new CliError("name the workshop: -f workshop.yaml or its name", 2);
   return name;
 }
 
-function jsonOutput(args: Args): boolean {
+export function jsonOutput(args: Args): boolean {
   const o = args.values.output;
   if (o === undefined || o === "text") return false;
   if (o === "json") return true;
@@ -155,14 +175,19 @@ async function cmdUp(args: Args, out: Output): Promise<number> {
   return report(s, run.id, json, out, (h) => h.state === "ready");
 }
 
-function report(
+export function report(
   s: WorkshopStatus,
   runId: string,
   json: boolean,
   out: Output,
   ok: (h: WorkshopStatus["hostList"][number]) => boolean,
+  selection?: string[],
 ): number {
   const run = s.runs.find((r) => r.id === runId);
+  if (selection?.length) {
+    const wanted = new Set(selection);
+    s = { ...s, hostList: s.hostList.filter((h) => wanted.has(h.id)) };
+  }
   const success = run?.state === "succeeded" && s.hostList.every(ok);
   if (json) out.write(`${JSON.stringify({ ...statusDocument(s), run: run ?? null }, null, 2)}\n`);
   else {
@@ -178,7 +203,15 @@ function report(
 async function cmdStatus(args: Args, out: Output): Promise<number> {
   const name = workshopName(args);
   const client = new ApiClient(resolveTarget());
-  const s = await client.status(name);
+  // Status reads the hosts themselves first (bounded by -j), so what it shows is current.
+  const refreshed = await client.call<{ hosts: { id: string }[] }>(
+    "POST",
+    `/workshops/${encodeURIComponent(name)}/refresh`,
+    selectionBody(args),
+  );
+  const shown = new Set(refreshed.hosts.map((h) => h.id));
+  const all = await client.status(name);
+  const s = { ...all, hostList: all.hostList.filter((h) => shown.has(h.id)) };
   if (jsonOutput(args)) {
     out.write(`${JSON.stringify(statusDocument(s), null, 2)}\n`);
     return 0;
@@ -211,6 +244,33 @@ function parsePort(text: string): number {
   return n;
 }
 
+/** --host, --label and -j as the API's selection body. */
+export function selectionBody(args: Args): {
+  hosts?: string[];
+  labels?: Record<string, string>;
+  concurrency?: number;
+} {
+  const labels: Record<string, string> = {};
+  for (const pair of args.values.label ?? []) {
+    const i = pair.indexOf("=");
+    if (i <= 0) throw new CliError(`--label expects key=value, got ${pair}`, 2);
+    labels[pair.slice(0, i)] = pair.slice(i + 1);
+  }
+  const jobs = args.values.jobs;
+  let concurrency: number | undefined;
+  if (jobs !== undefined) {
+    concurrency = Number(jobs);
+    if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 64) {
+      throw new CliError(`-j expects a whole number from 1 to 64, got ${jobs}`, 2);
+    }
+  }
+  return {
+    ...(args.values.host?.length ? { hosts: args.values.host } : {}),
+    ...(Object.keys(labels).length ? { labels } : {}),
+    ...(concurrency ? { concurrency } : {}),
+  };
+}
+
 export async function main(argv: string[], out: Output = stdoutOutput()): Promise<number> {
   try {
     const args = parse(argv);
@@ -232,6 +292,15 @@ export async function main(argv: string[], out: Output = stdoutOutput()): Promis
         return await cmdStatus(args, out);
       case "down":
         return await cmdDown(args, out);
+      case "doctor":
+      case "deploy":
+      case "retry":
+      case "diagnose":
+      case "access":
+      case "hosts": {
+        const fleetCommands = await import("./fleet-commands.ts");
+        return await fleetCommands.run(command, args, out);
+      }
       case "dev": {
         const { cmdDev } = await import("./dev.ts");
         return await cmdDev(

@@ -1,9 +1,9 @@
 import { z } from "zod";
 import { pollFleet } from "../shared/fleet/up.ts";
-import { taskHandler, WorkshopName } from "../shared/runtime/handler.ts";
+import { RunId, taskHandler, WorkshopName } from "../shared/runtime/handler.ts";
 
 export const handler = taskHandler(
   "poll",
-  z.object({ workshop: WorkshopName, deadline: z.iso.datetime() }),
-  (i) => pollFleet(i.workshop, i.deadline),
+  z.object({ workshop: WorkshopName, runId: RunId, deadline: z.iso.datetime() }),
+  (i) => pollFleet(i.workshop, i.runId, i.deadline),
 );

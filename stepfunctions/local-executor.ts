@@ -22,7 +22,14 @@ import type { RunInput, RunKind, Workflows } from "../shared/fleet/workflows.ts"
 import { withActor } from "../shared/runtime/actor.ts";
 import { errorMessage } from "../shared/runtime/errors.ts";
 import { log } from "../shared/runtime/logger.ts";
-import { type AslDefinition, allStates, type DefinitionName, definitionOf, functionKeyOf, loadDefinition } from "./definitions.ts";
+import {
+  type AslDefinition,
+  allStates,
+  type DefinitionName,
+  definitionOf,
+  functionKeyOf,
+  loadDefinition,
+} from "./definitions.ts";
 import { taskFunctions } from "./handlers.ts";
 
 export interface LocalExecutorOptions {

@@ -6,6 +6,7 @@ import { VisibleError } from "../shared/runtime/errors.ts";
 import { createID } from "../shared/runtime/ids.ts";
 import { log } from "../shared/runtime/logger.ts";
 import { onError } from "./api/errors.ts";
+import { fleet } from "./api/fleet.ts";
 import { workshops } from "./api/workshops.ts";
 import { consolePage } from "./console/page.ts";
 
@@ -75,6 +76,7 @@ export function createApp(opts: { auth: InstructorAuth }) {
     await withActor({ type: "instructor", id: who.id }, () => next());
   });
   api.route("/workshops", workshops);
+  api.route("/workshops", fleet);
   app.route("/api", api);
 
   app.get("/", (c) => c.redirect("/console"));

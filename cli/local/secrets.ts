@@ -35,7 +35,8 @@ export function fileSecretStore(labfleetHome: string): SecretStore & { file: str
       } catch {
         throw new VisibleError("input", "secrets.invalid", `${file} is not valid YAML`);
       }
-      const map = data && typeof data === "object" && !Array.isArray(data) ? (data as Record<string, unknown>) : {};
+      const map =
+        data && typeof data === "object" && !Array.isArray(data) ? (data as Record<string, unknown>) : {};
       const values: Record<string, string> = {};
       const missing: string[] = [];
       for (const k of keys) {

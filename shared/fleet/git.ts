@@ -26,13 +26,22 @@ export async function checkRef(spec: Workshop, ref: string | undefined): Promise
         if (!err) return resolve(true);
         const code = (err as { code?: unknown }).code;
         if (code === 2) return resolve(false); // --exit-code: the repository answered, the ref is not there
-        reject(new VisibleError("input", "deploy.source_unreachable", `cannot read the lab's git source to check ref ${ref}`));
+        reject(
+          new VisibleError(
+            "input",
+            "deploy.source_unreachable",
+            `cannot read the lab's git source to check ref ${ref}`,
+          ),
+        );
       },
     );
   });
   if (!found) {
-    throw new VisibleError("input", "deploy.unknown_ref", `ref ${ref} is neither a branch nor a tag of the lab source`, [
-      { path: "ref", message: `expected a branch, tag or commit of ${url.replace(/\/\/[^@/]*@/, "//")}` },
-    ]);
+    throw new VisibleError(
+      "input",
+      "deploy.unknown_ref",
+      `ref ${ref} is neither a branch nor a tag of the lab source`,
+      [{ path: "ref", message: `expected a branch, tag or commit of ${url.replace(/\/\/[^@/]*@/, "//")}` }],
+    );
   }
 }

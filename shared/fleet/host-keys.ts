@@ -15,7 +15,9 @@ export function storePins(workshop: string): HostKeyPins {
     async pin(hostId, key) {
       const { store, clock } = useDeps();
       try {
-        await store.hostKey.create({ workshop, hostId, key, fingerprint: fingerprint(key), pinnedAt: isoNow(clock) }).go();
+        await store.hostKey
+          .create({ workshop, hostId, key, fingerprint: fingerprint(key), pinnedAt: isoNow(clock) })
+          .go();
       } catch (err) {
         if (!isConditionalFailure(err)) throw err; // pinned meanwhile: the next connection compares against it
       }
@@ -34,11 +36,19 @@ export async function listHostKeys(workshop: string) {
 }
 
 /** `labfleet hosts forget-key`: the next connection trusts whatever key the host shows, and pins it. */
-export async function forgetHostKey(workshop: string, hostId: string): Promise<{ hostId: string; fingerprint: string }> {
+export async function forgetHostKey(
+  workshop: string,
+  hostId: string,
+): Promise<{ hostId: string; fingerprint: string }> {
   assertActor("instructor");
   const { store } = useDeps();
   const existing = (await store.hostKey.get({ workshop, hostId }).go()).data;
-  if (!existing) throw new VisibleError("not_found", "host_key.not_found", `no pinned key for ${hostId} in workshop ${workshop}`);
+  if (!existing)
+    throw new VisibleError(
+      "not_found",
+      "host_key.not_found",
+      `no pinned key for ${hostId} in workshop ${workshop}`,
+    );
   await store.hostKey.delete({ workshop, hostId }).go();
   return { hostId, fingerprint: existing.fingerprint };
 }

@@ -11,7 +11,8 @@ export function hostAddress(
   provider: Pick<Provider, "transport">,
   host: { hostId: string; address?: string | undefined },
 ): HostAddress {
-  if (!host.address) throw new VisibleError("host", "host.no_address", `host ${host.hostId} has no address yet`);
+  if (!host.address)
+    throw new VisibleError("host", "host.no_address", `host ${host.hostId} has no address yet`);
   const entry = spec.hosts.find((h) => h.id === host.hostId);
   const via = entry?.via ?? spec.defaults.ssh_options?.proxy_jump;
   return {
@@ -59,18 +60,26 @@ export interface Selection {
 }
 
 /** The hosts a command acts on. An unknown `--host` is an error, never silently nothing. */
-export function selectHosts<H extends { hostId: string; labels?: Record<string, unknown> }>(hosts: H[], sel: Selection = {}): H[] {
+export function selectHosts<H extends { hostId: string; labels?: Record<string, unknown> }>(
+  hosts: H[],
+  sel: Selection = {},
+): H[] {
   const ids = new Set(hosts.map((h) => h.hostId));
   const unknown = (sel.hosts ?? []).filter((id) => !ids.has(id));
   if (unknown.length > 0) {
-    throw new VisibleError("input", "selection.unknown_host", `no such host in this workshop: ${unknown.join(", ")}`, [
-      { path: "hosts", message: `expected host ids of this workshop; unknown: ${unknown.join(", ")}` },
-    ]);
+    throw new VisibleError(
+      "input",
+      "selection.unknown_host",
+      `no such host in this workshop: ${unknown.join(", ")}`,
+      [{ path: "hosts", message: `expected host ids of this workshop; unknown: ${unknown.join(", ")}` }],
+    );
   }
   const wanted = sel.hosts?.length ? new Set(sel.hosts) : undefined;
   const labels = Object.entries(sel.labels ?? {});
   return hosts.filter(
-    (h) => (!wanted || wanted.has(h.hostId)) && labels.every(([k, v]) => String(h.labels?.[k] ?? "") === v && h.labels?.[k] !== undefined),
+    (h) =>
+      (!wanted || wanted.has(h.hostId)) &&
+      labels.every(([k, v]) => String(h.labels?.[k] ?? "") === v && h.labels?.[k] !== undefined),
   );
 }
 
@@ -79,7 +88,8 @@ export function parseLabels(pairs: string[]): Record<string, string> {
   const out: Record<string, string> = {};
   for (const p of pairs) {
     const i = p.indexOf("=");
-    if (i <= 0) throw new VisibleError("input", "selection.bad_label", `expected a label as key=value, got "${p}"`);
+    if (i <= 0)
+      throw new VisibleError("input", "selection.bad_label", `expected a label as key=value, got "${p}"`);
     out[p.slice(0, i)] = p.slice(i + 1);
   }
   return out;

@@ -5,10 +5,10 @@ import { VisibleError } from "../runtime/errors.ts";
 import { createID } from "../runtime/ids.ts";
 import { log } from "../runtime/logger.ts";
 import type { RunItem } from "../store/entities.ts";
-import type { RunKind } from "./workflows.ts";
 import type { Workshop } from "../workshop/schema.ts";
 import { checkRef } from "./git.ts";
 import { secretValues } from "./secrets.ts";
+import type { RunKind } from "./workflows.ts";
 import { getWorkshop, listRuns } from "./workshops.ts";
 
 /**
@@ -32,7 +32,10 @@ export async function checkSecrets(spec: Workshop): Promise<void> {
       "input",
       "secrets.missing",
       `operator secrets missing from the secret store: ${missing.join(", ")} (nothing was deployed)`,
-      missing.map((k) => ({ path: "lab.operator_secrets", message: `expected a value for ${k} in the secret store` })),
+      missing.map((k) => ({
+        path: "lab.operator_secrets",
+        message: `expected a value for ${k} in the secret store`,
+      })),
     );
   }
 }
@@ -47,7 +50,9 @@ export async function startRun(workshop: string, kind: RunKind, opts: RunOptions
   assertActor("instructor", "system");
   const { store, clock, workflows } = useDeps();
   const w = await getWorkshop(workshop);
-  const active = w.activeRunId ? (await store.run.get({ workshop, runId: w.activeRunId }).go()).data : undefined;
+  const active = w.activeRunId
+    ? (await store.run.get({ workshop, runId: w.activeRunId }).go()).data
+    : undefined;
   const current = active?.state === "running" ? active : undefined;
 
   if (current?.kind === kind) return current;
@@ -56,7 +61,11 @@ export async function startRun(workshop: string, kind: RunKind, opts: RunOptions
       throw new VisibleError("conflict", "workshop.tearing_down", `workshop ${workshop} is being torn down`);
     }
     if (current) {
-      throw new VisibleError("conflict", "workshop.busy", `workshop ${workshop} is busy with a ${current.kind} run (${current.runId})`);
+      throw new VisibleError(
+        "conflict",
+        "workshop.busy",
+        `workshop ${workshop} is busy with a ${current.kind} run (${current.runId})`,
+      );
     }
     const spec = w.spec as Workshop;
     await checkSecrets(spec);

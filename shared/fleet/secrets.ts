@@ -8,7 +8,9 @@ import { LabStepError, stateDir } from "./lab.ts";
  * copied to each host over stdin into `~/.labfleet/<workshop>/secrets.env` (0600) before setup runs.
  * Setup reads them with `. "$LABFLEET_SECRETS"`.
  */
-export async function secretValues(spec: Workshop): Promise<{ values: Record<string, string>; missing: string[] }> {
+export async function secretValues(
+  spec: Workshop,
+): Promise<{ values: Record<string, string>; missing: string[] }> {
   if (spec.lab.operator_secrets.length === 0) return { values: {}, missing: [] };
   return useDeps().secrets.get(spec.lab.operator_secrets);
 }
@@ -26,11 +28,13 @@ export async function pushSecrets(t: Transport, spec: Workshop): Promise<void> {
     return;
   }
   const { values, missing } = await secretValues(spec);
-  if (missing.length > 0) throw new LabStepError(`operator secrets missing from the secret store: ${missing.join(", ")}`);
+  if (missing.length > 0)
+    throw new LabStepError(`operator secrets missing from the secret store: ${missing.join(", ")}`);
   const r = await t.exec(
     `set -e; umask 077; d=${d}; mkdir -p "$d"; chmod 700 "$d"; cat > "$d/secrets.env.tmp"; chmod 600 "$d/secrets.env.tmp"; mv "$d/secrets.env.tmp" "$d/secrets.env"`,
     { stdin: secretsFile(values), step: "push operator secrets", timeoutMs: 60_000 },
   );
   // The error carries the exit code only: the command's output could echo what it was given.
-  if (r.exitCode !== 0) throw new LabStepError(`pushing operator secrets failed with exit code ${r.exitCode}`);
+  if (r.exitCode !== 0)
+    throw new LabStepError(`pushing operator secrets failed with exit code ${r.exitCode}`);
 }

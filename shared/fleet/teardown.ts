@@ -5,6 +5,7 @@ import { useDeps } from "../runtime/deps.ts";
 import { errorMessage, VisibleError } from "../runtime/errors.ts";
 import { log } from "../runtime/logger.ts";
 import type { Workshop } from "../workshop/schema.ts";
+import { transportFor } from "./hosts.ts";
 import { stopLab } from "./lab.ts";
 import { releaseWorkshop } from "./runs.ts";
 import { cancelSchedules } from "./schedules.ts";
@@ -24,12 +25,7 @@ export async function deprovisionHosts(workshop: string): Promise<{ results: Dep
     );
   const hosts = (await listHosts(workshop)).filter((h) => h.state !== "torn_down" && h.address);
   await mapLimit(hosts, 16, async (h) => {
-    const t = deps.transport({
-      workshop,
-      hostId: h.hostId,
-      address: h.address as string,
-      transport: provider.transport,
-    });
+    const t = transportFor(spec, provider, h);
     try {
       await stopLab(t, workshop);
     } catch (err) {

@@ -6,8 +6,8 @@ import { useDeps } from "../runtime/deps.ts";
 import { errorMessage, VisibleError } from "../runtime/errors.ts";
 import { log } from "../runtime/logger.ts";
 import type { HostItem } from "../store/entities.ts";
-import type { Transport } from "../transports/types.ts";
 import type { Workshop } from "../workshop/schema.ts";
+import { transportFor } from "./hosts.ts";
 import {
   HEALTH_GRACE_SECONDS,
   judge,
@@ -21,10 +21,9 @@ import {
   stopLab,
   syncSource,
 } from "./lab.ts";
-import { transportFor } from "./hosts.ts";
-import { pushSecrets } from "./secrets.ts";
 import { checkSecrets, getRun, releaseWorkshop } from "./runs.ts";
 import { ensureTeardownSchedule } from "./schedules.ts";
+import { pushSecrets } from "./secrets.ts";
 import { getWorkshop, listHosts } from "./workshops.ts";
 
 /**
@@ -34,7 +33,7 @@ import { getWorkshop, listHosts } from "./workshops.ts";
 
 export const POLL_CONCURRENCY = 16;
 
-async function load(workshop: string): Promise<{ spec: Workshop; provider: Provider }> {
+export async function loadWorkshop(workshop: string): Promise<{ spec: Workshop; provider: Provider }> {
   const w = await getWorkshop(workshop);
   const spec = w.spec as Workshop;
   const provider = useDeps().providers[spec.provider.type];
@@ -46,7 +45,6 @@ async function load(workshop: string): Promise<{ spec: Workshop; provider: Provi
     );
   return { spec, provider };
 }
-
 
 /** Updates a host; `error` is cleared unless the update sets one (a later good poll clears a transient error). */
 async function patchHost(workshop: string, hostId: string, set: Partial<HostItem>): Promise<void> {
@@ -64,7 +62,7 @@ export interface UpSettings {
 /** Settings for this run; the deadline is fixed at the first start so a resumed run keeps it. */
 export async function beginUp(workshop: string, runId: string): Promise<UpSettings> {
   const { store, clock } = useDeps();
-  const { spec } = await load(workshop);
+  const { spec } = await loadWorkshop(workshop);
   const run = await getRun(workshop, runId);
   let deadline = run.deadline;
   if (!deadline) {
@@ -72,13 +70,17 @@ export async function beginUp(workshop: string, runId: string): Promise<UpSettin
     await store.run.patch({ workshop, runId }).set({ deadline }).go();
   }
   await checkSecrets(spec); // before any host is touched, also when a run was not started through startRun
-  return { concurrency: run.concurrency ?? spec.lab.concurrency, pollSeconds: spec.lab.poll_seconds, deadline };
+  return {
+    concurrency: run.concurrency ?? spec.lab.concurrency,
+    pollSeconds: spec.lab.poll_seconds,
+    deadline,
+  };
 }
 
 /** Acquires the hosts (reusing existing ones), records them, and arms the TTL teardown. */
 export async function provisionHosts(workshop: string, runId: string): Promise<{ hostIds: string[] }> {
   const { store, clock } = useDeps();
-  const { spec, provider } = await load(workshop);
+  const { spec, provider } = await loadWorkshop(workshop);
   const now = clock.now();
   const w = await getWorkshop(workshop);
   const expiry = w.expiry ?? new Date(now.getTime() + spec.provider.ttl_hours * 3_600_000).toISOString();
@@ -124,7 +126,11 @@ export async function provisionHosts(workshop: string, runId: string): Promise<{
   // A deploy or retry acts on the hosts it selected; hosts that could not be provisioned are not deployed.
   const run = await getRun(workshop, runId);
   const selected = run.selection?.length ? new Set(run.selection) : undefined;
-  return { hostIds: provisioned.filter((p) => !p.error && (!selected || selected.has(p.hostId))).map((p) => p.hostId) };
+  return {
+    hostIds: provisioned
+      .filter((p) => !p.error && (!selected || selected.has(p.hostId)))
+      .map((p) => p.hostId),
+  };
 }
 
 /** Hosts the spec no longer lists (a lower count, a host taken out of hosts[]) are stopped and given back. */
@@ -170,7 +176,7 @@ export async function deployHost(
   force: boolean,
 ): Promise<{ hostId: string; action: DeployAction }> {
   const { store, clock } = useDeps();
-  const { spec, provider } = await load(workshop);
+  const { spec, provider } = await loadWorkshop(workshop);
   const run = await getRun(workshop, runId);
   const host = (await store.host.get({ workshop, hostId }).go()).data;
   if (!host)
@@ -226,7 +232,11 @@ export interface PollResult {
   deploying: number;
 }
 
-async function checkHost(spec: Workshop, provider: Provider, host: HostItem): Promise<HostItem["state"]> {
+export async function checkHost(
+  spec: Workshop,
+  provider: Provider,
+  host: HostItem,
+): Promise<HostItem["state"]> {
   const t = transportFor(spec, provider, host);
   const { accessKey } = useDeps();
   try {
@@ -288,10 +298,10 @@ async function checkHost(spec: Workshop, provider: Provider, host: HostItem): Pr
 }
 
 /** One poll of wait-until-ready: checks every deploying host itself, with bounded concurrency. */
-export async function pollFleet(workshop: string, deadline: string): Promise<PollResult> {
+export async function pollFleet(workshop: string, runId: string, deadline: string): Promise<PollResult> {
   const { clock } = useDeps();
-  const { spec, provider } = await load(workshop);
-  const hosts = (await listHosts(workshop)).filter((h) => h.state !== "torn_down");
+  const { spec, provider } = await loadWorkshop(workshop);
+  const hosts = await runHosts(workshop, runId);
   const states = await mapLimit(hosts, POLL_CONCURRENCY, async (h) =>
     h.state === "deploying" ? checkHost(spec, provider, h) : h.state,
   );
@@ -308,10 +318,29 @@ export async function pollFleet(workshop: string, deadline: string): Promise<Pol
   };
 }
 
+/** The workshop is ready when every one of its hosts is, whatever the last run selected. */
+async function fleetReady(workshop: string): Promise<boolean> {
+  const hosts = (await listHosts(workshop)).filter((h) => h.state !== "torn_down");
+  return hosts.length > 0 && hosts.every((h) => h.state === "ready");
+}
+
+/** The hosts a run acts on: its selection (deploy, retry), or every host of the workshop. */
+async function runHosts(workshop: string, runId: string): Promise<HostItem[]> {
+  const run = await getRun(workshop, runId);
+  const wanted = run.selection?.length ? new Set(run.selection) : undefined;
+  return (await listHosts(workshop)).filter(
+    (h) => h.state !== "torn_down" && (!wanted || wanted.has(h.hostId)),
+  );
+}
+
 /** The deadline passed: every lab not yet ready fails with the reason, its setup stopped. */
-export async function failUnfinished(workshop: string, deadline: string): Promise<{ failed: string[] }> {
-  const { spec, provider } = await load(workshop);
-  const hosts = (await listHosts(workshop)).filter((h) =>
+export async function failUnfinished(
+  workshop: string,
+  runId: string,
+  deadline: string,
+): Promise<{ failed: string[] }> {
+  const { spec, provider } = await loadWorkshop(workshop);
+  const hosts = (await runHosts(workshop, runId)).filter((h) =>
     ["deploying", "pending", "provisioning"].includes(h.state),
   );
   await mapLimit(hosts, POLL_CONCURRENCY, async (h) => {
@@ -332,7 +361,7 @@ export async function failUnfinished(workshop: string, deadline: string): Promis
 /** Ends the run: per-host results on the run, the workshop ready only when every lab is. */
 export async function finishUp(workshop: string, runId: string): Promise<{ state: "succeeded" | "failed" }> {
   const { store, clock } = useDeps();
-  const hosts = (await listHosts(workshop)).filter((h) => h.state !== "torn_down");
+  const hosts = await runHosts(workshop, runId);
   const results = Object.fromEntries(
     hosts.map((h) => [
       h.hostId,
@@ -357,7 +386,7 @@ export async function finishUp(workshop: string, runId: string): Promise<{ state
     .go();
   await store.workshop
     .patch({ name: workshop })
-    .set({ state: allReady ? "ready" : "failed", updatedAt: now })
+    .set({ state: (await fleetReady(workshop)) ? "ready" : "failed", updatedAt: now })
     .go();
   await releaseWorkshop(workshop, runId);
   return { state };

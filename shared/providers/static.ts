@@ -16,11 +16,20 @@ export class StaticProvider implements Provider {
   validate(spec: Workshop) {
     return spec.provider.type === "static"
       ? []
-      : [{ path: "provider.type", message: `expected static for bring-your-own hosts, got ${spec.provider.type}` }];
+      : [
+          {
+            path: "provider.type",
+            message: `expected static for bring-your-own hosts, got ${spec.provider.type}`,
+          },
+        ];
   }
 
   async plan(spec: Workshop): Promise<PlanItem[]> {
-    return spec.hosts.map((h) => ({ hostId: h.id, action: "reuse" as const, detail: `bring-your-own host ${h.ssh}` }));
+    return spec.hosts.map((h) => ({
+      hostId: h.id,
+      action: "reuse" as const,
+      detail: `bring-your-own host ${h.ssh}`,
+    }));
   }
 
   async provision(spec: Workshop): Promise<ProvisionedHost[]> {
@@ -35,7 +44,9 @@ export class StaticProvider implements Provider {
       const t = transport(hostAddress(spec, this, { hostId: h.id, address: h.ssh }));
       try {
         const r = await t.exec("true", { step: "provision: check the host answers", timeoutMs: 30_000 });
-        return r.exitCode === 0 ? base : { ...base, error: `host ${h.id} answered with exit code ${r.exitCode}` };
+        return r.exitCode === 0
+          ? base
+          : { ...base, error: `host ${h.id} answered with exit code ${r.exitCode}` };
       } catch (err) {
         return { ...base, error: errorMessage(err) };
       } finally {
@@ -45,6 +56,10 @@ export class StaticProvider implements Provider {
   }
 
   async deprovision(_spec: Workshop, hostIds: string[]): Promise<DeprovisionResult[]> {
-    return hostIds.map((hostId) => ({ hostId, result: "skipped" as const, detail: "bring-your-own host: left as it is" }));
+    return hostIds.map((hostId) => ({
+      hostId,
+      result: "skipped" as const,
+      detail: "bring-your-own host: left as it is",
+    }));
   }
 }

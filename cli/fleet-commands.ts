@@ -1,0 +1,211 @@
+import { mkdirSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { gunzipSync } from "node:zlib";
+import { extract } from "tar-stream";
+import type { DoctorReport } from "../shared/fleet/ops.ts";
+import { ApiClient, CliError, resolveTarget } from "./client.ts";
+import { type Args, checkedFile, follow, jsonOutput, report, selectionBody, workshopName } from "./main.ts";
+import { type Output, paint } from "./render.ts";
+
+/** The fleet operations: doctor, deploy, retry, diagnose, access, hosts. Each is a client of the API. */
+export async function run(command: string, args: Args, out: Output): Promise<number> {
+  const client = new ApiClient(resolveTarget());
+  // With -f, the file is validated and submitted first, so the operation acts on what the file says.
+  let name: string;
+  if (args.values.file) {
+    const f = checkedFile(args.values.file);
+    await client.submit(f.yaml, f.baseDir);
+    name = f.name;
+  } else if (command === "hosts") {
+    // labfleet hosts SUB NAME
+    name = workshopName({ ...args, positionals: [command, ...args.positionals.slice(2)] });
+  } else name = workshopName(args);
+  const path = `/workshops/${encodeURIComponent(name)}`;
+  const json = jsonOutput(args);
+  const sel = selectionBody(args);
+
+  switch (command) {
+    case "doctor": {
+      const r = await client.call<{ ok: boolean; reports: DoctorReport[] }>("POST", `${path}/doctor`, sel);
+      if (json) out.write(`${JSON.stringify(r, null, 2)}\n`);
+      else writeDoctor(r.reports, out);
+      return r.ok ? 0 : 1;
+    }
+    case "deploy":
+    case "retry": {
+      if (args.values["failed-only"] && args.values["all-selected"]) {
+        throw new CliError("choose --failed-only or --all-selected, not both", 2);
+      }
+      const body =
+        command === "deploy"
+          ? {
+              ...sel,
+              force: args.values.force ?? false,
+              ...(args.values.ref ? { ref: args.values.ref } : {}),
+            }
+          : { ...sel, allSelected: args.values["all-selected"] ?? false };
+      const started = await client.call<{ run: { id: string } | null; hosts?: string[] }>(
+        "POST",
+        `${path}/${command}`,
+        body,
+      );
+      if (!started.run) {
+        if (json) out.write(`${JSON.stringify({ run: null, hosts: [] }, null, 2)}\n`);
+        else out.write("nothing to retry: no selected host has failed\n");
+        return 0;
+      }
+      if (!json)
+        out.write(
+          `${command} ${name}: run ${started.run.id}${started.hosts ? ` on ${started.hosts.join(", ")}` : ""}\n`,
+        );
+      const s = await follow(client, name, started.run.id, json ? undefined : out);
+      const selection = runSelection(started, sel.hosts);
+      return report(s, started.run.id, json, out, (h) => h.state === "ready", selection);
+    }
+    case "diagnose": {
+      const res = await client.raw("POST", `${path}/diagnose`, {
+        ...sel,
+        allSelected: args.values["all-selected"] ?? false,
+      });
+      const folder = res.headers.get("x-labfleet-diagnose-name") ?? `${name}.diagnose`;
+      const files = await untar(Buffer.from(await res.arrayBuffer()));
+      for (const [p, content] of files) {
+        const target = join(process.cwd(), p);
+        if (!target.startsWith(join(process.cwd(), folder))) continue; // never outside the folder
+        mkdirSync(dirname(target), { recursive: true });
+        writeFileSync(target, content, { mode: 0o600 });
+      }
+      const index = JSON.parse(files.get(`${folder}/index.json`)?.toString("utf8") ?? "{}") as {
+        hosts?: { id: string; error?: string }[];
+      };
+      if (json) out.write(`${JSON.stringify({ folder, ...index }, null, 2)}\n`);
+      else {
+        out.write(`wrote ${folder}/ (${index.hosts?.length ?? 0} hosts)\n`);
+        for (const h of index.hosts ?? [])
+          out.write(`  ${h.id}${h.error ? `  could not collect: ${h.error}` : ""}\n`);
+      }
+      return 0;
+    }
+    case "access": {
+      const q = new URLSearchParams();
+      for (const h of sel.hosts ?? []) q.append("host", h);
+      for (const [k, v] of Object.entries(sel.labels ?? {})) q.append("label", `${k}=${v}`);
+      const sheet = await client.call<{
+        columns: string[];
+        rows: {
+          host: string;
+          state: string;
+          address: string;
+          urls: Record<string, string>;
+          credentials: boolean;
+        }[];
+      }>("GET", `${path}/access${q.size ? `?${q}` : ""}`);
+      if (json) out.write(`${JSON.stringify(sheet, null, 2)}\n`);
+      else {
+        const header = ["host", "state", "address", ...sheet.columns, "credentials"];
+        const rows = sheet.rows.map((r) => [
+          r.host,
+          r.state,
+          r.address,
+          ...sheet.columns.map((c) => r.urls[c] ?? ""),
+          r.credentials ? "stored (not shown)" : "-",
+        ]);
+        writeTable([header, ...rows], out);
+      }
+      return 0;
+    }
+    case "hosts": {
+      const sub = args.positionals[1];
+      if (sub === "keys") {
+        const r = await client.call<{ keys: { hostId: string; fingerprint: string; pinnedAt: string }[] }>(
+          "GET",
+          `${path}/host-keys`,
+        );
+        if (json) out.write(`${JSON.stringify(r, null, 2)}\n`);
+        else
+          writeTable(
+            [
+              ["host", "fingerprint", "pinned at"],
+              ...r.keys.map((k) => [k.hostId, k.fingerprint, k.pinnedAt]),
+            ],
+            out,
+          );
+        return 0;
+      }
+      if (sub === "forget-key") {
+        const hosts = sel.hosts ?? [];
+        if (hosts.length === 0) throw new CliError("hosts forget-key needs --host ID", 2);
+        for (const h of hosts) {
+          const r = await client.call<{ forgotten: { hostId: string; fingerprint: string } }>(
+            "DELETE",
+            `${path}/host-keys/${encodeURIComponent(h)}`,
+          );
+          out.write(
+            `forgot ${r.forgotten.fingerprint} for ${r.forgotten.hostId}; the next connection pins the key the host shows\n`,
+          );
+        }
+        return 0;
+      }
+      throw new CliError("usage: labfleet hosts keys|forget-key (-f workshop.yaml | NAME) [--host ID]", 2);
+    }
+    default:
+      throw new CliError(`unknown command ${command}`, 2);
+  }
+}
+
+function runSelection(started: { hosts?: string[] }, hosts?: string[]): string[] | undefined {
+  return started.hosts?.length ? started.hosts : hosts;
+}
+
+function writeTable(rows: string[][], out: Output): void {
+  const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? "").length))) ?? [];
+  for (const r of rows)
+    out.write(
+      `${r
+        .map((c, i) => c.padEnd(widths[i] ?? 0))
+        .join("  ")
+        .trimEnd()}\n`,
+    );
+}
+
+function writeDoctor(reports: DoctorReport[], out: Output): void {
+  const rows = reports.map((r) => {
+    const failing = r.checks.filter((c) => !c.ok);
+    return [
+      r.host,
+      r.ok ? paint(out, "ready", "pass") : paint(out, "failed", "FAIL"),
+      failing.length ? failing.map((c) => c.name).join(", ") : "-",
+    ];
+  });
+  writeTable([["host", "result", "failing checks"], ...rows], out);
+  for (const r of reports.filter((x) => !x.ok)) {
+    out.write(`\n${r.host}:\n`);
+    for (const c of r.checks.filter((x) => !x.ok)) {
+      out.write(`  ${c.name}: ${c.detail}${c.expected ? ` (expected ${c.expected})` : ""}\n`);
+    }
+  }
+  const passed = reports.filter((r) => r.ok).length;
+  out.write(`\n${passed}/${reports.length} hosts pass\n`);
+}
+
+async function untar(gz: Buffer): Promise<Map<string, Buffer>> {
+  const files = new Map<string, Buffer>();
+  const ex = extract();
+  const done = new Promise<void>((resolve, reject) => {
+    ex.on("entry", (header, stream, next) => {
+      const chunks: Buffer[] = [];
+      stream.on("data", (c) => chunks.push(c as Buffer));
+      stream.on("end", () => {
+        if (header.type === "file" && !header.name.includes(".."))
+          files.set(header.name, Buffer.concat(chunks));
+        next();
+      });
+      stream.resume();
+    });
+    ex.on("finish", () => resolve());
+    ex.on("error", reject);
+  });
+  ex.end(gunzipSync(gz));
+  await done;
+  return files;
+}

@@ -1,0 +1,459 @@
+import { hostIdsOf } from "../providers/types.ts";
+import { assertActor } from "../runtime/actor.ts";
+import { isoNow } from "../runtime/clock.ts";
+import { mapLimit } from "../runtime/concurrency.ts";
+import { open } from "../runtime/crypto.ts";
+import { useDeps } from "../runtime/deps.ts";
+import { errorMessage, VisibleError } from "../runtime/errors.ts";
+import type { HostItem, RunItem } from "../store/entities.ts";
+import type { Workshop } from "../workshop/schema.ts";
+import { type Selection, selectHosts, withTransport } from "./hosts.ts";
+import { judge, parsePhases, parseProbe, stateDir } from "./lab.ts";
+import { startRun } from "./runs.ts";
+import { secretValues } from "./secrets.ts";
+import { checkHost, loadWorkshop } from "./up.ts";
+import { type HostView, hostView, listHosts } from "./workshops.ts";
+
+/**
+ * The instructor's day-to-day operations on a fleet: doctor, status refresh, deploy, retry, diagnose and
+ * the access sheet. Each works on a selection of hosts (--host, --label) with bounded concurrency (-j).
+ */
+
+export const DEFAULT_READ_CONCURRENCY = 8;
+
+async function selected(
+  name: string,
+  sel: Selection,
+): Promise<{
+  spec: Workshop;
+  hosts: HostItem[];
+  provider: Awaited<ReturnType<typeof loadWorkshop>>["provider"];
+}> {
+  const { spec, provider } = await loadWorkshop(name);
+  const hosts = (await listHosts(name)).filter((h) => h.state !== "torn_down");
+  return { spec, provider, hosts: selectHosts(hosts, sel) };
+}
+
+// ---------------------------------------------------------------------------------------------- doctor
+
+export interface DoctorCheck {
+  name: string;
+  ok: boolean;
+  detail: string;
+  expected?: string;
+}
+
+export interface DoctorReport {
+  host: string;
+  ok: boolean;
+  checks: DoctorCheck[];
+  facts: Record<string, string>;
+}
+
+/** Commands every lab needs on its hosts, whatever it says in lab.requires. */
+function neededCommands(spec: Workshop): string[] {
+  const base = ["bash", "tar", "setsid"];
+  if (spec.lab.source.startsWith("git:")) base.push("git");
+  return [...new Set([...base, ...(spec.lab.requires.commands ?? [])])];
+}
+
+export function doctorScript(commands: string[]): string {
+  const list = commands.map((c) => c.replace(/[^\w.+-]/g, "")).join(" ");
+  return `echo "user=$(id -un)"
+echo "uid=$(id -u)"
+if [ "$(id -u)" = 0 ]; then echo sudo=root; elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then echo sudo=yes; else echo sudo=no; fi
+if [ -r /etc/os-release ]; then . /etc/os-release; fi
+echo "os=\${PRETTY_NAME:-$(uname -s)}"
+echo "kernel=$(uname -r)"
+echo "cpus=$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN)"
+echo "mem_kib=$(awk '/^MemTotal:/ {print $2}' /proc/meminfo 2>/dev/null)"
+echo "disk_free_kib=$(df -Pk "$HOME" 2>/dev/null | awk 'NR==2 {print $4}')"
+if [ -c /dev/kvm ] && [ -r /dev/kvm ] && [ -w /dev/kvm ]; then echo kvm=yes; elif [ -e /dev/kvm ]; then echo kvm=no-access; else echo kvm=absent; fi
+echo "nested=$(cat /sys/module/kvm_intel/parameters/nested /sys/module/kvm_amd/parameters/nested 2>/dev/null | head -n 1)"
+for c in ${list}; do if command -v "$c" >/dev/null 2>&1; then echo "cmd:$c=yes"; else echo "cmd:$c=no"; fi; done
+exit 0
+`;
+}
+
+function keyValues(text: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const line of text.split("\n")) {
+    const i = line.indexOf("=");
+    if (i > 0) out[line.slice(0, i)] = line.slice(i + 1).trim();
+  }
+  return out;
+}
+
+/** Judges one host's facts against lab.requires; pure, so every rule is unit-tested. */
+export function judgeDoctor(spec: Workshop, facts: Record<string, string>): DoctorCheck[] {
+  const req = spec.lab.requires;
+  const checks: DoctorCheck[] = [{ name: "reachable", ok: true, detail: `as ${facts.user ?? "?"}` }];
+  const sudo = facts.sudo ?? "no";
+  checks.push({
+    name: "sudo",
+    ok: sudo === "root" || sudo === "yes",
+    detail:
+      sudo === "root"
+        ? "logged in as root"
+        : sudo === "yes"
+          ? "sudo -n works"
+          : "sudo would ask for a password, or is missing",
+    expected: "root, or sudo without a password",
+  });
+  checks.push({ name: "os", ok: true, detail: `${facts.os ?? "unknown"} (kernel ${facts.kernel ?? "?"})` });
+  const cpus = Number(facts.cpus);
+  if (req.cpus !== undefined) {
+    checks.push({
+      name: "cpus",
+      ok: cpus >= req.cpus,
+      detail: `${Number.isFinite(cpus) ? cpus : "?"} CPUs`,
+      expected: `at least ${req.cpus}`,
+    });
+  }
+  const memGib = Number(facts.mem_kib) / 1024 / 1024;
+  if (req.memory_gib !== undefined) {
+    // Kernels reserve a little: a "16 GiB" machine reports a bit less, so allow 5%.
+    checks.push({
+      name: "memory",
+      ok: memGib >= req.memory_gib * 0.95,
+      detail: `${memGib.toFixed(1)} GiB`,
+      expected: `at least ${req.memory_gib} GiB`,
+    });
+  }
+  const diskGib = Number(facts.disk_free_kib) / 1024 / 1024;
+  if (req.disk_gib !== undefined) {
+    checks.push({
+      name: "disk",
+      ok: diskGib >= req.disk_gib,
+      detail: `${diskGib.toFixed(1)} GiB free in the home folder`,
+      expected: `at least ${req.disk_gib} GiB free`,
+    });
+  }
+  if (req.kvm) {
+    const kvm = facts.kvm ?? "absent";
+    checks.push({
+      name: "kvm",
+      ok: kvm === "yes",
+      detail:
+        kvm === "yes"
+          ? "/dev/kvm usable"
+          : kvm === "no-access"
+            ? "/dev/kvm exists but is not readable and writable"
+            : "/dev/kvm is missing",
+      expected: "/dev/kvm",
+    });
+  }
+  if (req.nested_virtualization) {
+    const nested = facts.nested ?? "";
+    checks.push({
+      name: "nested_virtualization",
+      ok: nested === "Y" || nested === "1",
+      detail: nested ? `kvm nested=${nested}` : "kvm module not loaded",
+      expected: "nested=Y",
+    });
+  }
+  for (const c of neededCommands(spec)) {
+    const ok = facts[`cmd:${c}`] === "yes";
+    checks.push({
+      name: `command:${c}`,
+      ok,
+      detail: ok ? "found" : "not found on PATH",
+      expected: "installed",
+    });
+  }
+  return checks;
+}
+
+export async function doctor(
+  name: string,
+  sel: Selection = {},
+  concurrency = DEFAULT_READ_CONCURRENCY,
+): Promise<DoctorReport[]> {
+  assertActor("instructor", "system");
+  const { spec, provider, hosts } = await selected(name, sel);
+  const script = doctorScript(neededCommands(spec));
+  return mapLimit(hosts, concurrency, async (h) => {
+    try {
+      const r = await withTransport(spec, provider, h, (t) =>
+        t.exec(script, { step: "doctor", timeoutMs: 60_000 }),
+      );
+      if (r.exitCode !== 0) {
+        return {
+          host: h.hostId,
+          ok: false,
+          facts: {},
+          checks: [{ name: "reachable", ok: false, detail: `doctor script exited with ${r.exitCode}` }],
+        };
+      }
+      const facts = keyValues(r.stdout);
+      const checks = judgeDoctor(spec, facts);
+      return { host: h.hostId, ok: checks.every((c) => c.ok), checks, facts };
+    } catch (err) {
+      return {
+        host: h.hostId,
+        ok: false,
+        facts: {},
+        checks: [{ name: "reachable", ok: false, detail: errorMessage(err) }],
+      };
+    }
+  });
+}
+
+// ------------------------------------------------------------------------------------ status refresh
+
+/** Re-reads each selected host's lab records (deploying ones, and failed ones that had started). */
+export async function refreshHosts(
+  name: string,
+  sel: Selection = {},
+  concurrency = DEFAULT_READ_CONCURRENCY,
+): Promise<HostView[]> {
+  assertActor("instructor", "system");
+  const { spec, provider, hosts } = await selected(name, sel);
+  await mapLimit(hosts, concurrency, async (h) => {
+    if (h.state === "deploying" || (h.state === "failed" && h.deployStartedAt))
+      await checkHost(spec, provider, h);
+  });
+  const now = useDeps().clock.now();
+  const ids = new Set(hosts.map((h) => h.hostId));
+  return (await listHosts(name)).filter((h) => ids.has(h.hostId)).map((h) => hostView(h, now));
+}
+
+// ------------------------------------------------------------------------------------ deploy and retry
+
+/** Hosts a deploy may name before the first up: those the spec describes, with their labels. */
+async function candidates(
+  name: string,
+  spec: Workshop,
+): Promise<{ hostId: string; labels?: Record<string, unknown> }[]> {
+  const known = (await listHosts(name)).filter((h) => h.state !== "torn_down");
+  if (known.length > 0) return known;
+  return hostIdsOf(spec).map((hostId) => ({
+    hostId,
+    labels: spec.hosts.find((h) => h.id === hostId)?.labels ?? {},
+  }));
+}
+
+export async function startDeploy(
+  name: string,
+  sel: Selection,
+  opts: { force?: boolean; ref?: string; concurrency?: number } = {},
+): Promise<RunItem> {
+  assertActor("instructor", "system");
+  const { spec } = await loadWorkshop(name);
+  const hosts = selectHosts(await candidates(name, spec), sel);
+  if (hosts.length === 0) throw new VisibleError("input", "selection.empty", "no host matches the selection");
+  const all = !sel.hosts?.length && !Object.keys(sel.labels ?? {}).length;
+  return startRun(name, "deploy", {
+    ...(opts.force ? { force: true } : {}),
+    ...(opts.ref ? { ref: opts.ref } : {}),
+    ...(opts.concurrency ? { concurrency: opts.concurrency } : {}),
+    ...(all ? {} : { hosts: hosts.map((h) => h.hostId) }),
+  });
+}
+
+/** Refreshes the selection from the hosts, then deploys again with force: failed hosts, or all selected. */
+export async function startRetry(
+  name: string,
+  sel: Selection,
+  opts: { allSelected?: boolean; concurrency?: number } = {},
+): Promise<{ run?: RunItem; hosts: string[] }> {
+  assertActor("instructor", "system");
+  const views = await refreshHosts(name, sel, opts.concurrency ?? DEFAULT_READ_CONCURRENCY);
+  const targets = views.filter((h) => opts.allSelected || h.state === "failed").map((h) => h.id);
+  if (targets.length === 0) return { hosts: [] };
+  const run = await startRun(name, "retry", {
+    force: true,
+    hosts: targets,
+    ...(opts.concurrency ? { concurrency: opts.concurrency } : {}),
+  });
+  return { run, hosts: targets };
+}
+
+// -------------------------------------------------------------------------------------------- diagnose
+
+export interface DiagnoseFile {
+  path: string;
+  content: string;
+}
+
+export interface Diagnosis {
+  name: string;
+  files: DiagnoseFile[];
+  index: {
+    workshop: string;
+    collectedAt: string;
+    hosts: { id: string; state: string; files: string[]; error?: string }[];
+  };
+}
+
+function diagnoseScript(workshop: string): string {
+  const d = stateDir(workshop);
+  return `d=${d}
+pid=$(cat "$d/pid" 2>/dev/null)
+alive=0
+if [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] && tr '\\0' ' ' < "/proc/$pid/cmdline" | grep -q wrapper.sh; then alive=1; fi
+echo "pid=$pid"; echo "alive=$alive"; echo "rc=$(cat "$d/rc" 2>/dev/null)"; echo "rc_age="
+echo "started=$( [ -f "$d/started" ] && echo 1 )"
+echo "heartbeat=$(cat "$d/heartbeat" 2>/dev/null)"; echo "now=$(date +%s)"
+echo "@@status"
+tail -n 1000 "$d/status.jsonl" 2>/dev/null
+echo "@@log"
+tail -n 500 "$d/log" 2>/dev/null
+echo "@@wrapper"
+cat "$d/wrapper.sh" 2>/dev/null
+echo "@@setup"
+cat "$d/setup.sh" 2>/dev/null
+exit 0
+`;
+}
+
+/** Replaces every known secret (operator secrets, values in the lab's access details) in collected text. */
+function redactor(secrets: string[]): (text: string) => string {
+  const list = [...new Set(secrets.filter((s) => s.length >= 4))].sort((a, b) => b.length - a.length);
+  return (text) => list.reduce((t, s) => t.split(s).join("[redacted]"), text);
+}
+
+function stringsIn(value: unknown): string[] {
+  if (typeof value === "string") return [value];
+  if (Array.isArray(value)) return value.flatMap(stringsIn);
+  if (value && typeof value === "object") return Object.values(value).flatMap(stringsIn);
+  return [];
+}
+
+/**
+ * Collects from each failed host (or every selected one) what explains it: status, lab log and wrapper
+ * tails, phase records and a summary. Never collects the access or secrets files, and redacts every known
+ * secret value from what it does collect.
+ */
+export async function diagnose(
+  name: string,
+  sel: Selection = {},
+  opts: { allSelected?: boolean; concurrency?: number } = {},
+): Promise<Diagnosis> {
+  assertActor("instructor", "system");
+  const { spec, provider, hosts } = await selected(name, sel);
+  const { accessKey, clock } = useDeps();
+  const targets = hosts.filter((h) => opts.allSelected || h.state === "failed");
+  const secretList = Object.values((await secretValues(spec).catch(() => ({ values: {} }))).values);
+  for (const h of hosts) {
+    if (!h.access) continue;
+    try {
+      secretList.push(
+        ...stringsIn((JSON.parse(open(accessKey, h.access)) as { credentials?: unknown }).credentials),
+      );
+    } catch {
+      // unreadable access details add nothing to redact
+    }
+  }
+  const redact = redactor(secretList);
+  const collectedAt = isoNow(clock);
+  const now = clock.now();
+  const files: DiagnoseFile[] = [];
+  const index: Diagnosis["index"] = { workshop: name, collectedAt, hosts: [] };
+  await mapLimit(targets, opts.concurrency ?? DEFAULT_READ_CONCURRENCY, async (h) => {
+    const view = hostView(h, now);
+    const record = { ...view, attempt: h.attempt ?? 0, deployStartedAt: h.deployStartedAt ?? null };
+    const hostFiles: DiagnoseFile[] = [
+      { path: `${h.hostId}/status.json`, content: `${JSON.stringify(record, null, 2)}\n` },
+    ];
+    let error: string | undefined;
+    let summary: Record<string, unknown> = {
+      host: h.hostId,
+      state: h.state,
+      error: h.error ?? null,
+      phases: h.phases ?? [],
+    };
+    try {
+      const r = await withTransport(spec, provider, h, (t) =>
+        t.exec(diagnoseScript(name), { step: "diagnose", timeoutMs: 60_000 }),
+      );
+      const [probeText = "", rest1 = ""] = r.stdout.split("\n@@wrapper\n");
+      const [wrapper = "", setup = ""] = rest1.split("@@setup\n");
+      const probe = parseProbe(probeText);
+      const [, logText = ""] = probeText.split("@@log\n");
+      const [, statusPart = ""] = probeText.split("\n@@status\n");
+      const statusText = statusPart.split("@@log\n")[0] ?? "";
+      const head = probeText.split("\n@@status\n")[0] ?? "";
+      const verdict = judge(probe);
+      hostFiles.push(
+        { path: `${h.hostId}/lab.log.tail`, content: redact(logText) },
+        { path: `${h.hostId}/status.jsonl`, content: redact(statusText) },
+        { path: `${h.hostId}/wrapper.txt`, content: redact(`${head}\n\n# wrapper.sh\n${wrapper}`) },
+        { path: `${h.hostId}/setup.sh`, content: redact(setup) },
+      );
+      summary = {
+        ...summary,
+        verdict: verdict.state,
+        reason: verdict.state === "failed" ? redact(verdict.reason) : null,
+        exitCode: probe.rc ?? null,
+        wrapperAlive: probe.alive,
+        phases: parsePhases(probe.statusLines).phases,
+        lastLogLines: redact(logText).split("\n").filter(Boolean).slice(-10),
+      };
+    } catch (err) {
+      error = errorMessage(err);
+      summary = { ...summary, unreachable: error };
+    }
+    hostFiles.push({ path: `${h.hostId}/summary.json`, content: `${JSON.stringify(summary, null, 2)}\n` });
+    files.push(...hostFiles);
+    index.hosts.push({
+      id: h.hostId,
+      state: h.state,
+      files: hostFiles.map((f) => f.path),
+      ...(error ? { error } : {}),
+    });
+  });
+  index.hosts.sort((a, b) => a.id.localeCompare(b.id));
+  files.sort((a, b) => a.path.localeCompare(b.path));
+  const stamp = collectedAt.replace(/[-:]/g, "").replace(/\.\d+Z$/, "Z");
+  files.push({ path: "index.json", content: `${JSON.stringify(index, null, 2)}\n` });
+  return { name: `${name}.diagnose-${stamp}`, files, index };
+}
+
+// ------------------------------------------------------------------------------------- access sheet
+
+export interface AccessRow {
+  host: string;
+  state: string;
+  address: string;
+  urls: Record<string, string>;
+  credentials: boolean;
+}
+
+function hostnameOf(address: string | undefined, provider: string): string {
+  if (!address || provider === "local") return "127.0.0.1";
+  const at = address.includes("@") ? address.slice(address.indexOf("@") + 1) : address;
+  if (at.startsWith("[")) return at.slice(0, at.indexOf("]") + 1);
+  return at.split(":")[0] ?? at;
+}
+
+/** One row per host, one column per UI (lab.ui_ports and components with a port); never a password. */
+export async function accessSheet(
+  name: string,
+  sel: Selection = {},
+): Promise<{ columns: string[]; rows: AccessRow[] }> {
+  assertActor("instructor", "system");
+  const { spec, hosts } = await selected(name, sel);
+  const uis = [
+    ...spec.lab.ui_ports.map((u) => ({ name: u.name, port: u.port, scheme: u.scheme, path: u.path })),
+    ...spec.lab.components
+      .filter((c) => c.port !== undefined)
+      .map((c) => ({ name: c.name, port: c.port as number, scheme: "https", path: c.path ?? "/" })),
+  ];
+  const rows = hosts.map((h) => {
+    const ip = h.publicIp ?? hostnameOf(h.address, h.provider);
+    return {
+      host: h.hostId,
+      state: h.state,
+      address: ip,
+      urls: Object.fromEntries(
+        uis.map((u) => [
+          u.name,
+          `${u.scheme}://${ip}:${u.port}${u.path.startsWith("/") ? u.path : `/${u.path}`}`,
+        ]),
+      ),
+      credentials: Boolean(h.access),
+    };
+  });
+  return { columns: uis.map((u) => u.name), rows };
+}
