@@ -154,7 +154,9 @@ export const HostEntry = z.strictObject({
     error: "expected a host id: lowercase letters, digits and dashes, at most 48 characters",
   }),
   ssh: sshAddress("the host's SSH address"),
-  via: sshAddress("a bastion").optional().describe("Reach this host through this bastion (overrides defaults.ssh_options.proxy_jump)."),
+  via: sshAddress("a bastion")
+    .optional()
+    .describe("Reach this host through this bastion (overrides defaults.ssh_options.proxy_jump)."),
   public_ip: z.union([z.ipv4(), z.ipv6()], { error: "expected an IP address" }).optional(),
   labels: z.record(z.string(), z.string({ error: "expected a label value (a string)" })).default({}),
 });
