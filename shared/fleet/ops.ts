@@ -10,7 +10,7 @@ import type { Workshop } from "../workshop/schema.ts";
 import { type Selection, selectHosts, withTransport } from "./hosts.ts";
 import { judge, parsePhases, parseProbe, stateDir } from "./lab.ts";
 import { startRun } from "./runs.ts";
-import { secretValues } from "./secrets.ts";
+import { redactor, secretRedactor, secretValues } from "./secrets.ts";
 import { checkHost, loadWorkshop } from "./up.ts";
 import { type HostView, hostView, listHosts } from "./workshops.ts";
 
@@ -209,9 +209,10 @@ export async function refreshHosts(
 ): Promise<HostView[]> {
   assertActor("instructor", "system");
   const { spec, provider, hosts } = await selected(name, sel);
+  const redact = await secretRedactor(spec);
   await mapLimit(hosts, concurrency, async (h) => {
     if (h.state === "deploying" || (h.state === "failed" && h.deployStartedAt))
-      await checkHost(spec, provider, h);
+      await checkHost(spec, provider, h, redact);
   });
   const now = useDeps().clock.now();
   const ids = new Set(hosts.map((h) => h.hostId));
@@ -307,12 +308,6 @@ exit 0
 `;
 }
 
-/** Replaces every known secret (operator secrets, values in the lab's access details) in collected text. */
-function redactor(secrets: string[]): (text: string) => string {
-  const list = [...new Set(secrets.filter((s) => s.length >= 4))].sort((a, b) => b.length - a.length);
-  return (text) => list.reduce((t, s) => t.split(s).join("[redacted]"), text);
-}
-
 function stringsIn(value: unknown): string[] {
   if (typeof value === "string") return [value];
   if (Array.isArray(value)) return value.flatMap(stringsIn);
@@ -354,13 +349,13 @@ export async function diagnose(
     const view = hostView(h, now);
     const record = { ...view, attempt: h.attempt ?? 0, deployStartedAt: h.deployStartedAt ?? null };
     const hostFiles: DiagnoseFile[] = [
-      { path: `${h.hostId}/status.json`, content: `${JSON.stringify(record, null, 2)}\n` },
+      { path: `${h.hostId}/status.json`, content: redact(`${JSON.stringify(record, null, 2)}\n`) },
     ];
     let error: string | undefined;
     let summary: Record<string, unknown> = {
       host: h.hostId,
       state: h.state,
-      error: h.error ?? null,
+      error: h.error ? redact(h.error) : null,
       phases: h.phases ?? [],
     };
     try {

@@ -15,6 +15,21 @@ export async function secretValues(
   return useDeps().secrets.get(spec.lab.operator_secrets);
 }
 
+/**
+ * Replaces every operator secret value in text that came from a host (log tails in failure reasons), so a
+ * lab that prints a secret does not put it on records, screens or logs.
+ */
+export async function secretRedactor(spec: Workshop): Promise<(text: string) => string> {
+  const { values } = await secretValues(spec).catch(() => ({ values: {} as Record<string, string> }));
+  return redactor(Object.values(values));
+}
+
+export function redactor(secrets: string[]): (text: string) => string {
+  const list = [...new Set(secrets.filter((s) => s.length >= 4))].sort((a, b) => b.length - a.length);
+  if (list.length === 0) return (text) => text;
+  return (text) => list.reduce((t, s) => t.split(s).join("[redacted]"), text);
+}
+
 export function secretsFile(values: Record<string, string>): string {
   return Object.entries(values)
     .map(([k, v]) => `${k}=${shq(v)}\n`)

@@ -23,7 +23,7 @@ import {
 } from "./lab.ts";
 import { checkSecrets, getRun, releaseWorkshop } from "./runs.ts";
 import { ensureTeardownSchedule } from "./schedules.ts";
-import { pushSecrets } from "./secrets.ts";
+import { pushSecrets, secretRedactor } from "./secrets.ts";
 import { getWorkshop, listHosts } from "./workshops.ts";
 
 /**
@@ -220,8 +220,10 @@ export async function deployHost(
 
 /** Records a host's deploy failure (the Map item's Catch): only that host fails. */
 export async function recordHostFailure(workshop: string, hostId: string, error: string): Promise<void> {
-  await patchHost(workshop, hostId, { state: "failed", error: error.slice(0, 4000) });
-  log.warn("host failed", { workshop, hostId, error: error.slice(0, 500) });
+  const { spec } = await loadWorkshop(workshop);
+  const reason = (await secretRedactor(spec))(error);
+  await patchHost(workshop, hostId, { state: "failed", error: reason.slice(0, 4000) });
+  log.warn("host failed", { workshop, hostId, error: reason.slice(0, 500) });
 }
 
 export interface PollResult {
@@ -236,6 +238,7 @@ export async function checkHost(
   spec: Workshop,
   provider: Provider,
   host: HostItem,
+  redact: (text: string) => string = (t) => t,
 ): Promise<HostItem["state"]> {
   const t = transportFor(spec, provider, host);
   const { accessKey } = useDeps();
@@ -245,7 +248,11 @@ export async function checkHost(
     const verdict = judge(probe);
     const progress = { phases, ...(current ? { phase: current } : {}) };
     if (verdict.state === "failed") {
-      await patchHost(spec.name, host.hostId, { ...progress, state: "failed", error: verdict.reason });
+      await patchHost(spec.name, host.hostId, {
+        ...progress,
+        state: "failed",
+        error: redact(verdict.reason),
+      });
       return "failed";
     }
     if (verdict.state === "not_started") {
@@ -268,7 +275,9 @@ export async function checkHost(
       await patchHost(spec.name, host.hostId, {
         ...progress,
         state: "failed",
-        error: `health check failed for ${HEALTH_GRACE_SECONDS}s after setup finished: ${lastLines(health)}`,
+        error: redact(
+          `health check failed for ${HEALTH_GRACE_SECONDS}s after setup finished: ${lastLines(health)}`,
+        ),
       });
       return "failed";
     }
@@ -302,8 +311,9 @@ export async function pollFleet(workshop: string, runId: string, deadline: strin
   const { clock } = useDeps();
   const { spec, provider } = await loadWorkshop(workshop);
   const hosts = await runHosts(workshop, runId);
+  const redact = await secretRedactor(spec);
   const states = await mapLimit(hosts, POLL_CONCURRENCY, async (h) =>
-    h.state === "deploying" ? checkHost(spec, provider, h) : h.state,
+    h.state === "deploying" ? checkHost(spec, provider, h, redact) : h.state,
   );
   const count = (s: string) => states.filter((x) => x === s).length;
   const unfinished = states.filter(
