@@ -211,15 +211,40 @@ git -C "$dir" reset --quiet --hard "$t"`,
   } else {
     r = await t.exec(
       `set -e; dir=${dir}; rm -rf "$dir.sync"; mkdir -p "$dir.sync"; tar -x -f - -C "$dir.sync"; rm -rf "$dir"; mv "$dir.sync" "$dir"`,
-      { stdin: tarStream(src), timeoutMs: STEP_TIMEOUT_MS },
+      { stdin: await tarFolder(src), timeoutMs: STEP_TIMEOUT_MS, step: "sync lab source" },
     );
   }
   if (r.exitCode !== 0) throw new LabStepError(`syncing the lab source failed: ${lastLines(r)}`);
 }
 
-function tarStream(folder: string): NodeJS.ReadableStream {
+export const SOURCE_TAR_LIMIT_BYTES = 256 * 1024 * 1024;
+
+/**
+ * A local lab folder as one tar archive, read whole before it is sent: the same bytes go to every host,
+ * and a folder tar cannot read fails here, once, with tar's own message.
+ */
+export async function tarFolder(folder: string): Promise<Buffer> {
   const tar = spawn("tar", ["-c", "-f", "-", "-C", folder, "."], { stdio: ["ignore", "pipe", "pipe"] });
-  return tar.stdout;
+  const chunks: Buffer[] = [];
+  let size = 0;
+  let stderr = "";
+  tar.stdout.on("data", (c: Buffer) => {
+    size += c.length;
+    if (size > SOURCE_TAR_LIMIT_BYTES) tar.kill("SIGKILL");
+    else chunks.push(c);
+  });
+  tar.stderr.on("data", (c: Buffer) => {
+    stderr = (stderr + c.toString()).slice(-2000);
+  });
+  const code = await new Promise<number | null>((res, rej) => {
+    tar.on("error", rej);
+    tar.on("close", res);
+  });
+  if (size > SOURCE_TAR_LIMIT_BYTES) {
+    throw new LabStepError(`the lab source ${folder} is larger than ${SOURCE_TAR_LIMIT_BYTES / 1024 / 1024} MiB: use a git source`);
+  }
+  if (code !== 0) throw new LabStepError(`reading the lab source ${folder} failed: ${stderr.trim() || `tar exited with ${code}`}`);
+  return Buffer.concat(chunks);
 }
 
 /** Writes the wrapper and setup and starts them detached; returns once the wrapper has recorded its pid. */

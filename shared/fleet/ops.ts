@@ -21,6 +21,26 @@ import { type HostView, hostView, listHosts } from "./workshops.ts";
 
 export const DEFAULT_READ_CONCURRENCY = 8;
 
+/**
+ * Hosts a read-only operation can reach before the first up: a static fleet's hosts[] from the file.
+ * Provider-made hosts (local, aws) exist only once provisioned.
+ */
+function specHosts(spec: Workshop): HostItem[] {
+  const now = new Date(0).toISOString();
+  return spec.hosts.map((h) => ({
+    workshop: spec.name,
+    hostId: h.id,
+    provider: spec.provider.type,
+    address: h.ssh,
+    labels: h.labels,
+    state: "pending" as const,
+    attempt: 0,
+    ...(h.public_ip ? { publicIp: h.public_ip } : {}),
+    createdAt: now,
+    updatedAt: now,
+  }));
+}
+
 async function selected(
   name: string,
   sel: Selection,
@@ -30,7 +50,8 @@ async function selected(
   provider: Awaited<ReturnType<typeof loadWorkshop>>["provider"];
 }> {
   const { spec, provider } = await loadWorkshop(name);
-  const hosts = (await listHosts(name)).filter((h) => h.state !== "torn_down");
+  const known = (await listHosts(name)).filter((h) => h.state !== "torn_down");
+  const hosts = known.length > 0 ? known : specHosts(spec);
   return { spec, provider, hosts: selectHosts(hosts, sel) };
 }
 

@@ -73,7 +73,7 @@ function entities(client: DynamoDBDocumentClient, table: string) {
         address: { type: "string" },
         ssh: { type: "string" },
         publicIp: { type: "string" },
-        labels: { type: "map", properties: {} },
+        labels: { type: "any" },
         expiry: { type: "string" },
         deployStartedAt: { type: "string" },
         readyAt: { type: "string" },

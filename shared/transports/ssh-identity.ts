@@ -1,8 +1,11 @@
-import { chmod, mkdir, readFile, stat, writeFile } from "node:fs/promises";
+import { mkdir, readFile, stat, writeFile } from "node:fs/promises";
 import { homedir } from "node:os";
-import { join } from "node:path";
-import { utils } from "ssh2";
+import { dirname, join } from "node:path";
+import ssh2 from "ssh2";
 import { VisibleError } from "../runtime/errors.ts";
+
+// ssh2 is CommonJS: Node exposes only some of its names to ESM imports, not `utils`.
+const { utils } = ssh2;
 
 /**
  * The key labfleet logs in with: a private key (OpenSSH or PEM, unencrypted) and/or an ssh-agent socket.
@@ -61,7 +64,11 @@ export function publicKeyLine(identity: SshIdentity, comment = "labfleet"): stri
   const parsed = utils.parseKey(identity.privateKey);
   const key = Array.isArray(parsed) ? parsed[0] : parsed;
   if (!key || key instanceof Error) {
-    throw new VisibleError("input", "ssh.identity_invalid", `${identity.keyLabel} is not a private key ssh2 can read`);
+    throw new VisibleError(
+      "input",
+      "ssh.identity_invalid",
+      `${identity.keyLabel} is not a private key ssh2 can read`,
+    );
   }
   return `${key.type} ${key.getPublicSSH().toString("base64")} ${comment}`;
 }
@@ -80,7 +87,9 @@ async function readKeyFile(path: string, what: string): Promise<Buffer> {
     throw new VisibleError(
       "input",
       "ssh.identity_missing",
-      code === "ENOENT" ? `${what} ${path} does not exist` : `${what} ${path} cannot be read (${code ?? "error"})`,
+      code === "ENOENT"
+        ? `${what} ${path} does not exist`
+        : `${what} ${path} cannot be read (${code ?? "error"})`,
     );
   }
   if ((mode & 0o077) !== 0) {
@@ -125,16 +134,20 @@ function parsePrivateKey(key: Buffer, path: string): "ok" | "encrypted" {
 }
 
 async function ensureManagedKey(path: string): Promise<Buffer> {
-  const dir = join(path, "..");
-  await mkdir(dir, { recursive: true, mode: 0o700 });
-  const pair = utils.generateKeyPairSync("ed25519", { comment: "labfleet" });
-  try {
-    // "wx": never replace a key another process created meanwhile.
-    await writeFile(path, pair.private, { mode: 0o600, flag: "wx" });
-    await writeFile(`${path}.pub`, `${pair.public}\n`, { mode: 0o644 });
-    await chmod(path, 0o600); // the umask may have narrowed the mode further, never widened it; be exact
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+  const exists = await stat(path).then(
+    () => true,
+    () => false,
+  );
+  if (!exists) {
+    await mkdir(dirname(path), { recursive: true, mode: 0o700 });
+    const pair = utils.generateKeyPairSync("ed25519", { comment: "labfleet" });
+    try {
+      // "wx": never replace a key that another process created meanwhile.
+      await writeFile(path, pair.private, { mode: 0o600, flag: "wx" });
+      await writeFile(`${path}.pub`, `${pair.public}\n`, { mode: 0o644 });
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+    }
   }
   return readKeyFile(path, "the managed key");
 }

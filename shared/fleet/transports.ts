@@ -1,0 +1,51 @@
+import type { HostAddress } from "../runtime/deps.ts";
+import { lazyTransport } from "../transports/lazy.ts";
+import { LocalTransport } from "../transports/local.ts";
+import { SshTransport } from "../transports/ssh.ts";
+import { loadSshIdentity, type SshIdentity } from "../transports/ssh-identity.ts";
+import type { Transport } from "../transports/types.ts";
+import { storePins } from "./host-keys.ts";
+
+/**
+ * The transport for a host: local sandboxes run child processes, SSH hosts get an ssh2 connection with
+ * the workshop's identity and host keys pinned in the store. The identity is loaded once per key file.
+ */
+export function transportFactory(opts: {
+  labfleetHome: string;
+  agentSocket?: string;
+}): (host: HostAddress) => Transport {
+  const identities = new Map<string, Promise<SshIdentity>>();
+  const identityFor = (file: string | undefined): Promise<SshIdentity> => {
+    const key = file ?? "";
+    let p = identities.get(key);
+    if (!p) {
+      p = loadSshIdentity({
+        labfleetHome: opts.labfleetHome,
+        ...(file ? { identityFile: file } : {}),
+        ...(opts.agentSocket ? { agentSocket: opts.agentSocket } : {}),
+      });
+      identities.set(key, p);
+      p.catch(() => identities.delete(key)); // a fixed key file is picked up on the next try
+    }
+    return p;
+  };
+  return (host) => {
+    if (host.transport === "local") return new LocalTransport(host.address);
+    if (host.transport === "ssh") {
+      return lazyTransport(
+        async () =>
+          new SshTransport({
+            workshop: host.workshop,
+            hostId: host.hostId,
+            address: host.address,
+            identity: await identityFor(host.ssh?.identityFile),
+            pins: storePins(host.workshop),
+            ...(host.ssh?.defaultUser ? { defaultUser: host.ssh.defaultUser } : {}),
+            ...(host.ssh?.via ? { via: host.ssh.via } : {}),
+            ...(host.ssh?.connectTimeoutMs ? { connectTimeoutMs: host.ssh.connectTimeoutMs } : {}),
+          }),
+      );
+    }
+    throw new Error(`no ${host.transport} transport in this runtime`);
+  };
+}

@@ -1,0 +1,643 @@
+import { constants } from "node:os";
+import type { Readable } from "node:stream";
+import { type AnyAuthMethod, Client, type ClientChannel, type ClientErrorExtensions } from "ssh2";
+import { VisibleError } from "../runtime/errors.ts";
+import { fingerprint, type HostKeyPins } from "./host-keys.ts";
+import type { SshIdentity } from "./ssh-identity.ts";
+import { type ExecOptions, type ExecResult, OUTPUT_CAP_BYTES, shq, type Transport } from "./types.ts";
+
+export interface SshTransportOptions {
+  workshop: string;
+  hostId: string;
+  /** `user@host[:port]` or `host`; an IPv6 host goes in brackets (`lab@[::1]:2222`). */
+  address: string;
+  /** `defaults.ssh_user`, for an address (or bastion) without a user. */
+  defaultUser?: string;
+  identity: SshIdentity;
+  /** A bastion (`user@host[:port]`) the connection hops through. */
+  via?: string;
+  /** Where host keys are pinned at first contact (the store, per workshop). */
+  pins: HostKeyPins;
+  /** How long connecting (TCP, handshake and login) may take. Default 10 s. */
+  connectTimeoutMs?: number;
+  /** The workshop file named in remedies ("labfleet hosts forget-key -f <file>"). Default `workshop.yaml`. */
+  workshopFile?: string;
+}
+
+export interface SshAddress {
+  user: string;
+  host: string;
+  port: number;
+}
+
+const ADDRESS = /^(?:([^@\s]+)@)?(\[[0-9A-Fa-f:.]+\]|[^@\s:[\]]+)(?::(\d{1,5}))?$/;
+
+/** `user@host[:port]` or `host` (IPv6 in brackets) -> its parts; port 22 and `defaultUser` when left out. */
+export function parseSshAddress(address: string, defaultUser?: string): SshAddress {
+  const m = ADDRESS.exec(address.trim());
+  if (!m?.[2]) {
+    throw new VisibleError(
+      "input",
+      "host.bad_address",
+      `"${address}" is not an SSH address: expected user@host[:port] or host`,
+    );
+  }
+  const host = m[2].startsWith("[") ? m[2].slice(1, -1) : m[2];
+  const port = m[3] === undefined ? 22 : Number(m[3]);
+  if (port < 1 || port > 65535) {
+    throw new VisibleError(
+      "input",
+      "host.bad_address",
+      `"${address}": port ${m[3]} is not between 1 and 65535`,
+    );
+  }
+  const user = m[1] ?? defaultUser;
+  if (!user) {
+    throw new VisibleError(
+      "input",
+      "host.no_ssh_user",
+      `${host}: no SSH user: write user@${m[2]} or set defaults.ssh_user in workshop.yaml`,
+    );
+  }
+  return { user, host, port };
+}
+
+/** The canonical `user@host:port` of an address (IPv6 hosts in brackets). */
+export function formatSshAddress(a: SshAddress): string {
+  return `${a.user}@${a.host.includes(":") ? `[${a.host}]` : a.host}:${a.port}`;
+}
+
+/** The pin id of a bastion's host key: `bastion:user@host:port`. */
+export function bastionPinId(a: SshAddress): string {
+  return `bastion:${formatSshAddress(a)}`;
+}
+
+/** OpenSSH's sshd allows 10 sessions per connection (MaxSessions); stay under it and queue the rest. */
+const MAX_CHANNELS = 6;
+/** How long a refused session is retried (see openChannel). */
+const SESSION_RETRY_MS = 3000;
+/** How long close() waits for a polite disconnect before dropping the socket. */
+const CLOSE_GRACE_MS = 1000;
+
+interface Connection {
+  client: Client;
+  bastion?: Client;
+  closed: boolean;
+  /** Why the connection ended, when it ended on its own. */
+  lostReason?: string;
+  active: number;
+  waiting: (() => void)[];
+}
+
+interface Hop {
+  /** The host id keys are pinned under: the host's id, or `bastion:user@host:port`. */
+  pinId: string;
+  address: SshAddress;
+  /** How messages name this hop. */
+  label: string;
+}
+
+/**
+ * A BYO host over SSH (ssh2): key authentication only, never a prompt; the host key is pinned at first
+ * contact and a different key is refused at the handshake. One connection per transport, opened on the
+ * first exec and reused by every later exec until close().
+ */
+export class SshTransport implements Transport {
+  readonly target: SshAddress;
+  readonly bastion?: SshAddress;
+  private readonly connectTimeoutMs: number;
+  private connection: Promise<Connection> | undefined;
+  private readonly clients = new Set<Client>();
+
+  constructor(private readonly options: SshTransportOptions) {
+    this.target = parseSshAddress(options.address, options.defaultUser);
+    if (options.via !== undefined) this.bastion = parseSshAddress(options.via, options.defaultUser);
+    this.connectTimeoutMs = options.connectTimeoutMs ?? 10_000;
+  }
+
+  get hostId(): string {
+    return this.options.hostId;
+  }
+
+  /** How messages name the host: `user@host:port`, plus ` via <bastion>`. */
+  get addressLabel(): string {
+    const direct = formatSshAddress(this.target);
+    return this.bastion ? `${direct} via ${formatSshAddress(this.bastion)}` : direct;
+  }
+
+  async exec(command: string, options: ExecOptions = {}): Promise<ExecResult> {
+    const step = options.step ?? "command";
+    for (let attempt = 0; ; attempt++) {
+      const fresh = this.connection === undefined;
+      const conn = await this.connect(step);
+      await acquire(conn);
+      try {
+        return await this.run(conn, command, options, step);
+      } catch (err) {
+        // A reused connection can turn out dead only when used (the host restarted meanwhile):
+        // reconnect once when the command never started.
+        if (err instanceof NotStarted && !fresh && attempt === 0) {
+          this.drop(conn);
+          continue;
+        }
+        if (err instanceof NotStarted) throw err.visible;
+        throw err;
+      } finally {
+        release(conn);
+      }
+    }
+  }
+
+  /** Ends the connection (and the bastion's); a later exec connects again. */
+  async close(): Promise<void> {
+    this.connection = undefined;
+    await Promise.all([...this.clients].map((c) => endClient(c)));
+  }
+
+  private connect(step: string): Promise<Connection> {
+    if (!this.connection) {
+      const pending = this.open(step);
+      this.connection = pending;
+      pending.catch(() => {
+        if (this.connection === pending) this.connection = undefined;
+      });
+    }
+    return this.connection;
+  }
+
+  private drop(conn: Connection): void {
+    void this.connection?.then((c) => {
+      if (c === conn) this.connection = undefined;
+    });
+    conn.closed = true;
+    void endClient(conn.client);
+    if (conn.bastion) void endClient(conn.bastion);
+  }
+
+  private async open(step: string): Promise<Connection> {
+    let bastion: Client | undefined;
+    try {
+      let sock: Readable | undefined;
+      if (this.bastion) {
+        const hop = { pinId: bastionPinId(this.bastion), address: this.bastion, label: "the bastion" };
+        bastion = await this.handshake(hop, step);
+        sock = await this.forward(bastion, step);
+      }
+      const client = await this.handshake(
+        { pinId: this.options.hostId, address: this.target, label: "" },
+        step,
+        sock,
+      );
+      const conn: Connection = { client, closed: false, active: 0, waiting: [] };
+      if (bastion) conn.bastion = bastion;
+      const lost = (reason?: string) => {
+        if (conn.closed) return;
+        conn.closed = true;
+        conn.lostReason = reason;
+        void this.connection?.then((c) => {
+          if (c === conn) this.connection = undefined;
+        });
+        void endClient(client);
+        if (bastion) void endClient(bastion);
+      };
+      client.on("error", (err) => lost(describe(err)));
+      client.on("close", () => lost("the connection closed"));
+      bastion?.on("error", (err) => lost(`the bastion: ${describe(err)}`));
+      bastion?.on("close", () => lost("the connection to the bastion closed"));
+      return conn;
+    } catch (err) {
+      if (bastion) void endClient(bastion);
+      throw err;
+    }
+  }
+
+  /** Opens a tunnel from the bastion to the target. */
+  private forward(bastion: Client, step: string): Promise<Readable> {
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        reject(
+          this.unreachable(step, `the bastion opened no tunnel within ${seconds(this.connectTimeoutMs)}`),
+        );
+      }, this.connectTimeoutMs);
+      bastion.forwardOut("127.0.0.1", 0, this.target.host, this.target.port, (err, stream) => {
+        clearTimeout(timer);
+        if (err) reject(this.unreachable(step, `the bastion could not reach it (${err.message})`));
+        else resolve(stream);
+      });
+    });
+  }
+
+  /** Connects one hop and logs in; resolves once authenticated, with the host key checked and pinned. */
+  private async handshake(hop: Hop, step: string, sock?: Readable): Promise<Client> {
+    const pinned = await this.options.pins.get(hop.pinId);
+    const { identity } = this.options;
+    const username = hop.address.user;
+    const auth: AnyAuthMethod[] = [];
+    if (identity.privateKey) auth.push({ type: "publickey", username, key: identity.privateKey });
+    if (identity.agent) auth.push({ type: "agent", username, agent: identity.agent });
+    if (auth.length === 0) {
+      throw new VisibleError(
+        "input",
+        "host.no_identity",
+        `${identity.keyLabel}: no key and no agent to log in with`,
+      );
+    }
+
+    const client = new Client();
+    this.clients.add(client);
+    client.once("close", () => {
+      this.clients.delete(client);
+      closedClients.add(client);
+    });
+    let offered: string | undefined;
+    let changed: { pinned: string; offered: string } | undefined;
+    let pinFailure: unknown;
+
+    return new Promise<Client>((resolve, reject) => {
+      let settled = false;
+      const fail = (err: unknown) => {
+        if (settled) return;
+        settled = true;
+        client.destroy();
+        reject(err);
+      };
+      client.on("error", (err: Error & ClientErrorExtensions) => {
+        if (settled) return; // after login, the connection's own handlers take over
+        if (changed) fail(this.keyChanged(hop, changed.pinned, changed.offered));
+        else if (pinFailure) fail(pinFailure);
+        else if (err.level === "client-authentication") fail(this.authRefused(hop, step));
+        else fail(this.unreachable(step, this.hopReason(hop, describe(err))));
+      });
+      client.once("close", () => {
+        fail(this.unreachable(step, this.hopReason(hop, "the connection closed during login")));
+      });
+      client.once("ready", () => {
+        settled = true;
+        resolve(client);
+      });
+      try {
+        client.connect({
+          host: hop.address.host,
+          port: hop.address.port,
+          ...(sock ? { sock } : {}),
+          username,
+          readyTimeout: this.connectTimeoutMs,
+          keepaliveInterval: 15_000,
+          keepaliveCountMax: 4,
+          tryKeyboard: false,
+          authHandler: auth,
+          hostVerifier: (key: Buffer, verify: (ok: boolean) => void) => {
+            offered = key.toString("base64");
+            const seen = offered;
+            if (pinned !== undefined) {
+              if (pinned !== seen) changed = { pinned, offered: seen };
+              verify(pinned === seen);
+              return;
+            }
+            // First contact: pin, then read the pin back, so that of two racing first contacts
+            // with different keys only the first one wins.
+            this.options.pins
+              .pin(hop.pinId, seen)
+              .then(() => this.options.pins.get(hop.pinId))
+              .then(
+                (now) => {
+                  if (now !== undefined && now !== seen) changed = { pinned: now, offered: seen };
+                  verify(now === undefined || now === seen);
+                },
+                (err) => {
+                  pinFailure = err;
+                  verify(false);
+                },
+              );
+          },
+        });
+      } catch (err) {
+        fail(this.unreachable(step, this.hopReason(hop, describe(err))));
+      }
+    });
+  }
+
+  private async run(conn: Connection, command: string, options: ExecOptions, step: string): Promise<ExecResult> {
+    const remote = this.remoteCommand(command, options);
+    // attach() runs inside ssh2's callback: a quick command's exit status may arrive in the same tick
+    return this.openChannel(conn, remote, step, (channel) => this.attach(channel, conn, options, step));
+  }
+
+  /**
+   * Opens a session and starts the command in it. sshd counts a session until it has seen the close of
+   * the previous one, so a refused session is retried for a moment before it counts as a failure.
+   */
+  private async openChannel<T>(
+    conn: Connection,
+    remote: string,
+    step: string,
+    started: (channel: ClientChannel) => Promise<T>,
+  ): Promise<T> {
+    const deadline = Date.now() + SESSION_RETRY_MS;
+    for (let delay = 20; ; delay = Math.min(delay * 2, 400)) {
+      if (conn.closed) throw new NotStarted(this.lost(step, conn));
+      const outcome = await new Promise<{ running: Promise<T> } | Error>((resolve) => {
+        try {
+          conn.client.exec(remote, (err, channel) => resolve(err ?? { running: started(channel) }));
+        } catch (err) {
+          // ssh2 throws "Not connected" once the socket is gone
+          conn.closed = true;
+          conn.lostReason ??= describe(err);
+          resolve(new NotStarted(this.lost(step, conn)));
+        }
+      });
+      if (outcome instanceof NotStarted) throw outcome;
+      if (!(outcome instanceof Error)) return outcome.running;
+      if (conn.closed) throw new NotStarted(this.lost(step, conn));
+      if (Date.now() + delay > deadline) {
+        throw new VisibleError(
+          "host",
+          "host.ssh_failed",
+          `${this.options.hostId} (${this.addressLabel}): the host refused to start ${step} (${outcome.message})`,
+        );
+      }
+      await new Promise((r) => setTimeout(r, delay));
+    }
+  }
+
+  /** Feeds stdin, collects capped output, and settles on exit, timeout or a lost connection. */
+  private attach(
+    channel: ClientChannel,
+    conn: Connection,
+    options: ExecOptions,
+    step: string,
+  ): Promise<ExecResult> {
+    return new Promise<ExecResult>((resolve, reject) => {
+      const out = collect(channel);
+      const err = collect(channel.stderr);
+      const truncated = () => (out.truncated || err.truncated ? { truncated: true } : {});
+      let exit: { code: number | null; signal?: string } | undefined;
+      let closed = false;
+      let stderrEnded = false;
+      let done = false;
+      let timer: NodeJS.Timeout | undefined;
+      const settle = (result: ExecResult | Error) => {
+        if (done) return;
+        done = true;
+        if (timer) clearTimeout(timer);
+        if (result instanceof Error) reject(result);
+        else resolve(result);
+      };
+      const complete = () => {
+        if (!closed || !stderrEnded) return;
+        if (!exit) {
+          settle(this.lost(step, conn));
+          return;
+        }
+        const result: ExecResult = {
+          exitCode: exit.code ?? 128 + (signalNumber(exit.signal) ?? 0),
+          stdout: out.text(),
+          stderr: err.text(),
+          ...truncated(),
+        };
+        settle((options.sudo && this.sudoProblem(result, step)) || result);
+      };
+      channel.on("exit", (code: number | null, signal?: string) => {
+        exit = signal === undefined ? { code } : { code, signal };
+      });
+      channel.on("close", () => {
+        closed = true;
+        complete();
+      });
+      channel.stderr.on("end", () => {
+        stderrEnded = true;
+        complete();
+      });
+      channel.on("error", () => {}); // shows as a close without exit status; the connection reports why
+
+      if (options.timeoutMs !== undefined) {
+        timer = setTimeout(() => {
+          // sshd signals the command's whole process group; the host-side `timeout` is the backstop
+          // (commands under sudo, a connection lost meanwhile).
+          try {
+            signalChannel(channel, "KILL");
+            channel.close();
+          } catch {
+            // the channel is closing already
+          }
+          settle({ exitCode: 124, stdout: out.text(), stderr: err.text(), timedOut: true, ...truncated() });
+        }, options.timeoutMs);
+      }
+
+      const input = options.stdin;
+      if (input === undefined) channel.end();
+      else if (typeof input === "string" || Buffer.isBuffer(input)) channel.end(input);
+      else (input as Readable).pipe(channel);
+    });
+  }
+
+  /** `exec bash` (no profile, no rc) with the env exported, under `timeout` and `sudo -n` when asked. */
+  private remoteCommand(command: string, options: ExecOptions): string {
+    const exports = Object.entries(options.env ?? {}).map(([key, value]) => {
+      if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(key)) {
+        throw new VisibleError(
+          "input",
+          "host.bad_env",
+          `${this.options.hostId}: "${key}" is not a variable name`,
+        );
+      }
+      return `export ${key}=${shq(value)};\n`;
+    });
+    let argv = `bash --noprofile --norc -c ${shq(exports.join("") + command)}`;
+    if (options.timeoutMs !== undefined) {
+      // the host kills the command a second after labfleet gives up on it, should the signal not reach it
+      argv = `timeout -s KILL ${((options.timeoutMs + 1000) / 1000).toFixed(3)} ${argv}`;
+    }
+    if (options.sudo && this.target.user !== "root") argv = `sudo -n ${argv}`;
+    return `exec ${argv}`;
+  }
+
+  private sudoProblem(result: ExecResult, step: string): VisibleError | undefined {
+    const { hostId } = this.options;
+    const user = this.target.user;
+    if (user === "root") return undefined;
+    if (
+      result.exitCode !== 0 &&
+      /sudo: (a password is required|a terminal is required)/.test(result.stderr)
+    ) {
+      return new VisibleError(
+        "host",
+        "host.sudo_needs_password",
+        `${hostId}: ${step} needs root, and sudo would ask for a password for ${user}: allow it without one (NOPASSWD) or log in as root`,
+      );
+    }
+    if (result.exitCode === 127 && /sudo: (command )?not found/.test(result.stderr)) {
+      return new VisibleError(
+        "host",
+        "host.sudo_missing",
+        `${hostId}: ${step} needs root, and sudo is not installed for ${user}: install sudo (with NOPASSWD for ${user}) or log in as root`,
+      );
+    }
+    return undefined;
+  }
+
+  private hopReason(hop: Hop, reason: string): string {
+    return hop.label ? `${hop.label} ${formatSshAddress(hop.address)}: ${reason}` : reason;
+  }
+
+  private unreachable(step: string, reason: string): VisibleError {
+    return new VisibleError(
+      "host",
+      "host.unreachable",
+      `${this.options.hostId} (${this.addressLabel}): unreachable during ${step}: ${reason}`,
+    );
+  }
+
+  private lost(step: string, conn: Connection): VisibleError {
+    return this.unreachable(step, `lost the connection (${conn.lostReason ?? "it closed"})`);
+  }
+
+  private authRefused(hop: Hop, step: string): VisibleError {
+    const { identity } = this.options;
+    const offered = [
+      identity.privateKey ? `the key ${identity.keyLabel}` : undefined,
+      identity.agent ? "the keys of the ssh-agent" : undefined,
+    ]
+      .filter(Boolean)
+      .join(" and ");
+    const pub = identity.privateKey ? ` (add ${identity.keyLabel}.pub to its ~/.ssh/authorized_keys)` : "";
+    const who = hop.label ? `${hop.label} ${formatSshAddress(hop.address)}` : "the host";
+    return new VisibleError(
+      "host",
+      "host.auth_refused",
+      `${this.options.hostId} (${this.addressLabel}): ${who} refused the login of ${hop.address.user} during ${step}: it accepted none of ${offered}${pub}`,
+    );
+  }
+
+  private keyChanged(hop: Hop, pinned: string, offered: string): VisibleError {
+    const { hostId, workshop } = this.options;
+    const file = this.options.workshopFile ?? "workshop.yaml";
+    const whose = hop.label
+      ? `${hop.label} ${formatSshAddress(hop.address)} (pinned as ${hop.pinId}), used to reach ${hostId} (${this.addressLabel}),`
+      : `${hostId} (${this.addressLabel})`;
+    return new VisibleError(
+      "host",
+      "host.key_changed",
+      `The SSH host key of ${whose} in workshop ${workshop} has changed: labfleet pinned ${fingerprint(pinned)} at first contact, and the host now offers ${fingerprint(offered)}. labfleet refused to connect: the host may have been rebuilt, or someone may be intercepting the connection. If the change is expected, forget the old key and try again: labfleet hosts forget-key -f ${file} --host ${hop.pinId}`,
+    );
+  }
+}
+
+/** Thrown when a command never reached the host because the connection was gone. */
+class NotStarted extends Error {
+  constructor(readonly visible: VisibleError) {
+    super(visible.message);
+  }
+}
+
+function acquire(conn: Connection): Promise<void> {
+  if (conn.active < MAX_CHANNELS) {
+    conn.active++;
+    return Promise.resolve();
+  }
+  return new Promise<void>((resolve) => conn.waiting.push(resolve));
+}
+
+/** Frees a channel slot, or hands it straight to the next waiting exec. */
+function release(conn: Connection): void {
+  const next = conn.waiting.shift();
+  if (next) next();
+  else conn.active--;
+}
+
+/** Clients whose connection has closed, so that ending them again waits for nothing. */
+const closedClients = new WeakSet<Client>();
+
+function endClient(client: Client): Promise<void> {
+  if (closedClients.has(client)) return Promise.resolve();
+  return new Promise((resolve) => {
+    let timer: NodeJS.Timeout | undefined;
+    const done = () => {
+      if (timer) clearTimeout(timer);
+      resolve();
+    };
+    client.once("close", done);
+    client.on("error", () => {}); // errors while closing change nothing
+    timer = setTimeout(() => {
+      client.destroy();
+      resolve();
+    }, CLOSE_GRACE_MS);
+    try {
+      client.end();
+    } catch {
+      client.destroy();
+    }
+  });
+}
+
+function describe(err: unknown): string {
+  if (!(err instanceof Error)) return String(err);
+  const e = err as Error & ClientErrorExtensions & { code?: string | number };
+  if (e.level === "client-timeout") return "no SSH handshake in time (connect timeout)";
+  switch (e.code) {
+    case "ECONNREFUSED":
+      return "connection refused (nothing listening on that port)";
+    case "EHOSTUNREACH":
+    case "ENETUNREACH":
+      return `no route to the host (${e.code})`;
+    case "ETIMEDOUT":
+      return "the connection timed out";
+    case "ECONNRESET":
+      return "the connection was reset";
+    case "ENOTFOUND":
+    case "EAI_AGAIN":
+      return `the name does not resolve (${e.code})`;
+    default:
+      return e.message;
+  }
+}
+
+/**
+ * Sends a signal request. ssh2's `channel.signal()` sends nothing once stdin has ended (which every
+ * exec does at once), so this speaks to the protocol directly while the channel is open.
+ */
+function signalChannel(channel: ClientChannel, name: string): void {
+  const raw = channel as unknown as {
+    outgoing?: { id: number; state: string };
+    _client?: { _protocol?: { signal?: (id: number, signal: string) => void } };
+  };
+  const state = raw.outgoing?.state;
+  const protocol = raw._client?._protocol;
+  if (raw.outgoing && (state === "open" || state === "eof") && typeof protocol?.signal === "function") {
+    protocol.signal(raw.outgoing.id, name);
+  } else {
+    channel.signal(name);
+  }
+}
+
+function seconds(ms: number): string {
+  return `${Math.round(ms / 100) / 10} s`;
+}
+
+function signalNumber(name: string | undefined): number | undefined {
+  if (!name) return undefined;
+  const signals = constants.signals as Record<string, number | undefined>;
+  return signals[name.startsWith("SIG") ? name : `SIG${name}`];
+}
+
+function collect(stream: Readable) {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  let truncated = false;
+  stream.on("data", (chunk: Buffer) => {
+    if (size >= OUTPUT_CAP_BYTES) {
+      truncated = true;
+      return;
+    }
+    const room = OUTPUT_CAP_BYTES - size;
+    chunks.push(chunk.length > room ? chunk.subarray(0, room) : chunk);
+    size += Math.min(chunk.length, room);
+    if (chunk.length > room) truncated = true;
+  });
+  return {
+    text: () => Buffer.concat(chunks).toString("utf8"),
+    get truncated() {
+      return truncated;
+    },
+  };
+}
