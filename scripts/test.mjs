@@ -9,9 +9,16 @@ const needs = [
   { command: "setsid", package: "util-linux", why: "detached lab setups" },
   { command: "tar", package: "tar", why: "syncing local lab sources" },
   { command: "git", package: "git", why: "git lab sources" },
+  { command: "/usr/sbin/sshd", package: "openssh-server", why: "fake SSH hosts" },
+  { command: "ssh-keygen", package: "openssh-client", why: "fake SSH hosts' host keys" },
+  { command: "unshare", package: "util-linux", why: "fake SSH hosts' own files" },
+  { command: "sudo", package: "sudo", why: "sudo checks on fake SSH hosts" },
 ];
 
-const has = (cmd) => spawnSync("sh", ["-c", `command -v ${cmd}`], { stdio: "ignore" }).status === 0;
+const has = (cmd) =>
+  cmd.startsWith("/")
+    ? existsSync(cmd)
+    : spawnSync("sh", ["-c", `command -v ${cmd}`], { stdio: "ignore" }).status === 0;
 const missing = needs.filter((n) => !has(n.command));
 if (missing.length > 0) {
   const pkgs = [...new Set(missing.map((m) => m.package))].join(" ");

@@ -241,9 +241,14 @@ export async function tarFolder(folder: string): Promise<Buffer> {
     tar.on("close", res);
   });
   if (size > SOURCE_TAR_LIMIT_BYTES) {
-    throw new LabStepError(`the lab source ${folder} is larger than ${SOURCE_TAR_LIMIT_BYTES / 1024 / 1024} MiB: use a git source`);
+    throw new LabStepError(
+      `the lab source ${folder} is larger than ${SOURCE_TAR_LIMIT_BYTES / 1024 / 1024} MiB: use a git source`,
+    );
   }
-  if (code !== 0) throw new LabStepError(`reading the lab source ${folder} failed: ${stderr.trim() || `tar exited with ${code}`}`);
+  if (code !== 0)
+    throw new LabStepError(
+      `reading the lab source ${folder} failed: ${stderr.trim() || `tar exited with ${code}`}`,
+    );
   return Buffer.concat(chunks);
 }
 

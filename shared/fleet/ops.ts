@@ -222,7 +222,7 @@ export async function doctor(
 
 // ------------------------------------------------------------------------------------ status refresh
 
-/** Re-reads each selected host's lab records (deploying ones, and failed ones that had started). */
+/** Re-reads each selected host's lab records: every host whose lab was started (deploying, ready, failed). */
 export async function refreshHosts(
   name: string,
   sel: Selection = {},
@@ -232,7 +232,8 @@ export async function refreshHosts(
   const { spec, provider, hosts } = await selected(name, sel);
   const redact = await secretRedactor(spec);
   await mapLimit(hosts, concurrency, async (h) => {
-    if (h.state === "deploying" || (h.state === "failed" && h.deployStartedAt))
+    // Every lab that was started is read again: a ready lab that broke since shows up failed.
+    if (h.state === "deploying" || ((h.state === "failed" || h.state === "ready") && h.deployStartedAt))
       await checkHost(spec, provider, h, redact);
   });
   const now = useDeps().clock.now();
@@ -264,12 +265,11 @@ export async function startDeploy(
   const { spec } = await loadWorkshop(name);
   const hosts = selectHosts(await candidates(name, spec), sel);
   if (hosts.length === 0) throw new VisibleError("input", "selection.empty", "no host matches the selection");
-  const all = !sel.hosts?.length && !Object.keys(sel.labels ?? {}).length;
   return startRun(name, "deploy", {
     ...(opts.force ? { force: true } : {}),
     ...(opts.ref ? { ref: opts.ref } : {}),
     ...(opts.concurrency ? { concurrency: opts.concurrency } : {}),
-    ...(all ? {} : { hosts: hosts.map((h) => h.hostId) }),
+    hosts: hosts.map((h) => h.hostId),
   });
 }
 

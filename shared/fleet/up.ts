@@ -86,6 +86,15 @@ export async function provisionHosts(workshop: string, runId: string): Promise<{
   const expiry = w.expiry ?? new Date(now.getTime() + spec.provider.ttl_hours * 3_600_000).toISOString();
   const existing = new Map((await listHosts(workshop)).map((h) => [h.hostId, h]));
 
+  // A deploy or retry of hosts that are already provisioned goes straight to deploying them.
+  const run = await getRun(workshop, runId);
+  if (run.kind !== "up" && run.selection?.length) {
+    const known = run.selection.filter(
+      (id) => existing.get(id)?.address && existing.get(id)?.state !== "torn_down",
+    );
+    if (known.length === run.selection.length) return { hostIds: known };
+  }
+
   await store.workshop
     .patch({ name: workshop })
     .set({ state: "provisioning", expiry, updatedAt: now.toISOString() })
@@ -124,7 +133,6 @@ export async function provisionHosts(workshop: string, runId: string): Promise<{
     .set({ state: "deploying", updatedAt: isoNow(clock) })
     .go();
   // A deploy or retry acts on the hosts it selected; hosts that could not be provisioned are not deployed.
-  const run = await getRun(workshop, runId);
   const selected = run.selection?.length ? new Set(run.selection) : undefined;
   return {
     hostIds: provisioned
@@ -292,7 +300,7 @@ export async function checkHost(
     await patchHost(spec.name, host.hostId, {
       ...progress,
       state: "ready",
-      readyAt: isoNow(useDeps().clock),
+      readyAt: host.state === "ready" && host.readyAt ? host.readyAt : isoNow(useDeps().clock),
       ...(access ? { access: seal(accessKey, access) } : {}),
     });
     log.info("lab ready", { workshop: spec.name, hostId: host.hostId });

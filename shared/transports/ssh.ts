@@ -317,7 +317,12 @@ export class SshTransport implements Transport {
     });
   }
 
-  private async run(conn: Connection, command: string, options: ExecOptions, step: string): Promise<ExecResult> {
+  private async run(
+    conn: Connection,
+    command: string,
+    options: ExecOptions,
+    step: string,
+  ): Promise<ExecResult> {
     const remote = this.remoteCommand(command, options);
     // attach() runs inside ssh2's callback: a quick command's exit status may arrive in the same tick
     return this.openChannel(conn, remote, step, (channel) => this.attach(channel, conn, options, step));
