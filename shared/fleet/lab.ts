@@ -258,7 +258,7 @@ export async function startLab(t: Transport, spec: Workshop, hostId: string): Pr
   const files = `${WRAPPER}\n@@setup\n${spec.lab.setup}\n`;
   const r = await t.exec(
     `set -e; d=${d}; mkdir -p "$d"; chmod 700 "$d"
-rm -f "$d/pid" "$d/rc" "$d/rc.tmp" "$d/status.jsonl" "$d/access.json" "$d/heartbeat"
+rm -f "$d/pid" "$d/rc" "$d/rc.tmp" "$d/status.jsonl" "$d/access.json" "$d/heartbeat"${spec.lab.operator_secrets.length ? "" : ` "$d/secrets.env"`}
 input=$(cat)
 printf '%s\\n' "\${input%%
 @@setup
@@ -268,10 +268,11 @@ printf '%s\\n' "\${input#*
 }" > "$d/setup.sh"
 : > "$d/log"; chmod 600 "$d/log"
 date +%s > "$d/started"
-setsid -f bash "$d/wrapper.sh" "$d" ${labDir(spec)} ${shq(spec.name)} ${shq(hostId)} > /dev/null 2>&1 < /dev/null
-for i in $(seq 100); do [ -s "$d/pid" ] && exit 0; [ -f "$d/rc" ] && exit 0; sleep 0.05; done
-echo "the lab wrapper did not start" >&2; exit 1`,
-    { stdin: files, timeoutMs: 60_000 },
+# A background job of a shell without job control is not a group leader, so setsid execs in place and
+# $! is the wrapper's own pid: recorded before this command returns, with no wait.
+setsid bash "$d/wrapper.sh" "$d" ${labDir(spec)} ${shq(spec.name)} ${shq(hostId)} > /dev/null 2>&1 < /dev/null &
+echo "$!" > "$d/pid"`,
+    { stdin: files, timeoutMs: 60_000, step: "start lab setup" },
   );
   if (r.exitCode !== 0) throw new LabStepError(`starting the lab setup failed: ${lastLines(r)}`);
 }

@@ -38,10 +38,7 @@ export function secretsFile(values: Record<string, string>): string {
 
 export async function pushSecrets(t: Transport, spec: Workshop): Promise<void> {
   const d = stateDir(spec.name);
-  if (spec.lab.operator_secrets.length === 0) {
-    await t.exec(`rm -f ${d}/secrets.env`, { step: "remove stale secrets", timeoutMs: 30_000 });
-    return;
-  }
+  if (spec.lab.operator_secrets.length === 0) return; // startLab removes a stale secrets.env
   const { values, missing } = await secretValues(spec);
   if (missing.length > 0)
     throw new LabStepError(`operator secrets missing from the secret store: ${missing.join(", ")}`);

@@ -217,8 +217,8 @@ export async function deployHost(
       .go();
     await pushSecrets(t, spec);
     await syncSource(t, spec, run.ref);
-    await patchHost(workshop, hostId, { phase: "starting" });
     await startLab(t, spec, hostId);
+    await patchHost(workshop, hostId, { phase: "started" });
     log.info("lab started", { workshop, hostId });
     return { hostId, action: "started" };
   } finally {
