@@ -57,9 +57,19 @@ const r = spawnSync(
   { stdio: "inherit" },
 );
 if (existsSync(report)) {
-  const { numPassedTests, numFailedTests, numPendingTests } = JSON.parse(readFileSync(report, "utf8"));
+  const {
+    numPassedTests,
+    numFailedTests,
+    numPendingTests,
+    testResults = [],
+  } = JSON.parse(readFileSync(report, "utf8"));
+  // A file that failed outside any test (in a hook) counts as one failure, not as skipped tests.
+  const brokenFiles = testResults.filter(
+    (f) => f.status === "failed" && !(f.assertionResults ?? []).some((a) => a.status === "failed"),
+  ).length;
+  const failed = numFailedTests + brokenFiles;
   console.log(
-    `\nTests: ${numPassedTests} passed, ${numFailedTests} failed${numPendingTests ? `, ${numPendingTests} skipped` : ""}`,
+    `\nTests: ${numPassedTests} passed, ${failed} failed${numPendingTests ? `, ${numPendingTests} skipped` : ""}`,
   );
 }
 process.exit(r.status ?? 1);
