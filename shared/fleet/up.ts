@@ -370,7 +370,8 @@ export async function failUnfinished(
     }
     await patchHost(workshop, h.hostId, {
       state: "failed",
-      error: `lab did not become ready within ${spec.lab.timeout_minutes} minutes (deadline ${deadline})${h.phase ? `; last phase: ${h.phase}` : ""}`,
+      // An unreachable host keeps its last poll error: that, not the lab, is then why it never got ready.
+      error: `lab did not become ready within ${spec.lab.timeout_minutes} minutes (deadline ${deadline})${h.phase ? `; last phase: ${h.phase}` : ""}${h.error?.startsWith("last poll:") ? `; ${h.error}` : ""}`,
     });
   });
   return { failed: hosts.map((h) => h.hostId) };
