@@ -73,7 +73,7 @@ export async function cmdDev(opts: DevOptions, out: Output): Promise<number> {
       if (stopping) return;
       stopping = true;
       out.write(
-        "\nstopping (labs still building are stopped; their run resumes and rebuilds them at the next start)\n",
+        "\nstopping (labs still building on local hosts are stopped; their run resumes and rebuilds them at the next start)\n",
       );
       res();
     };

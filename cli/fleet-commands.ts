@@ -59,8 +59,7 @@ export async function run(command: string, args: Args, out: Output): Promise<num
           `${command} ${name}: run ${started.run.id}${started.hosts ? ` on ${started.hosts.join(", ")}` : ""}\n`,
         );
       const s = await follow(client, name, started.run.id, json ? undefined : out);
-      const selection = runSelection(started, sel.hosts);
-      return report(s, started.run.id, json, out, (h) => h.state === "ready", selection);
+      return report(s, started.run.id, json, out, "ready");
     }
     case "diagnose": {
       const res = await client.raw("POST", `${path}/diagnose`, {
@@ -132,6 +131,11 @@ export async function run(command: string, args: Args, out: Output): Promise<num
           );
         return 0;
       }
+      if (sub === "pubkey") {
+        const r = await client.call<{ publicKey: string }>("GET", `${path}/ssh-public-key`);
+        out.write(`${r.publicKey}\n`);
+        return 0;
+      }
       if (sub === "forget-key") {
         const hosts = sel.hosts ?? [];
         if (hosts.length === 0) throw new CliError("hosts forget-key needs --host ID", 2);
@@ -146,15 +150,14 @@ export async function run(command: string, args: Args, out: Output): Promise<num
         }
         return 0;
       }
-      throw new CliError("usage: labfleet hosts keys|forget-key (-f workshop.yaml | NAME) [--host ID]", 2);
+      throw new CliError(
+        "usage: labfleet hosts keys|pubkey|forget-key (-f workshop.yaml | NAME) [--host ID]",
+        2,
+      );
     }
     default:
       throw new CliError(`unknown command ${command}`, 2);
   }
-}
-
-function runSelection(started: { hosts?: string[] }, hosts?: string[]): string[] | undefined {
-  return started.hosts?.length ? started.hosts : hosts;
 }
 
 function writeTable(rows: string[][], out: Output): void {

@@ -9,17 +9,31 @@ const HELP = `labfleet: run hands-on workshop lab fleets
 
 Usage:
   labfleet dev [-f workshop.yaml] [--port N] [--data-dir DIR]   start the local runtime (and run a workshop)
-  labfleet validate -f workshop.yaml [--output json]           check a file offline; exit 1 on any error
-  labfleet up -f workshop.yaml [--force] [--output json]       submit, run up, follow until every lab is ready
-  labfleet status (-f workshop.yaml | NAME) [--output json]    hosts, phases, errors and runs
-  labfleet down (-f workshop.yaml | NAME) [--output json]      tear the workshop down and follow it
+  labfleet validate -f workshop.yaml                            check a file offline; exit 1 on any error
+  labfleet up -f workshop.yaml [--force]                        submit, run up, follow until every lab is ready
+  labfleet status (-f workshop.yaml | NAME)                     re-read the hosts; phases, errors and runs
+  labfleet doctor (-f workshop.yaml | NAME)                     check each host against lab.requires
+  labfleet deploy (-f workshop.yaml | NAME) [--ref REF] [--force]  deploy the lab again on the selected hosts
+  labfleet retry (-f workshop.yaml | NAME) [--failed-only | --all-selected]
+  labfleet diagnose (-f workshop.yaml | NAME) [--all-selected]  collect why labs failed into NAME.diagnose-<utc>/
+  labfleet access (-f workshop.yaml | NAME)                     the access sheet: one row per host, one column per UI
+  labfleet hosts keys|pubkey|forget-key (-f workshop.yaml | NAME) [--host ID]
+  labfleet down (-f workshop.yaml | NAME)                       tear the workshop down and follow it
+
+Selection and output (where they apply):
+  --host ID        only this host (repeatable)
+  --label k=v      only hosts with this label (repeatable; all must match)
+  -j N             hosts at once (doctor/status 8, deploy/retry lab.concurrency)
+  --output json    one JSON document instead of text
 
 Examples:
   npx labfleet dev -f examples/demo/workshop.yaml
   npx labfleet up -f workshop.yaml --output json
+  npx labfleet doctor -f workshop.yaml --label room=a -j 16
+  npx labfleet retry my-workshop --host student-07
   LABFLEET_URL=https://... LABFLEET_TOKEN=... npx labfleet status my-workshop
 
-Exit codes: 0 success; 1 a lab or run failed, or the file is invalid; 2 bad usage; 3 no runtime reachable.
+Exit codes: 0 success; 1 a lab, host or run failed, or the file is invalid; 2 bad usage; 3 no runtime reachable.
 On the machine running \`labfleet dev\`, the CLI finds it through .labfleet/runtime.json.
 `;
 
@@ -172,21 +186,24 @@ async function cmdUp(args: Args, out: Output): Promise<number> {
   const { run } = await client.up(name, args.values.force ?? false);
   if (!json) out.write(`up ${name}: run ${run.id}\n`);
   const s = await follow(client, name, run.id, json ? undefined : out);
-  return report(s, run.id, json, out, (h) => h.state === "ready");
+  return report(s, run.id, json, out, "ready");
 }
 
+/** The end of a followed run: the hosts it acted on, and exit 0 only when each is where the run leaves it. */
 export function report(
   s: WorkshopStatus,
   runId: string,
   json: boolean,
   out: Output,
-  ok: (h: WorkshopStatus["hostList"][number]) => boolean,
-  selection?: string[],
+  want: "ready" | "torn_down",
 ): number {
   const run = s.runs.find((r) => r.id === runId);
-  if (selection?.length) {
-    const wanted = new Set(selection);
+  const ok = (h: WorkshopStatus["hostList"][number]) => h.state === want;
+  if (run?.selection?.length) {
+    const wanted = new Set(run.selection);
     s = { ...s, hostList: s.hostList.filter((h) => wanted.has(h.id)) };
+  } else if (want === "ready") {
+    s = { ...s, hostList: s.hostList.filter((h) => h.state !== "torn_down") }; // hosts given back earlier
   }
   const success = run?.state === "succeeded" && s.hostList.every(ok);
   if (json) out.write(`${JSON.stringify({ ...statusDocument(s), run: run ?? null }, null, 2)}\n`);
@@ -234,7 +251,7 @@ async function cmdDown(args: Args, out: Output): Promise<number> {
   const { run } = await client.teardown(name);
   if (!json) out.write(`down ${name}: run ${run.id}\n`);
   const s = await follow(client, name, run.id, undefined);
-  return report(s, run.id, json, out, (h) => h.state === "torn_down");
+  return report(s, run.id, json, out, "torn_down");
 }
 
 function parsePort(text: string): number {

@@ -8,7 +8,7 @@ import { serve } from "@hono/node-server";
 import { stopLab } from "../../shared/fleet/lab.ts";
 import { unfinishedRuns } from "../../shared/fleet/runs.ts";
 import { runDueSchedules } from "../../shared/fleet/schedules.ts";
-import { transportFactory } from "../../shared/fleet/transports.ts";
+import { managedPublicKey, transportFactory } from "../../shared/fleet/transports.ts";
 import { listHosts } from "../../shared/fleet/workshops.ts";
 import { LocalProvider } from "../../shared/providers/local.ts";
 import { StaticProvider } from "../../shared/providers/static.ts";
@@ -110,6 +110,7 @@ export async function startLocalRuntime(opts: LocalRuntimeOptions): Promise<Loca
       clock,
       providers: { local: provider, static: new StaticProvider() },
       secrets: fileSecretStore(labfleetHome),
+      sshPublicKey: () => managedPublicKey(labfleetHome),
       transport: transportFactory({
         labfleetHome,
         ...(process.env.SSH_AUTH_SOCK ? { agentSocket: process.env.SSH_AUTH_SOCK } : {}),

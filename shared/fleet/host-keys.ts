@@ -53,7 +53,16 @@ export async function forgetHostKey(
   return { hostId, fingerprint: existing.fingerprint };
 }
 
-/** Teardown of BYO hosts forgets their keys with the workshop. */
+/** The public key hosts must authorize so labfleet can log in (its managed key). */
+export async function sshPublicKey(): Promise<string> {
+  assertActor("instructor", "system");
+  const { sshPublicKey } = useDeps();
+  if (!sshPublicKey)
+    throw new VisibleError("not_found", "ssh.no_managed_key", "this runtime has no managed SSH key");
+  return sshPublicKey();
+}
+
+/** Forgets every pinned key of a workshop (for providers that create hosts and throw them away). */
 export async function forgetAllHostKeys(workshop: string): Promise<void> {
   const { store } = useDeps();
   const keys = (await store.hostKey.query.byWorkshop({ workshop }).go({ pages: "all" })).data;

@@ -109,17 +109,19 @@ function keyValues(text: string): Record<string, string> {
 export function judgeDoctor(spec: Workshop, facts: Record<string, string>): DoctorCheck[] {
   const req = spec.lab.requires;
   const checks: DoctorCheck[] = [{ name: "reachable", ok: true, detail: `as ${facts.user ?? "?"}` }];
+  // Root is checked always and required only when the lab says so (lab.requires.root).
   const sudo = facts.sudo ?? "no";
+  const root = sudo === "root" || sudo === "yes";
   checks.push({
     name: "sudo",
-    ok: sudo === "root" || sudo === "yes",
+    ok: root || !req.root,
     detail:
       sudo === "root"
         ? "logged in as root"
         : sudo === "yes"
           ? "sudo -n works"
-          : "sudo would ask for a password, or is missing",
-    expected: "root, or sudo without a password",
+          : `no root: sudo would ask for a password, or is missing${req.root ? "" : " (the lab does not require root)"}`,
+    ...(req.root ? { expected: "root, or sudo without a password" } : {}),
   });
   checks.push({ name: "os", ok: true, detail: `${facts.os ?? "unknown"} (kernel ${facts.kernel ?? "?"})` });
   const cpus = Number(facts.cpus);
@@ -457,7 +459,8 @@ export async function accessSheet(
       .map((c) => ({ name: c.name, port: c.port as number, scheme: "https", path: c.path ?? "/" })),
   ];
   const rows = hosts.map((h) => {
-    const ip = h.publicIp ?? hostnameOf(h.address, h.provider);
+    const raw = h.publicIp ?? hostnameOf(h.address, h.provider);
+    const ip = raw.includes(":") && !raw.startsWith("[") ? `[${raw}]` : raw;
     return {
       host: h.hostId,
       state: h.state,

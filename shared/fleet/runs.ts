@@ -55,7 +55,16 @@ export async function startRun(workshop: string, kind: RunKind, opts: RunOptions
     : undefined;
   const current = active?.state === "running" ? active : undefined;
 
-  if (current?.kind === kind) return current;
+  if (current?.kind === kind) {
+    // The same request again joins the running run; a different selection waits its turn.
+    const same = (current.selection ?? []).join(",") === (opts.hosts ?? []).join(",");
+    if (kind === "up" || kind === "teardown" || same) return current;
+    throw new VisibleError(
+      "conflict",
+      "workshop.busy",
+      `workshop ${workshop} is busy with a ${current.kind} run on other hosts (${current.runId})`,
+    );
+  }
   if (kind !== "teardown") {
     if (current?.kind === "teardown" || w.state === "tearing_down") {
       throw new VisibleError("conflict", "workshop.tearing_down", `workshop ${workshop} is being torn down`);

@@ -2,7 +2,7 @@ import type { HostAddress } from "../runtime/deps.ts";
 import { lazyTransport } from "../transports/lazy.ts";
 import { LocalTransport } from "../transports/local.ts";
 import { SshTransport } from "../transports/ssh.ts";
-import { loadSshIdentity, type SshIdentity } from "../transports/ssh-identity.ts";
+import { loadSshIdentity, publicKeyLine, type SshIdentity } from "../transports/ssh-identity.ts";
 import type { Transport } from "../transports/types.ts";
 import { storePins } from "./host-keys.ts";
 
@@ -10,6 +10,11 @@ import { storePins } from "./host-keys.ts";
  * The transport for a host: local sandboxes run child processes, SSH hosts get an ssh2 connection with
  * the workshop's identity and host keys pinned in the store. The identity is loaded once per key file.
  */
+/** The managed key's public line, for hosts' authorized_keys (`labfleet hosts pubkey`). */
+export async function managedPublicKey(labfleetHome: string): Promise<string> {
+  return publicKeyLine(await loadSshIdentity({ labfleetHome }));
+}
+
 export function transportFactory(opts: {
   labfleetHome: string;
   agentSocket?: string;

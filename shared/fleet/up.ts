@@ -255,6 +255,10 @@ export async function checkHost(
     const { phases, current } = parsePhases(probe.statusLines);
     const verdict = judge(probe);
     const progress = { phases, ...(current ? { phase: current } : {}) };
+    // A lab already failed keeps its reason (a deadline, a failed health check) unless it has since
+    // completed: a failed lab's wrapper is gone by then, and "died" would hide why it failed.
+    if (host.state === "failed" && (verdict.state === "failed" || verdict.state === "not_started"))
+      return "failed";
     if (verdict.state === "failed") {
       await patchHost(spec.name, host.hostId, {
         ...progress,

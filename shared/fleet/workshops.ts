@@ -39,6 +39,8 @@ export interface RunView {
   endedAt?: string;
   durationSeconds?: number;
   transitions: number;
+  /** The hosts a deploy or retry acted on. */
+  selection?: string[];
   hosts?: Record<string, { state: string; error?: string }>;
   error?: string;
 }
@@ -162,6 +164,7 @@ export function runView(r: RunItem): RunView {
         }
       : {}),
     transitions: r.transitions ?? 0,
+    ...(r.selection?.length ? { selection: r.selection } : {}),
     ...(r.hosts ? { hosts: r.hosts as RunView["hosts"] } : {}),
     ...(r.error ? { error: r.error } : {}),
   };

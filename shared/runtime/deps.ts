@@ -32,6 +32,8 @@ export interface Deps {
   /** 32-byte key for lab credentials at rest (AES-256-GCM). */
   accessKey: Buffer;
   secrets: SecretStore;
+  /** The public key line hosts must authorize for labfleet's managed SSH key (created if missing). */
+  sshPublicKey?: () => Promise<string>;
 }
 
 let current: Deps | undefined;

@@ -133,6 +133,45 @@ function parsePrivateKey(key: Buffer, path: string): "ok" | "encrypted" {
   return "ok";
 }
 
+/**
+ * A new ed25519 key pair in OpenSSH format: `private` (the key file) and `public` (the `.pub` line).
+ * ssh2 1.17 drops a leading zero byte from the public key or the seed (about one key in 128), which
+ * OpenSSH then refuses ("error in libcrypto"): such keys are checked for and made again.
+ */
+export function generateEd25519KeyPair(comment = ""): { private: string; public: string } {
+  for (;;) {
+    const pair = utils.generateKeyPairSync("ed25519", { comment });
+    if (wellFormedEd25519(pair.private)) return pair;
+  }
+}
+
+/** Whether an unencrypted OpenSSH ed25519 key file holds a 32-byte public key and a 64-byte secret that ends with it. */
+function wellFormedEd25519(pem: string): boolean {
+  const blob = Buffer.from(pem.replace(/-----[^-]+-----/g, "").replace(/\s+/g, ""), "base64");
+  let at = "openssh-key-v1\0".length;
+  const field = (from: Buffer): Buffer => {
+    const length = from.readUInt32BE(at);
+    const value = from.subarray(at + 4, at + 4 + length);
+    at += 4 + length;
+    return value;
+  };
+  try {
+    field(blob); // cipher
+    field(blob); // kdf
+    field(blob); // kdf options
+    at += 4; // number of keys
+    field(blob); // public key blob
+    const secret = field(blob);
+    at = 8; // two check words
+    field(secret); // key type
+    const publicKey = field(secret);
+    const privateKey = field(secret);
+    return publicKey.length === 32 && privateKey.length === 64 && privateKey.subarray(32).equals(publicKey);
+  } catch {
+    return false;
+  }
+}
+
 async function ensureManagedKey(path: string): Promise<Buffer> {
   const exists = await stat(path).then(
     () => true,
@@ -140,7 +179,7 @@ async function ensureManagedKey(path: string): Promise<Buffer> {
   );
   if (!exists) {
     await mkdir(dirname(path), { recursive: true, mode: 0o700 });
-    const pair = utils.generateKeyPairSync("ed25519", { comment: "labfleet" });
+    const pair = generateEd25519KeyPair("labfleet");
     try {
       // "wx": never replace a key that another process created meanwhile.
       await writeFile(path, pair.private, { mode: 0o600, flag: "wx" });

@@ -29,7 +29,13 @@ export const Requires = z
     disk_gib: z.number({ error: "expected free disk in GiB (a number)" }).positive().optional(),
     kvm: z.boolean({ error: "expected true or false" }).optional(),
     nested_virtualization: z.boolean({ error: "expected true or false" }).optional(),
-    commands: z.array(text("a command name")).optional(),
+    commands: z
+      .array(z.string().regex(/^[\w.+-]{1,64}$/, { error: "expected a command name (no path, no spaces)" }))
+      .optional(),
+    root: z
+      .boolean({ error: "expected true or false" })
+      .optional()
+      .describe("The lab needs root on its hosts: a root login or sudo without a password."),
   })
   .describe("What `labfleet doctor` checks on every host before a deploy.");
 

@@ -148,7 +148,7 @@ describe("a killed runtime resumes its run", () => {
     );
     first.child.kill("SIGINT");
     expect(await first.exited).toBe(0);
-    expect(first.out.stdout).toContain("stopping (labs still building are stopped");
+    expect(first.out.stdout).toContain("stopping (labs still building on local hosts are stopped");
     expect(processesUnder(pauseData)).toEqual([]);
     expect(javaFor(join(pauseData, "dynamodb"))).toEqual([]);
 

@@ -1,6 +1,6 @@
 import { Hono } from "hono";
 import { z } from "zod";
-import { forgetHostKey, listHostKeys } from "../../shared/fleet/host-keys.ts";
+import { forgetHostKey, listHostKeys, sshPublicKey } from "../../shared/fleet/host-keys.ts";
 import { parseLabels } from "../../shared/fleet/hosts.ts";
 import {
   accessSheet,
@@ -88,6 +88,10 @@ export const fleet = new Hono()
     return c.json(
       await accessSheet(Name.parse(c.req.param("name")), { ...(hosts.length ? { hosts } : {}), labels }),
     );
+  })
+  .get("/:name/ssh-public-key", async (c) => {
+    Name.parse(c.req.param("name"));
+    return c.json({ publicKey: await sshPublicKey() });
   })
   .get("/:name/host-keys", async (c) => c.json({ keys: await listHostKeys(Name.parse(c.req.param("name"))) }))
   .delete("/:name/host-keys/:hostId", async (c) =>
