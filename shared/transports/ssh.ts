@@ -20,7 +20,7 @@ export interface SshTransportOptions {
   pins: HostKeyPins;
   /** How long connecting (TCP, handshake and login) may take. Default 10 s. */
   connectTimeoutMs?: number;
-  /** The workshop file named in remedies ("labfleet hosts forget-key -f <file>"). Default `workshop.yaml`. */
+  /** The workshop file named in remedies ("labfleet hosts forget-key -f <file>"); by default the workshop's name. */
   workshopFile?: string;
 }
 
@@ -127,21 +127,20 @@ export class SshTransport implements Transport {
 
   async exec(command: string, options: ExecOptions = {}): Promise<ExecResult> {
     const step = options.step ?? "command";
+    const remote = this.remoteCommand(command, options);
     for (let attempt = 0; ; attempt++) {
       const fresh = this.connection === undefined;
       const conn = await this.connect(step);
       await acquire(conn);
       try {
-        return await this.run(conn, command, options, step);
+        return await this.run(conn, remote, options, step);
       } catch (err) {
+        if (!(err instanceof NotStarted)) throw err;
+        this.drop(conn);
         // A reused connection can turn out dead only when used (the host restarted meanwhile):
-        // reconnect once when the command never started.
-        if (err instanceof NotStarted && !fresh && attempt === 0) {
-          this.drop(conn);
-          continue;
-        }
-        if (err instanceof NotStarted) throw err.visible;
-        throw err;
+        // connect again, once, when the command never started.
+        if (!fresh && attempt === 0) continue;
+        throw err.visible;
       } finally {
         release(conn);
       }
@@ -165,6 +164,7 @@ export class SshTransport implements Transport {
     return this.connection;
   }
 
+  /** Forgets a connection that is gone or unusable, and ends what is left of it. */
   private drop(conn: Connection): void {
     void this.connection?.then((c) => {
       if (c === conn) this.connection = undefined;
@@ -190,15 +190,10 @@ export class SshTransport implements Transport {
       );
       const conn: Connection = { client, closed: false, active: 0, waiting: [] };
       if (bastion) conn.bastion = bastion;
-      const lost = (reason?: string) => {
+      const lost = (reason: string) => {
         if (conn.closed) return;
-        conn.closed = true;
         conn.lostReason = reason;
-        void this.connection?.then((c) => {
-          if (c === conn) this.connection = undefined;
-        });
-        void endClient(client);
-        if (bastion) void endClient(bastion);
+        this.drop(conn);
       };
       client.on("error", (err) => lost(describe(err)));
       client.on("close", () => lost("the connection closed"));
@@ -249,7 +244,6 @@ export class SshTransport implements Transport {
       this.clients.delete(client);
       closedClients.add(client);
     });
-    let offered: string | undefined;
     let changed: { pinned: string; offered: string } | undefined;
     let pinFailure: unknown;
 
@@ -263,7 +257,7 @@ export class SshTransport implements Transport {
       };
       client.on("error", (err: Error & ClientErrorExtensions) => {
         if (settled) return; // after login, the connection's own handlers take over
-        if (changed) fail(this.keyChanged(hop, changed.pinned, changed.offered));
+        if (changed) fail(this.keyChanged(hop, step, changed.pinned, changed.offered));
         else if (pinFailure) fail(pinFailure);
         else if (err.level === "client-authentication") fail(this.authRefused(hop, step));
         else fail(this.unreachable(step, this.hopReason(hop, describe(err))));
@@ -287,8 +281,7 @@ export class SshTransport implements Transport {
           tryKeyboard: false,
           authHandler: auth,
           hostVerifier: (key: Buffer, verify: (ok: boolean) => void) => {
-            offered = key.toString("base64");
-            const seen = offered;
+            const seen = key.toString("base64");
             if (pinned !== undefined) {
               if (pinned !== seen) changed = { pinned, offered: seen };
               verify(pinned === seen);
@@ -317,13 +310,7 @@ export class SshTransport implements Transport {
     });
   }
 
-  private async run(
-    conn: Connection,
-    command: string,
-    options: ExecOptions,
-    step: string,
-  ): Promise<ExecResult> {
-    const remote = this.remoteCommand(command, options);
+  private run(conn: Connection, remote: string, options: ExecOptions, step: string): Promise<ExecResult> {
     // attach() runs inside ssh2's callback: a quick command's exit status may arrive in the same tick
     return this.openChannel(conn, remote, step, (channel) => this.attach(channel, conn, options, step));
   }
@@ -346,8 +333,8 @@ export class SshTransport implements Transport {
           conn.client.exec(remote, (err, channel) => resolve(err ?? { running: started(channel) }));
         } catch (err) {
           // ssh2 throws "Not connected" once the socket is gone
-          conn.closed = true;
           conn.lostReason ??= describe(err);
+          this.drop(conn);
           resolve(new NotStarted(this.lost(step, conn)));
         }
       });
@@ -514,16 +501,17 @@ export class SshTransport implements Transport {
     );
   }
 
-  private keyChanged(hop: Hop, pinned: string, offered: string): VisibleError {
+  private keyChanged(hop: Hop, step: string, pinned: string, offered: string): VisibleError {
     const { hostId, workshop } = this.options;
-    const file = this.options.workshopFile ?? "workshop.yaml";
+    // Name the file when the caller knows it; the workshop's name works just as well on the command line.
+    const target = this.options.workshopFile ? `-f ${this.options.workshopFile}` : workshop;
     const whose = hop.label
       ? `${hop.label} ${formatSshAddress(hop.address)} (pinned as ${hop.pinId}), used to reach ${hostId} (${this.addressLabel}),`
       : `${hostId} (${this.addressLabel})`;
     return new VisibleError(
       "host",
       "host.key_changed",
-      `The SSH host key of ${whose} in workshop ${workshop} has changed: labfleet pinned ${fingerprint(pinned)} at first contact, and the host now offers ${fingerprint(offered)}. labfleet refused to connect: the host may have been rebuilt, or someone may be intercepting the connection. If the change is expected, forget the old key and try again: labfleet hosts forget-key -f ${file} --host ${hop.pinId}`,
+      `The SSH host key of ${whose} in workshop ${workshop} has changed: labfleet pinned ${fingerprint(pinned)} at first contact, and the host now offers ${fingerprint(offered)}. labfleet refused to connect for ${step}: the host may have been rebuilt, or someone may be intercepting the connection. If the change is expected, forget the old key and try again: labfleet hosts forget-key ${target} --host ${hop.pinId}`,
     );
   }
 }

@@ -1,0 +1,390 @@
+import { chmodSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { Readable } from "node:stream";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { VisibleError } from "../../shared/runtime/errors.ts";
+import { fingerprint, memoryPins } from "../../shared/transports/host-keys.ts";
+import { parseSshAddress, SshTransport, type SshTransportOptions } from "../../shared/transports/ssh.ts";
+import {
+  loadSshIdentity,
+  managedKeyPath,
+  publicKeyLine,
+  type SshIdentity,
+} from "../../shared/transports/ssh-identity.ts";
+import { OUTPUT_CAP_BYTES } from "../../shared/transports/types.ts";
+import { removeDir, tempDir, waitFor } from "../harness/runtime.ts";
+import { type FakeHost, type FakeHosts, startFakeHosts } from "../harness/ssh-hosts.ts";
+
+let work: string;
+let identity: SshIdentity;
+let fleet: FakeHosts;
+let main: FakeHost; // commands, reuse, timeouts, sudo
+let pinning: FakeHost; // gets a new host key
+let paused: FakeHost; // paused and killed
+let bastion: FakeHost;
+let behind: FakeHost;
+let sudoPassword: FakeHost;
+const opened: SshTransport[] = [];
+
+beforeAll(async () => {
+  work = tempDir("labfleet-ssh-");
+  identity = await loadSshIdentity({ labfleetHome: join(work, ".labfleet") });
+  fleet = await startFakeHosts(6, {
+    authorizedKeys: publicKeyLine(identity),
+    sudo: ["nopasswd", "nopasswd", "nopasswd", "nopasswd", "nopasswd", "password"],
+  });
+  [main, pinning, paused, bastion, behind, sudoPassword] = fleet.hosts as [
+    FakeHost,
+    FakeHost,
+    FakeHost,
+    FakeHost,
+    FakeHost,
+    FakeHost,
+  ];
+});
+
+afterEach(async () => {
+  await Promise.all(opened.splice(0).map((t) => t.close()));
+});
+
+afterAll(async () => {
+  await fleet?.stop();
+  if (work) removeDir(work);
+});
+
+function transport(host: FakeHost, options: Partial<SshTransportOptions> = {}): SshTransport {
+  const t = new SshTransport({
+    workshop: "ssh-test",
+    hostId: host.id,
+    address: host.address,
+    identity,
+    pins: memoryPins(),
+    ...options,
+  });
+  opened.push(t);
+  return t;
+}
+
+async function failure(promise: Promise<unknown>): Promise<VisibleError> {
+  try {
+    await promise;
+  } catch (err) {
+    expect(err).toBeInstanceOf(VisibleError);
+    return err as VisibleError;
+  }
+  throw new Error("expected the call to fail");
+}
+
+const accepted = (host: FakeHost) => host.log().split("Accepted publickey for lab").length - 1;
+
+/** Whether a process with exactly these arguments runs on the host. */
+function runs(host: FakeHost, ...argv: string[]): boolean {
+  const wanted = `${argv.join("\u0000")}\u0000`;
+  return host.processes().some((pid) => {
+    try {
+      return readFileSync(`/proc/${pid}/cmdline`, "utf8") === wanted;
+    } catch {
+      return false;
+    }
+  });
+}
+
+describe("parseSshAddress", () => {
+  it("reads user@host[:port], bracketed IPv6 and the default user", () => {
+    expect(parseSshAddress("lab@127.10.0.9:2222")).toEqual({ user: "lab", host: "127.10.0.9", port: 2222 });
+    expect(parseSshAddress("box.example.com", "ubuntu")).toEqual({
+      user: "ubuntu",
+      host: "box.example.com",
+      port: 22,
+    });
+    expect(parseSshAddress("admin@[::1]:2200", "ubuntu")).toEqual({ user: "admin", host: "::1", port: 2200 });
+    expect(parseSshAddress("[fe80::1]", "ops")).toEqual({ user: "ops", host: "fe80::1", port: 22 });
+  });
+
+  it("refuses an address without a user when there is no default, naming the host", () => {
+    let err: unknown;
+    try {
+      parseSshAddress("box.example.com:2222");
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(VisibleError);
+    expect((err as VisibleError).kind).toBe("input");
+    expect((err as VisibleError).message).toContain("box.example.com");
+    expect(() => parseSshAddress("lab@box:99999")).toThrow(/port/);
+  });
+});
+
+describe("SSH identity", () => {
+  it("creates the managed key once, mode 0600, with its OpenSSH public key beside it", async () => {
+    const path = managedKeyPath(join(work, ".labfleet"));
+    expect(identity.keyLabel).toBe(path);
+    expect(statSync(path).mode & 0o777).toBe(0o600);
+    expect(readFileSync(path, "utf8")).toContain("BEGIN OPENSSH PRIVATE KEY");
+    const pub = readFileSync(`${path}.pub`, "utf8").trim();
+    expect(pub).toMatch(/^ssh-ed25519 AAAA\S+ labfleet$/);
+    expect(publicKeyLine(identity)).toBe(pub);
+    const again = await loadSshIdentity({
+      labfleetHome: join(work, ".labfleet"),
+      agentSocket: "/run/agent.sock",
+    });
+    expect(again.privateKey?.equals(identity.privateKey ?? Buffer.alloc(0))).toBe(true);
+    expect(again.agent).toBe("/run/agent.sock");
+  });
+
+  it("uses identity_file (with ~/ expanded) and refuses one that other users can read", async () => {
+    const file = join(work, "id_test");
+    writeFileSync(file, identity.privateKey ?? "", { mode: 0o644 });
+    chmodSync(file, 0o644);
+    const open = await failure(loadSshIdentity({ identityFile: file, labfleetHome: work }));
+    expect(open.code).toBe("ssh.identity_too_open");
+    expect(open.message).toContain(file);
+    expect(open.message).toContain(`chmod 600 ${file}`);
+
+    chmodSync(file, 0o600);
+    const home = process.env.HOME;
+    process.env.HOME = work;
+    try {
+      const loaded = await loadSshIdentity({ identityFile: "~/id_test", labfleetHome: work });
+      expect(loaded.keyLabel).toBe(file);
+      expect(publicKeyLine(loaded)).toBe(publicKeyLine(identity));
+    } finally {
+      process.env.HOME = home;
+    }
+    const missing = await failure(loadSshIdentity({ identityFile: join(work, "nope"), labfleetHome: work }));
+    expect(missing.code).toBe("ssh.identity_missing");
+  });
+});
+
+describe("SshTransport commands", () => {
+  it("runs bash in the login user's home with exit codes, stdout, stderr, stdin and env", async () => {
+    const t = transport(main);
+    const r = await t.exec('pwd; whoami; echo "$0" "$BASH_VERSINFO"; echo oops >&2; exit 7');
+    expect(r.exitCode).toBe(7);
+    expect(r.stdout).toMatch(/^\/home\/lab\nlab\nbash \d+\n$/);
+    expect(r.stderr).toBe("oops\n");
+    expect(r.timedOut).toBeUndefined();
+
+    expect((await t.exec("kill -TERM $$")).exitCode).toBe(143);
+
+    const tricky = 'it\'s "quoted" $HOME `x`\nsecond line';
+    const env = await t.exec('printf "%s|%s" "$GREETING" "$EMPTY"', { env: { GREETING: tricky, EMPTY: "" } });
+    expect(env.stdout).toBe(`${tricky}|`);
+    await expect(t.exec("true", { env: { "BAD-NAME": "x" } })).rejects.toThrow(/BAD-NAME/);
+
+    expect((await t.exec("cat", { stdin: "hello\nworld" })).stdout).toBe("hello\nworld");
+    const bytes = Buffer.from([0, 1, 2, 255, 254, 10]);
+    expect((await t.exec("od -An -tu1 | tr -s ' '", { stdin: bytes })).stdout.trim()).toBe(
+      "0 1 2 255 254 10",
+    );
+    const stream = Readable.from([Buffer.from("from "), Buffer.from("a stream")]);
+    expect((await t.exec("cat; echo", { stdin: stream })).stdout).toBe("from a stream\n");
+    expect((await t.exec("cat | wc -c")).stdout.trim()).toBe("0"); // no stdin: ended at once
+  });
+
+  it("reuses one connection for every exec until close, then connects again", async () => {
+    const t = transport(main);
+    const before = accepted(main);
+    const first = await t.exec("echo $SSH_CONNECTION");
+    const sources = new Set<string>([first.stdout]);
+    for (let i = 0; i < 5; i++) sources.add((await t.exec("echo $SSH_CONNECTION")).stdout);
+    // more at once than sshd's MaxSessions (10): they queue on the one connection
+    const many = await Promise.all(
+      Array.from({ length: 14 }, (_, i) => t.exec(`echo $SSH_CONNECTION; exit ${i}`)),
+    );
+    for (const [i, r] of many.entries()) {
+      expect(r.exitCode).toBe(i);
+      sources.add(r.stdout);
+    }
+    expect(sources.size).toBe(1);
+    await waitFor("sshd to log the login", () => accepted(main) === before + 1, 5000);
+
+    await t.close();
+    const after = await t.exec("echo $SSH_CONNECTION");
+    expect(after.exitCode).toBe(0);
+    expect(after.stdout).not.toBe(first.stdout); // a new source port: a new connection
+    await waitFor("sshd to log the second login", () => accepted(main) === before + 2, 5000);
+  });
+
+  it("kills a command that runs past its timeout: exit code 124, timedOut, nothing left running", async () => {
+    const t = transport(main);
+    const started = Date.now();
+    const pending = t.exec("echo begun; sleep 37; echo never", { timeoutMs: 700 });
+    await waitFor("the command to run on the host", () => runs(main, "sleep", "37"), 5000);
+    const r = await pending;
+    expect(Date.now() - started).toBeLessThan(3000);
+    expect(r).toMatchObject({ exitCode: 124, timedOut: true, stdout: "begun\n" });
+    await waitFor("the timed-out command to be gone from the host", () => !runs(main, "sleep", "37"), 5000);
+    expect((await t.exec("echo still usable")).stdout).toBe("still usable\n");
+  });
+
+  it("caps runaway output per stream and says so", async () => {
+    const t = transport(main);
+    const r = await t.exec("yes | head -c 50M; echo small >&2");
+    expect(r.exitCode).toBe(0);
+    expect(r.truncated).toBe(true);
+    expect(r.stdout.length).toBe(OUTPUT_CAP_BYTES);
+    expect(r.stdout.startsWith("y\ny\n")).toBe(true);
+    expect(r.stderr).toBe("small\n");
+  });
+
+  it("runs as root through sudo -n when allowed without a password, with env and stdin", async () => {
+    const t = transport(main);
+    expect((await t.exec("id -u", { sudo: true })).stdout).toBe("0\n");
+    const r = await t.exec('echo "$WHO $(cat)"; id -un', { sudo: true, env: { WHO: "me" }, stdin: "in" });
+    expect(r.stdout).toBe("me in\nroot\n");
+    expect((await t.exec("id -u")).stdout).toBe(`${statSync(join(main.root, "home")).uid}\n`);
+  });
+
+  it("refuses clearly when sudo would ask for a password", async () => {
+    const t = transport(sudoPassword);
+    const err = await failure(t.exec("apt-get update", { sudo: true, step: "install packages" }));
+    expect(err.kind).toBe("host");
+    expect(err.code).toBe("host.sudo_needs_password");
+    expect(err.message).toBe(
+      `${sudoPassword.id}: install packages needs root, and sudo would ask for a password for lab: allow it without one (NOPASSWD) or log in as root`,
+    );
+    expect((await t.exec("echo fine without sudo")).exitCode).toBe(0);
+  });
+});
+
+describe("SshTransport host keys", () => {
+  it("pins at first contact, accepts the same key, and refuses a changed key with the remedy", async () => {
+    const pins = memoryPins();
+    const first = transport(pinning, { pins });
+    expect((await first.exec("true")).exitCode).toBe(0);
+    const old = pinning.hostKeyBase64;
+    expect(pins.all.get(pinning.id)).toBe(old);
+
+    expect((await transport(pinning, { pins }).exec("echo same")).stdout).toBe("same\n");
+
+    await pinning.restart({ newHostKey: true });
+    expect(pinning.hostKeyBase64).not.toBe(old);
+    const err = await failure(transport(pinning, { pins }).exec("true", { step: "doctor" }));
+    expect(err.kind).toBe("host");
+    expect(err.code).toBe("host.key_changed");
+    expect(err.message).toContain(`${pinning.id} (${pinning.address})`);
+    expect(err.message).toContain("refused to connect for doctor");
+    expect(err.message).toContain(fingerprint(old));
+    expect(err.message).toContain(fingerprint(pinning.hostKeyBase64));
+    expect(err.message).toContain(`labfleet hosts forget-key ssh-test --host ${pinning.id}`);
+    expect(pins.all.get(pinning.id)).toBe(old); // never replaced
+
+    // the transport that connected before the change reconnects, and is refused the same way
+    const again = await failure(first.exec("true"));
+    expect(again.code).toBe("host.key_changed");
+
+    // once the pin is forgotten, the new key is pinned at the next contact
+    pins.all.delete(pinning.id);
+    expect((await transport(pinning, { pins }).exec("echo new")).stdout).toBe("new\n");
+    expect(pins.all.get(pinning.id)).toBe(pinning.hostKeyBase64);
+  });
+
+  it("reports a key not in authorized_keys as auth_refused, naming the user and the key file", async () => {
+    const other = await loadSshIdentity({ labfleetHome: join(work, "other") });
+    const err = await failure(transport(main, { identity: other }).exec("true", { step: "sync lab source" }));
+    expect(err.kind).toBe("host");
+    expect(err.code).toBe("host.auth_refused");
+    expect(err.message).toContain(main.id);
+    expect(err.message).toContain("sync lab source");
+    expect(err.message).toContain("lab");
+    expect(err.message).toContain(other.keyLabel);
+    expect(err.message).not.toContain(publicKeyLine(other).split(" ")[1]);
+    expect(err.message).not.toMatch(/PRIVATE KEY/);
+  });
+});
+
+describe("SshTransport unreachable hosts", () => {
+  it("reports nothing listening as host.unreachable, naming host and step", async () => {
+    const t = new SshTransport({
+      workshop: "ssh-test",
+      hostId: "byo-99",
+      address: "lab@127.10.0.1:2222", // the fake hosts never use .1
+      identity,
+      pins: memoryPins(),
+      connectTimeoutMs: 2000,
+    });
+    opened.push(t);
+    const err = await failure(t.exec("true", { step: "doctor" }));
+    expect(err.code).toBe("host.unreachable");
+    expect(err.message).toMatch(
+      /^byo-99 \(lab@127\.10\.0\.1:2222\): unreachable during doctor: connection refused/,
+    );
+  });
+
+  it("times out on a paused host without holding up other hosts used at the same time", async () => {
+    const healthy = transport(main);
+    await healthy.exec("true");
+    paused.pause();
+    try {
+      const stuck = transport(paused, { connectTimeoutMs: 600 });
+      const started = Date.now();
+      const attempt = failure(stuck.exec("true", { step: "poll" }));
+      const others: number[] = [];
+      while (Date.now() - started < 400) others.push((await healthy.exec("echo ok")).exitCode);
+      const err = await attempt;
+      expect(Date.now() - started).toBeLessThan(3000);
+      expect(err.code).toBe("host.unreachable");
+      expect(err.message).toContain(`${paused.id} (${paused.address}): unreachable during poll`);
+      expect(others.length).toBeGreaterThanOrEqual(2);
+      expect(others.every((c) => c === 0)).toBe(true);
+    } finally {
+      paused.resume();
+    }
+    expect((await transport(paused).exec("echo back")).stdout).toBe("back\n");
+  });
+
+  it("reports a host that dies mid-command, and reconnects once it is back", async () => {
+    const t = transport(paused);
+    expect((await t.exec("true")).exitCode).toBe(0);
+    const outcome = failure(t.exec("sleep 31; true", { step: "deploy" }));
+    await waitFor("the command to start", () => runs(paused, "sleep", "31"), 5000);
+    await paused.kill();
+    const err = await outcome;
+    expect(err.code).toBe("host.unreachable");
+    expect(err.message).toContain(`${paused.id} (${paused.address}): unreachable during deploy`);
+    await paused.restart();
+    expect((await t.exec("echo again")).stdout).toBe("again\n");
+  });
+});
+
+describe("SshTransport through a bastion", () => {
+  it("reaches a host via another, pinning each key under its own id", async () => {
+    const pins = memoryPins();
+    const t = transport(behind, { pins, via: bastion.address });
+    const before = accepted(bastion);
+    const r = await t.exec("echo $SSH_CONNECTION");
+    expect(r.stdout).toContain(`${behind.ip} 2222`);
+    expect(pins.all.get(behind.id)).toBe(behind.hostKeyBase64);
+    expect(pins.all.get(`bastion:${bastion.address}`)).toBe(bastion.hostKeyBase64);
+    expect(pins.all.size).toBe(2);
+    await waitFor("the bastion to log the login", () => accepted(bastion) === before + 1, 5000);
+
+    // the hop really goes through the bastion: without it, the host is out of reach (directly it is fine)
+    await bastion.kill();
+    try {
+      const err = await failure(t.exec("true", { step: "doctor" }));
+      expect(err.code).toBe("host.unreachable");
+      expect(err.message).toContain(`${behind.id} (${behind.address} via ${bastion.address})`);
+      expect(err.message).toContain(`the bastion ${bastion.address}`);
+      expect((await transport(behind).exec("echo direct")).stdout).toBe("direct\n");
+    } finally {
+      await bastion.restart();
+    }
+    expect((await t.exec("echo via again")).stdout).toBe("via again\n");
+  });
+
+  it("refuses a bastion whose key changed, naming its pin", async () => {
+    const pins = memoryPins({ [`bastion:${bastion.address}`]: behind.hostKeyBase64 });
+    const t = transport(behind, { pins, via: bastion.address, workshopFile: "labs/k8s.yaml" });
+    const err = await failure(t.exec("true"));
+    expect(err.code).toBe("host.key_changed");
+    expect(err.message).toContain(`${behind.id} (${behind.address} via ${bastion.address})`);
+    expect(err.message).toContain(fingerprint(behind.hostKeyBase64)); // what was pinned for the bastion
+    expect(err.message).toContain(fingerprint(bastion.hostKeyBase64));
+    expect(err.message).toContain(
+      `labfleet hosts forget-key -f labs/k8s.yaml --host bastion:${bastion.address}`,
+    );
+    expect(pins.all.has(behind.id)).toBe(false);
+  });
+});
