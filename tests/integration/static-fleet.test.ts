@@ -1,5 +1,6 @@
 import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { gunzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { listHosts } from "../../shared/fleet/workshops.ts";
 import { loadSshIdentity, publicKeyLine } from "../../shared/transports/ssh-identity.ts";
@@ -176,6 +177,16 @@ describe("a static fleet over SSH", () => {
     expect(h2.state).toBe("failed");
     expect(h2.error).toMatch(/wrapper died without an exit code/);
 
+    // diagnose reads the failed host over SSH, and carries no secret off it.
+    const diag = await post("/byo/diagnose", {});
+    expect(diag.status).toBe(200);
+    const archive = gunzipSync(Buffer.from(await diag.arrayBuffer())).toString("latin1");
+    expect(archive).toContain("byo-02/summary.json");
+    expect(archive).not.toContain("byo-01/");
+    expect(archive).toMatch(/"verdict": "failed"/);
+    expect(archive).toContain('"phase":"forever"');
+    expect(archive).not.toContain(SECRET);
+
     await submit(yaml("secret-ok"));
     const before = Object.fromEntries((await listHosts("byo")).map((h) => [h.hostId, h.attempt]));
     const retry = await post("/byo/retry", {});
@@ -184,6 +195,19 @@ describe("a static fleet over SSH", () => {
     const after = Object.fromEntries((await listHosts("byo")).map((h) => [h.hostId, h.attempt]));
     expect(after).toEqual({ ...before, "byo-02": (before["byo-02"] ?? 0) + 1 });
     expect((await states())["byo-02"]).toBe("ready");
+  });
+
+  it("refuses to deploy when a secret is missing, before touching any host", async () => {
+    const text = yaml("secret-ok")
+      .replace("name: byo", "name: byo-nokey")
+      .replace("[API_TOKEN]", "[API_TOKEN, DB_PASSWORD]");
+    await submit(text);
+    const res = await post("/byo-nokey/up");
+    expect(res.status).toBe(400);
+    expect((await j(res)).error.message).toContain("DB_PASSWORD");
+    for (const h of fleet.hosts)
+      expect(existsSync(join(h.root, "home", ".labfleet", "byo-nokey"))).toBe(false);
+    expect((await j(await get("/byo-nokey"))).runs).toEqual([]);
   });
 
   it("teardown leaves bring-your-own hosts as they are", async () => {
