@@ -173,7 +173,139 @@ function entities(client: DynamoDBDocumentClient, table: string) {
     config,
   );
 
-  return { workshop, host, run, schedule, hostKey };
+  /** A workshop's claim portal: window, mode and the current workshop code (sealed; its hash finds it). */
+  const portal = new Entity(
+    {
+      model: { entity: "portal", version: "1", service },
+      attributes: {
+        workshop: { type: "string", required: true },
+        state: { type: ["open", "closed"] as const, required: true },
+        mode: { type: ["open", "roster", "both"] as const, required: true },
+        codeSealed: { type: "string", required: true },
+        codeHash: { type: "string", required: true },
+        /** Goes up at each rotate-code: access cookies of an older version stop working. */
+        codeVersion: { type: "number", required: true },
+        /** SHA-256 of the instructor page's secret link. */
+        adminHash: { type: "string" },
+        paused: { type: "boolean", default: false },
+        updatedAt: { type: "string", required: true },
+      },
+      indexes: {
+        byWorkshop: { pk: { field: "pk", composite: ["workshop"] }, sk: { field: "sk", composite: [] } },
+      },
+    },
+    config,
+  );
+
+  /** Finds a workshop from the hash of a code typed on the front page. */
+  const portalCode = new Entity(
+    {
+      model: { entity: "portalCode", version: "1", service },
+      attributes: {
+        codeHash: { type: "string", required: true },
+        workshop: { type: "string", required: true },
+        codeVersion: { type: "number", required: true },
+      },
+      indexes: {
+        byHash: { pk: { field: "pk", composite: ["codeHash"] }, sk: { field: "sk", composite: [] } },
+      },
+    },
+    config,
+  );
+
+  /** One lab's claim: at most one per lab (the key), written in one transaction with its email and link. */
+  const claim = new Entity(
+    {
+      model: { entity: "claim", version: "1", service },
+      attributes: {
+        workshop: { type: "string", required: true },
+        hostId: { type: "string", required: true },
+        name: { type: "string", required: true },
+        emailHash: { type: "string", required: true },
+        emailSealed: { type: "string", required: true },
+        pinHash: { type: "string", required: true },
+        linkHash: { type: "string", required: true },
+        how: { type: ["open", "roster", "reassign"] as const, required: true },
+        claimedAt: { type: "string", required: true },
+        firstOpenedAt: { type: "string" },
+      },
+      indexes: {
+        byWorkshop: {
+          pk: { field: "pk", composite: ["workshop"] },
+          sk: { field: "sk", composite: ["hostId"] },
+        },
+      },
+    },
+    config,
+  );
+
+  /** An email's lab in a workshop: at most one (the key), with its failed PIN count and lock. */
+  const claimEmail = new Entity(
+    {
+      model: { entity: "claimEmail", version: "1", service },
+      attributes: {
+        workshop: { type: "string", required: true },
+        emailHash: { type: "string", required: true },
+        hostId: { type: "string", required: true },
+        failedPins: { type: "number", default: 0 },
+        locked: { type: "boolean", default: false },
+      },
+      indexes: {
+        byWorkshop: {
+          pk: { field: "pk", composite: ["workshop"] },
+          sk: { field: "sk", composite: ["emailHash"] },
+        },
+      },
+    },
+    config,
+  );
+
+  /** A personal link (stored as SHA-256 only) resolves to one claim. */
+  const claimLink = new Entity(
+    {
+      model: { entity: "claimLink", version: "1", service },
+      attributes: {
+        linkHash: { type: "string", required: true },
+        workshop: { type: "string", required: true },
+        hostId: { type: "string", required: true },
+      },
+      indexes: {
+        byHash: { pk: { field: "pk", composite: ["linkHash"] }, sk: { field: "sk", composite: [] } },
+      },
+    },
+    config,
+  );
+
+  /** A failure counter for rate limits: one item per scope and 10-minute window, gone by TTL. */
+  const rateCounter = new Entity(
+    {
+      model: { entity: "rateCounter", version: "1", service },
+      attributes: {
+        key: { type: "string", required: true },
+        window: { type: "string", required: true },
+        count: { type: "number", default: 0 },
+        expiresAt: { type: "number", required: true },
+      },
+      indexes: {
+        byKey: { pk: { field: "pk", composite: ["key"] }, sk: { field: "sk", composite: ["window"] } },
+      },
+    },
+    config,
+  );
+
+  return {
+    workshop,
+    host,
+    run,
+    schedule,
+    hostKey,
+    portal,
+    portalCode,
+    claim,
+    claimEmail,
+    claimLink,
+    rateCounter,
+  };
 }
 
 export type Entities = ReturnType<typeof entities>;
@@ -181,7 +313,7 @@ export type Entities = ReturnType<typeof entities>;
 export function createStore(client: DynamoDBClient, table: string) {
   const doc = DynamoDBDocumentClient.from(client, { marshallOptions: { removeUndefinedValues: true } });
   const e = entities(doc, table);
-  return { ...e, service: new Service(e), table, client };
+  return { ...e, service: new Service(e), table, client, doc };
 }
 
 export type Store = ReturnType<typeof createStore>;
@@ -189,5 +321,7 @@ export type WorkshopItem = EntityItem<Entities["workshop"]>;
 export type HostItem = EntityItem<Entities["host"]>;
 export type RunItem = EntityItem<Entities["run"]>;
 export type ScheduleItem = EntityItem<Entities["schedule"]>;
+export type PortalItem = EntityItem<Entities["portal"]>;
+export type ClaimItem = EntityItem<Entities["claim"]>;
 export type HostState = (typeof HOST_STATES)[number];
 export type WorkshopState = (typeof WORKSHOP_STATES)[number];

@@ -1,0 +1,308 @@
+import { randomBytes } from "node:crypto";
+import { isoNow } from "../runtime/clock.ts";
+import { open, seal } from "../runtime/crypto.ts";
+import { useDeps } from "../runtime/deps.ts";
+import { VisibleError } from "../runtime/errors.ts";
+import type { ClaimItem, HostItem } from "../store/entities.ts";
+import type { Workshop } from "../workshop/schema.ts";
+import { codeHash, emailHash, linkHash } from "./codes.ts";
+import { MAX_PIN_FAILURES } from "./constants.ts";
+import { hashPin, pinProblem, verifyPin } from "./pins.ts";
+import { getPortal } from "./portal.ts";
+import {
+  assertAddressAllowed,
+  assertCodeAttemptAllowed,
+  recordFailure,
+  recordWrongCode,
+} from "./rate-limit.ts";
+
+/**
+ * The student's side of the portal. Invariants are DynamoDB's to enforce: a claim is one transaction of
+ * three conditional creates (the lab's claim, the email's claim, the personal link), so a lab is never
+ * given twice and an email never holds two labs, however many students press the button at once.
+ */
+
+export interface CodeAccess {
+  workshop: string;
+  codeVersion: number;
+}
+
+/** A typed workshop code: the workshop and code version it opens, or a counted failure. */
+export async function enterCode(code: string, address: string): Promise<CodeAccess> {
+  await assertCodeAttemptAllowed(address);
+  const { store } = useDeps();
+  const found = code.trim() ? (await store.portalCode.get({ codeHash: codeHash(code) }).go()).data : null;
+  const portal = found ? await getPortal(found.workshop) : undefined;
+  if (!found || !portal || portal.codeVersion !== found.codeVersion) {
+    await recordWrongCode(address);
+    throw new VisibleError(
+      "input",
+      "portal.wrong_code",
+      "That workshop code is not right. Check it on the slide and try again.",
+    );
+  }
+  return { workshop: found.workshop, codeVersion: found.codeVersion };
+}
+
+/** Whether an access cookie's code version is still the current one (rotate-code ends the others). */
+export async function accessValid(access: CodeAccess): Promise<boolean> {
+  const p = await getPortal(access.workshop);
+  return Boolean(p && p.codeVersion === access.codeVersion);
+}
+
+export type LabStatus = "free" | "claimed" | "building" | "failed";
+
+export interface BoardLab {
+  lab: string;
+  status: LabStatus;
+  /** The claimant's first name only. */
+  firstName?: string;
+}
+
+const byNumber = (a: string, b: string) => a.localeCompare(b, undefined, { numeric: true });
+
+function firstName(name: string): string {
+  return name.trim().split(/\s+/)[0] ?? "";
+}
+
+export async function board(workshop: string): Promise<{ open: boolean; labs: BoardLab[] }> {
+  const { store } = useDeps();
+  const [hosts, claims, portal] = await Promise.all([
+    store.host.query.byWorkshop({ workshop }).go({ pages: "all" }),
+    store.claim.query.byWorkshop({ workshop }).go({ pages: "all" }),
+    getPortal(workshop),
+  ]);
+  const claimed = new Map(claims.data.map((c) => [c.hostId, c]));
+  const labs = hosts.data
+    .filter((h) => h.state !== "torn_down")
+    .map((h): BoardLab => {
+      const c = claimed.get(h.hostId);
+      if (c) return { lab: h.hostId, status: "claimed", firstName: firstName(c.name) };
+      if (h.state === "ready") return { lab: h.hostId, status: "free" };
+      return { lab: h.hostId, status: h.state === "failed" ? "failed" : "building" };
+    })
+    .sort((a, b) => byNumber(a.lab, b.lab));
+  return { open: portal?.state === "open" && !portal.paused, labs };
+}
+
+export interface ClaimInput {
+  name: string;
+  email: string;
+  pin: string;
+}
+
+const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
+
+function checkClaimInput(input: ClaimInput) {
+  const details = [];
+  const name = input.name.trim();
+  if (name.length < 1 || name.length > 80)
+    details.push({ path: "name", message: "expected your name (1 to 80 characters)" });
+  if (!EMAIL.test(input.email.trim()) || input.email.length > 200)
+    details.push({ path: "email", message: "expected an email address" });
+  const pinWhy = pinProblem(input.pin);
+  if (pinWhy) details.push({ path: "pin", message: pinWhy });
+  if (details.length)
+    throw new VisibleError(
+      "input",
+      "portal.claim_invalid",
+      details.map((d) => d.message).join("; "),
+      details,
+    );
+}
+
+/**
+ * Gives the student the lowest-numbered free ready lab. Candidates come from a read, the guarantee from the
+ * transaction: on a lost race the claims are read again and the next free lab is tried.
+ */
+export async function claimLab(
+  workshop: string,
+  input: ClaimInput,
+  address: string,
+): Promise<{ lab: string; token: string }> {
+  await assertAddressAllowed(address);
+  try {
+    checkClaimInput(input);
+  } catch (err) {
+    await recordFailure(`addr:${address}`);
+    throw err;
+  }
+  const { store, clock, accessKey } = useDeps();
+  const portal = await getPortal(workshop);
+  if (!portal || portal.state !== "open" || portal.paused) {
+    throw new VisibleError("conflict", "portal.closed", "Claiming is closed right now. Ask your instructor.");
+  }
+  if (portal.mode === "roster")
+    throw new VisibleError(
+      "forbidden",
+      "portal.roster_only",
+      "This workshop hands out labs by invitation: use the link you were sent.",
+    );
+  const eHash = emailHash(workshop, input.email);
+  const token = randomBytes(24).toString("base64url");
+  const lHash = linkHash(token);
+  const claimBase = {
+    workshop,
+    name: input.name.trim(),
+    emailHash: eHash,
+    emailSealed: seal(accessKey, input.email.trim().toLowerCase()),
+    pinHash: await hashPin(input.pin),
+    linkHash: lHash,
+    how: "open" as const,
+  };
+  const tried = new Set<string>();
+  for (let round = 0; round < 1000; round++) {
+    const [hosts, claims] = await Promise.all([
+      store.host.query.byWorkshop({ workshop }).go({ pages: "all" }),
+      store.claim.query.byWorkshop({ workshop }).go({ pages: "all" }),
+    ]);
+    if (claims.data.some((c) => c.emailHash === eHash)) throw alreadyHasLab();
+    const taken = new Set(claims.data.map((c) => c.hostId));
+    const free = hosts.data
+      .filter((h: HostItem) => h.state === "ready" && !taken.has(h.hostId) && !tried.has(h.hostId))
+      .map((h) => h.hostId)
+      .sort(byNumber);
+    const lab = free[0];
+    if (!lab) {
+      await recordFailure(`addr:${address}`);
+      throw new VisibleError(
+        "conflict",
+        "portal.no_lab_free",
+        "No lab is free right now. Ask your instructor.",
+      );
+    }
+    const r = await store.service.transaction
+      .write(({ claim, claimEmail, claimLink }) => [
+        claim.create({ ...claimBase, hostId: lab, claimedAt: isoNow(clock) }).commit(),
+        claimEmail.create({ workshop, emailHash: eHash, hostId: lab, failedPins: 0, locked: false }).commit(),
+        claimLink.create({ linkHash: lHash, workshop, hostId: lab }).commit(),
+      ])
+      .go();
+    if (!r.canceled) return { lab, token };
+    const [labLost, emailLost] = r.data.map((d) => d.rejected);
+    if (emailLost) throw alreadyHasLab();
+    if (labLost) tried.add(lab);
+    else throw new VisibleError("conflict", "portal.busy", "The portal is busy. Try again.");
+  }
+  throw new VisibleError("conflict", "portal.busy", "The portal is busy. Try again.");
+}
+
+const alreadyHasLab = () =>
+  new VisibleError(
+    "conflict",
+    "portal.email_has_lab",
+    "This email already has a lab. Use “Get it back” with your email and PIN.",
+  );
+
+export interface LabPage {
+  workshop: string;
+  lab: string;
+  name: string;
+  access: { urls?: Record<string, string>; credentials?: Record<string, string>; notes?: string } | null;
+  sshCommand: string | null;
+  guideUrl: string | null;
+  expiry: string | null;
+}
+
+/** The lab a personal link leads to, with its access details; undefined for an unknown (or replaced) link. */
+export async function labForLink(token: string): Promise<LabPage | undefined> {
+  const { store, accessKey, clock } = useDeps();
+  if (!/^[\w-]{20,64}$/.test(token)) return undefined;
+  const hash = linkHash(token);
+  const link = (await store.claimLink.get({ linkHash: hash }).go()).data;
+  if (!link) return undefined;
+  const [c, host, w] = await Promise.all([
+    store.claim.get({ workshop: link.workshop, hostId: link.hostId }).go(),
+    store.host.get({ workshop: link.workshop, hostId: link.hostId }).go(),
+    store.workshop.get({ name: link.workshop }).go(),
+  ]);
+  const claim: ClaimItem | null = c.data;
+  if (!claim || claim.linkHash !== hash || !w.data) return undefined;
+  if (!claim.firstOpenedAt) {
+    await store.claim
+      .patch({ workshop: link.workshop, hostId: link.hostId })
+      .set({ firstOpenedAt: isoNow(clock) })
+      .where((a, op) => op.notExists(a.firstOpenedAt))
+      .go()
+      .catch(() => undefined);
+  }
+  const spec = w.data.spec as Workshop;
+  let access: LabPage["access"] = null;
+  if (host.data?.access) {
+    try {
+      access = JSON.parse(open(accessKey, host.data.access));
+    } catch {
+      access = null;
+    }
+  }
+  const address = host.data?.publicIp ?? host.data?.address;
+  const sshCommand =
+    spec.portal.student_ssh && address && host.data?.provider !== "local"
+      ? `ssh ${address.includes("@") ? address : `${spec.defaults.ssh_user ?? "student"}@${address}`}`
+      : null;
+  return {
+    workshop: link.workshop,
+    lab: link.hostId,
+    name: claim.name,
+    access,
+    sshCommand,
+    guideUrl: spec.portal.guide_url ?? null,
+    expiry: w.data.expiry ?? null,
+  };
+}
+
+/**
+ * Another device: email and PIN give the same lab under a new personal link; the old link stops working.
+ * Works while claiming is closed. Five wrong PINs lock the email until the instructor unlocks it.
+ */
+export async function recoverLab(
+  workshop: string,
+  email: string,
+  pin: string,
+  address: string,
+): Promise<{ lab: string; token: string }> {
+  await assertAddressAllowed(address);
+  const { store } = useDeps();
+  const eHash = emailHash(workshop, email);
+  const wrong = new VisibleError("input", "portal.wrong_pin", "That email and PIN do not match a lab.");
+  const e = (await store.claimEmail.get({ workshop, emailHash: eHash }).go()).data;
+  if (!e) {
+    await recordFailure(`addr:${address}`);
+    throw wrong;
+  }
+  if (e.locked) {
+    throw new VisibleError(
+      "forbidden",
+      "portal.locked",
+      "Too many wrong PINs: this email is locked. Ask your instructor to unlock it.",
+    );
+  }
+  const c = (await store.claim.get({ workshop, hostId: e.hostId }).go()).data;
+  if (!c || !(await verifyPin(pin, c.pinHash))) {
+    await recordFailure(`addr:${address}`);
+    const r = await store.claimEmail
+      .patch({ workshop, emailHash: eHash })
+      .add({ failedPins: 1 })
+      .go({ response: "all_new" });
+    if ((r.data.failedPins ?? 0) >= MAX_PIN_FAILURES) {
+      await store.claimEmail.patch({ workshop, emailHash: eHash }).set({ locked: true }).go();
+    }
+    throw wrong;
+  }
+  const token = randomBytes(24).toString("base64url");
+  const hash = linkHash(token);
+  const r = await store.service.transaction
+    .write(({ claim, claimEmail, claimLink }) => [
+      claim
+        .patch({ workshop, hostId: c.hostId })
+        .set({ linkHash: hash })
+        .where((a, op) => op.eq(a.linkHash, c.linkHash))
+        .commit(),
+      claimEmail.patch({ workshop, emailHash: eHash }).set({ failedPins: 0 }).commit(),
+      claimLink.delete({ linkHash: c.linkHash }).commit(),
+      claimLink.create({ linkHash: hash, workshop, hostId: c.hostId }).commit(),
+    ])
+    .go();
+  if (r.canceled) throw new VisibleError("conflict", "portal.busy", "The portal is busy. Try again.");
+  return { lab: c.hostId, token };
+}

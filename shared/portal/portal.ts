@@ -1,0 +1,269 @@
+import { randomBytes } from "node:crypto";
+import { assertActor } from "../runtime/actor.ts";
+import { isoNow } from "../runtime/clock.ts";
+import { open, seal } from "../runtime/crypto.ts";
+import { useDeps } from "../runtime/deps.ts";
+import { VisibleError } from "../runtime/errors.ts";
+import type { PortalItem } from "../store/entities.ts";
+import type { Workshop } from "../workshop/schema.ts";
+import { codeHash, emailHash, generateCode, linkHash } from "./codes.ts";
+
+/** The instructor's side of the portal: the claim window, the code, the claims and what to do with them. */
+
+async function workshopSpec(workshop: string): Promise<Workshop> {
+  const { store } = useDeps();
+  const w = (await store.workshop.get({ name: workshop }).go()).data;
+  if (!w) throw new VisibleError("not_found", "workshop.not_found", `no workshop named ${workshop}`);
+  return w.spec as Workshop;
+}
+
+export async function getPortal(workshop: string): Promise<PortalItem | undefined> {
+  return (await useDeps().store.portal.get({ workshop }).go()).data ?? undefined;
+}
+
+async function requirePortal(workshop: string): Promise<PortalItem> {
+  const p = await getPortal(workshop);
+  if (!p)
+    throw new VisibleError(
+      "not_found",
+      "portal.not_found",
+      `workshop ${workshop} has no portal yet: labfleet portal open ${workshop}`,
+    );
+  return p;
+}
+
+async function putCode(
+  workshop: string,
+  version: number,
+  letters: number,
+): Promise<{ code: string; hash: string }> {
+  const { store, clock } = useDeps();
+  const code = generateCode(letters, clock.now());
+  const hash = codeHash(code);
+  await store.portalCode.put({ codeHash: hash, workshop, codeVersion: version }).go();
+  return { code, hash };
+}
+
+/** Opens the claim window, creating the portal and its first code on first use. */
+export async function openPortal(workshop: string, open_ = true): Promise<PortalView> {
+  assertActor("instructor", "system");
+  const { store, clock, accessKey } = useDeps();
+  const spec = await workshopSpec(workshop);
+  const existing = await getPortal(workshop);
+  if (!existing) {
+    const { code, hash } = await putCode(workshop, 1, spec.portal.code_letters);
+    await store.portal
+      .create({
+        workshop,
+        state: open_ ? "open" : "closed",
+        mode: spec.portal.mode,
+        codeSealed: seal(accessKey, code),
+        codeHash: hash,
+        codeVersion: 1,
+        updatedAt: isoNow(clock),
+      })
+      .go()
+      .catch(async (err) => {
+        await store.portalCode.delete({ codeHash: hash }).go(); // created meanwhile by another call
+        if (!(await getPortal(workshop))) throw err;
+      });
+  }
+  await store.portal
+    .patch({ workshop })
+    .set({ state: open_ ? "open" : "closed", updatedAt: isoNow(clock) })
+    .go();
+  return portalInfo(workshop);
+}
+
+export const closePortal = (workshop: string) => openPortal(workshop, false);
+
+/** A new code: everyone on the board must enter it again; personal links keep working. */
+export async function rotateCode(workshop: string): Promise<PortalView> {
+  assertActor("instructor", "system");
+  const { store, clock, accessKey } = useDeps();
+  const p = await requirePortal(workshop);
+  const spec = await workshopSpec(workshop);
+  const version = p.codeVersion + 1;
+  const { code, hash } = await putCode(workshop, version, spec.portal.code_letters);
+  await store.portal
+    .patch({ workshop })
+    .set({
+      codeSealed: seal(accessKey, code),
+      codeHash: hash,
+      codeVersion: version,
+      updatedAt: isoNow(clock),
+    })
+    .where((a, op) => op.eq(a.codeVersion, p.codeVersion))
+    .go();
+  await store.portalCode.delete({ codeHash: p.codeHash }).go();
+  return portalInfo(workshop);
+}
+
+export interface PortalView {
+  workshop: string;
+  state: "open" | "closed";
+  mode: string;
+  code: string;
+  codeVersion: number;
+  path: string;
+}
+
+/** What goes on the slide: where to go and the code to type. */
+export async function portalInfo(workshop: string): Promise<PortalView> {
+  assertActor("instructor", "system");
+  const p = await requirePortal(workshop);
+  return {
+    workshop,
+    state: p.state,
+    mode: p.mode,
+    code: open(useDeps().accessKey, p.codeSealed),
+    codeVersion: p.codeVersion,
+    path: "/",
+  };
+}
+
+export interface ClaimRow {
+  lab: string;
+  name: string;
+  email: string;
+  how: string;
+  claimedAt: string;
+  firstOpenedAt: string | null;
+  locked: boolean;
+}
+
+/** Every claim with its email (decrypted for the instructor only). */
+export async function listClaims(workshop: string): Promise<ClaimRow[]> {
+  assertActor("instructor", "system");
+  const { store, accessKey } = useDeps();
+  const [claims, emails] = await Promise.all([
+    store.claim.query.byWorkshop({ workshop }).go({ pages: "all" }),
+    store.claimEmail.query.byWorkshop({ workshop }).go({ pages: "all" }),
+  ]);
+  const locked = new Set(emails.data.filter((e) => e.locked).map((e) => e.emailHash));
+  return claims.data
+    .map((c) => ({
+      lab: c.hostId,
+      name: c.name,
+      email: open(accessKey, c.emailSealed),
+      how: c.how,
+      claimedAt: c.claimedAt,
+      firstOpenedAt: c.firstOpenedAt ?? null,
+      locked: locked.has(c.emailHash),
+    }))
+    .sort((a, b) => a.lab.localeCompare(b.lab, undefined, { numeric: true }));
+}
+
+function csvCell(v: string | null): string {
+  const s = v ?? "";
+  // A leading = + - @ would be a formula in a spreadsheet: quote it as text.
+  const safe = /^[=+\-@]/.test(s) ? `'${s}` : s;
+  return /[",\n]/.test(safe) ? `"${safe.replace(/"/g, '""')}"` : safe;
+}
+
+export async function exportClaims(workshop: string): Promise<string> {
+  const rows = await listClaims(workshop);
+  const lines = [["lab", "name", "email", "how", "claimed at", "first opened"].join(",")];
+  for (const r of rows)
+    lines.push([r.lab, r.name, r.email, r.how, r.claimedAt, r.firstOpenedAt].map(csvCell).join(","));
+  return `${lines.join("\n")}\n`;
+}
+
+async function claimOfEmail(workshop: string, email: string) {
+  const { store } = useDeps();
+  const e = (await store.claimEmail.get({ workshop, emailHash: emailHash(workshop, email) }).go()).data;
+  if (!e) throw new VisibleError("not_found", "portal.no_claim", "no lab is claimed with that email");
+  return e;
+}
+
+/** Frees a lab: its claim, its email and its personal link go. */
+export async function releaseLab(workshop: string, hostId: string): Promise<{ lab: string }> {
+  assertActor("instructor", "system");
+  const { store } = useDeps();
+  const c = (await store.claim.get({ workshop, hostId }).go()).data;
+  if (!c) throw new VisibleError("not_found", "portal.not_claimed", `lab ${hostId} is not claimed`);
+  await store.service.transaction
+    .write(({ claim, claimEmail, claimLink }) => [
+      claim
+        .delete({ workshop, hostId })
+        .where((a, op) => op.eq(a.linkHash, c.linkHash))
+        .commit(),
+      claimEmail.delete({ workshop, emailHash: c.emailHash }).commit(),
+      claimLink.delete({ linkHash: c.linkHash }).commit(),
+    ])
+    .go();
+  return { lab: hostId };
+}
+
+export async function revokeEmail(workshop: string, email: string): Promise<{ lab: string }> {
+  const e = await claimOfEmail(workshop, email);
+  return releaseLab(workshop, e.hostId);
+}
+
+export async function unlockEmail(workshop: string, email: string): Promise<{ unlocked: boolean }> {
+  assertActor("instructor", "system");
+  const e = await claimOfEmail(workshop, email);
+  await useDeps()
+    .store.claimEmail.patch({ workshop, emailHash: e.emailHash })
+    .set({ failedPins: 0, locked: false })
+    .go();
+  return { unlocked: true };
+}
+
+/** Moves a student to another (free, ready) lab, keeping their PIN; their old link stops, a new one is returned. */
+export async function reassign(
+  workshop: string,
+  email: string,
+  hostId: string,
+): Promise<{ lab: string; token: string }> {
+  assertActor("instructor", "system");
+  const { store, clock } = useDeps();
+  const e = await claimOfEmail(workshop, email);
+  const old = (await store.claim.get({ workshop, hostId: e.hostId }).go()).data;
+  if (!old) throw new VisibleError("not_found", "portal.no_claim", "no lab is claimed with that email");
+  const host = (await store.host.get({ workshop, hostId }).go()).data;
+  if (!host || host.state !== "ready")
+    throw new VisibleError("conflict", "portal.lab_not_ready", `lab ${hostId} is not ready`);
+  const token = randomBytes(24).toString("base64url");
+  const hash = linkHash(token);
+  const r = await store.service.transaction
+    .write(({ claim, claimEmail, claimLink }) => [
+      claim
+        .delete({ workshop, hostId: old.hostId })
+        .where((a, op) => op.eq(a.linkHash, old.linkHash))
+        .commit(),
+      claim
+        .create({
+          ...old,
+          hostId,
+          linkHash: hash,
+          how: "reassign",
+          claimedAt: isoNow(clock),
+          firstOpenedAt: undefined,
+        })
+        .commit(),
+      claimEmail.patch({ workshop, emailHash: e.emailHash }).set({ hostId }).commit(),
+      claimLink.delete({ linkHash: old.linkHash }).commit(),
+      claimLink.create({ linkHash: hash, workshop, hostId }).commit(),
+    ])
+    .go();
+  if (r.canceled) throw new VisibleError("conflict", "portal.lab_taken", `lab ${hostId} is already claimed`);
+  return { lab: hostId, token };
+}
+
+/** A new secret link to the instructor page; the previous one stops working. */
+export async function newAdminLink(workshop: string): Promise<{ token: string }> {
+  assertActor("instructor", "system");
+  await requirePortal(workshop);
+  const token = randomBytes(24).toString("base64url");
+  await useDeps()
+    .store.portal.patch({ workshop })
+    .set({ adminHash: linkHash(`admin:${token}`), updatedAt: isoNow(useDeps().clock) })
+    .go();
+  return { token };
+}
+
+export async function checkAdminLink(workshop: string, token: string): Promise<boolean> {
+  const p = await getPortal(workshop);
+  return Boolean(p?.adminHash && p.adminHash === linkHash(`admin:${token}`));
+}

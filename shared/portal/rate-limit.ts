@@ -1,0 +1,55 @@
+import { useDeps } from "../runtime/deps.ts";
+import { VisibleError } from "../runtime/errors.ts";
+import { RATE } from "./constants.ts";
+
+/**
+ * Failure counters in the store: one item per key and 10-minute window, incremented atomically, removed by
+ * the table's TTL. Only failures count, so a classroom of successful claims behind one address never waits.
+ */
+function windowOf(now: Date): { window: string; expiresAt: number } {
+  const start = Math.floor(now.getTime() / 1000 / RATE.windowSeconds) * RATE.windowSeconds;
+  return { window: String(start), expiresAt: start + RATE.windowSeconds * 2 };
+}
+
+export async function failures(key: string): Promise<number> {
+  const { store, clock } = useDeps();
+  const { window } = windowOf(clock.now());
+  return (await store.rateCounter.get({ key, window }).go()).data?.count ?? 0;
+}
+
+export async function recordFailure(key: string): Promise<number> {
+  const { store, clock } = useDeps();
+  const { window, expiresAt } = windowOf(clock.now());
+  const r = await store.rateCounter
+    .upsert({ key, window, expiresAt })
+    .add({ count: 1 })
+    .go({ response: "all_new" });
+  return r.data.count ?? 1;
+}
+
+const limited = () =>
+  new VisibleError(
+    "rate_limited",
+    "portal.rate_limited",
+    "Too many failed attempts from your network. Wait a few minutes and try again.",
+  );
+
+/** Refuses an address that failed too often, before the attempt is even looked at. */
+export async function assertAddressAllowed(address: string): Promise<void> {
+  if ((await failures(`addr:${address}`)) >= RATE.perAddressFailures) throw limited();
+}
+
+/** Wrong codes past the portal-wide limit stop only the addresses that already guessed wrong a few times. */
+export async function assertCodeAttemptAllowed(address: string): Promise<void> {
+  await assertAddressAllowed(address);
+  if ((await failures("code:all")) < RATE.globalWrongCodes) return;
+  if ((await failures(`code:${address}`)) >= RATE.wrongCodesBeforeGlobalLimit) throw limited();
+}
+
+export async function recordWrongCode(address: string): Promise<void> {
+  await Promise.all([
+    recordFailure(`addr:${address}`),
+    recordFailure("code:all"),
+    recordFailure(`code:${address}`),
+  ]);
+}
