@@ -1,4 +1,4 @@
-import { randomBytes } from "node:crypto";
+import { randomBytes, randomInt } from "node:crypto";
 import { isoNow } from "../runtime/clock.ts";
 import { open, seal } from "../runtime/crypto.ts";
 import { useDeps } from "../runtime/deps.ts";
@@ -146,11 +146,11 @@ export async function claimLab(
     name: input.name.trim(),
     emailHash: eHash,
     emailSealed: seal(accessKey, input.email.trim().toLowerCase()),
-    pinHash: await hashPin(input.pin),
     linkHash: lHash,
     how: "open" as const,
   };
   const tried = new Set<string>();
+  let pinHash: string | undefined;
   for (let round = 0; round < 1000; round++) {
     const [hosts, claims] = await Promise.all([
       store.host.query.byWorkshop({ workshop }).go({ pages: "all" }),
@@ -162,7 +162,10 @@ export async function claimLab(
       .filter((h: HostItem) => h.state === "ready" && !taken.has(h.hostId) && !tried.has(h.hostId))
       .map((h) => h.hostId)
       .sort(byNumber);
-    const lab = free[0];
+    // The lowest free lab first. After a lost race, spread out over the lowest 2, 4, 8... free labs, so a
+    // classroom pressing the button at once does not queue behind one lab (the transaction still decides).
+    const spread = round === 0 ? 1 : Math.min(free.length, 2 ** Math.min(round, 10));
+    const lab = free[spread > 1 ? randomInt(spread) : 0];
     if (!lab) {
       await recordFailure(`addr:${address}`);
       throw new VisibleError(
@@ -171,9 +174,12 @@ export async function claimLab(
         "No lab is free right now. Ask your instructor.",
       );
     }
+    // Hashed only once a lab is in sight: students turned away cost no scrypt.
+    pinHash ??= await hashPin(input.pin);
+    const hashed = pinHash;
     const r = await store.service.transaction
       .write(({ claim, claimEmail, claimLink }) => [
-        claim.create({ ...claimBase, hostId: lab, claimedAt: isoNow(clock) }).commit(),
+        claim.create({ ...claimBase, pinHash: hashed, hostId: lab, claimedAt: isoNow(clock) }).commit(),
         claimEmail.create({ workshop, emailHash: eHash, hostId: lab, failedPins: 0, locked: false }).commit(),
         claimLink.create({ linkHash: lHash, workshop, hostId: lab }).commit(),
       ])
@@ -181,7 +187,8 @@ export async function claimLab(
     if (!r.canceled) return { lab, token };
     const [labLost, emailLost] = r.data.map((d) => d.rejected);
     if (emailLost) throw alreadyHasLab();
-    if (labLost) tried.add(lab);
+    if (labLost)
+      tried.add(lab); // the next round reads the claims again
     else throw new VisibleError("conflict", "portal.busy", "The portal is busy. Try again.");
   }
   throw new VisibleError("conflict", "portal.busy", "The portal is busy. Try again.");

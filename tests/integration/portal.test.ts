@@ -1,0 +1,246 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { submitWorkshop } from "../../shared/fleet/workshops.ts";
+import { board, claimLab, enterCode, labForLink, recoverLab } from "../../shared/portal/claims.ts";
+import { emailHash } from "../../shared/portal/codes.ts";
+import { RATE } from "../../shared/portal/constants.ts";
+import {
+  closePortal,
+  exportClaims,
+  listClaims,
+  openPortal,
+  portalInfo,
+  reassign,
+  releaseLab,
+  revokeEmail,
+  rotateCode,
+  unlockEmail,
+} from "../../shared/portal/portal.ts";
+import { recordWrongCode } from "../../shared/portal/rate-limit.ts";
+import { withActor } from "../../shared/runtime/actor.ts";
+import { VisibleError } from "../../shared/runtime/errors.ts";
+import { removeDir, testRuntime, workshopYaml } from "../harness/runtime.ts";
+
+/** The portal's rules against DynamoDB Local: claims are transactions, so the invariants hold under load. */
+type Runtime = Awaited<ReturnType<typeof testRuntime>>;
+let rt: Runtime;
+const asInstructor = <T>(fn: () => Promise<T>) => withActor({ type: "instructor", id: "test" }, fn);
+
+async function workshopWithLabs(name: string, ready: number, building = 0) {
+  await asInstructor(() => submitWorkshop(workshopYaml({ name, count: Math.max(1, ready + building) })));
+  const now = new Date().toISOString();
+  for (let i = 1; i <= ready + building; i++) {
+    const hostId = `student-${String(i).padStart(2, "0")}`;
+    // The claim rules read host records only: labs made ready here stand for labs that passed their health gate.
+    await rt.store.host
+      .put({
+        workshop: name,
+        hostId,
+        provider: "local",
+        state: i <= ready ? "ready" : "deploying",
+        createdAt: now,
+        updatedAt: now,
+      })
+      .go();
+  }
+  return asInstructor(() => openPortal(name));
+}
+
+const code = async (fn: () => Promise<unknown>) => {
+  try {
+    await fn();
+  } catch (err) {
+    if (err instanceof VisibleError) return err.code;
+    throw err;
+  }
+  return "ok";
+};
+
+beforeAll(async () => {
+  rt = await testRuntime();
+});
+afterAll(async () => {
+  await rt?.close();
+  if (rt) removeDir(rt.dataDir);
+});
+
+describe("claims", () => {
+  it("hand out ready labs lowest number first, never a lab still building", async () => {
+    await workshopWithLabs("order", 3, 2);
+    const got = [];
+    for (let i = 0; i < 3; i++)
+      got.push(
+        (
+          await claimLab(
+            "order",
+            { name: `Ada ${i}`, email: `a${i}@example.test`, pin: "503917" },
+            "10.0.0.1",
+          )
+        ).lab,
+      );
+    expect(got).toEqual(["student-01", "student-02", "student-03"]);
+    expect(
+      await code(() =>
+        claimLab("order", { name: "Late", email: "late@example.test", pin: "503917" }, "10.0.0.1"),
+      ),
+    ).toBe("portal.no_lab_free");
+    const b = await board("order");
+    expect(b.labs.map((l) => [l.lab, l.status, l.firstName ?? null])).toEqual([
+      ["student-01", "claimed", "Ada"],
+      ["student-02", "claimed", "Ada"],
+      ["student-03", "claimed", "Ada"],
+      ["student-04", "building", null],
+      ["student-05", "building", null],
+    ]);
+    expect(JSON.stringify(b)).not.toContain("example.test");
+  });
+
+  it("give one lab to 50 of 500 simultaneous students: no lab twice, no email twice", async () => {
+    await workshopWithLabs("rush", 50);
+    const results = await Promise.all(
+      Array.from({ length: 500 }, (_, i) =>
+        claimLab(
+          "rush",
+          { name: `Student ${i}`, email: `s${i}@example.test`, pin: "503917" },
+          `10.1.${Math.floor(i / 250)}.${i % 250}`,
+        )
+          .then((r) => r.lab)
+          .catch((err: VisibleError) => err.code),
+      ),
+    );
+    const labs = results.filter((r) => r.startsWith("student-"));
+    expect(labs).toHaveLength(50);
+    expect(new Set(labs).size).toBe(50);
+    expect(results.filter((r) => !r.startsWith("student-")).every((r) => r === "portal.no_lab_free")).toBe(
+      true,
+    );
+    const claims = await asInstructor(() => listClaims("rush"));
+    expect(claims).toHaveLength(50);
+    expect(new Set(claims.map((c) => c.lab)).size).toBe(50);
+    expect(new Set(claims.map((c) => c.email)).size).toBe(50);
+  }, 120_000);
+
+  it("give one email one lab, however many times it presses the button at once", async () => {
+    await workshopWithLabs("dup", 20);
+    const results = await Promise.all(
+      Array.from({ length: 20 }, () =>
+        claimLab("dup", { name: "Grace Hopper", email: "Grace@Example.test", pin: "503917" }, "10.2.0.1")
+          .then((r) => r.lab)
+          .catch((err: VisibleError) => err.code),
+      ),
+    );
+    expect(results.filter((r) => r.startsWith("student-"))).toHaveLength(1);
+    expect(results.filter((r) => r === "portal.email_has_lab")).toHaveLength(19);
+    expect((await asInstructor(() => listClaims("dup"))).map((c) => c.email)).toEqual(["grace@example.test"]);
+  }, 60_000);
+
+  it("refuse bad input with reasons, and a closed window", async () => {
+    await workshopWithLabs("rules", 2);
+    const err = await claimLab("rules", { name: "", email: "nope", pin: "123456" }, "10.3.0.1").catch(
+      (e: VisibleError) => e,
+    );
+    expect(err).toBeInstanceOf(VisibleError);
+    expect((err as VisibleError).details.map((d) => d.path)).toEqual(["name", "email", "pin"]);
+    await asInstructor(() => closePortal("rules"));
+    expect(
+      await code(() => claimLab("rules", { name: "A", email: "a@example.test", pin: "503917" }, "10.3.0.1")),
+    ).toBe("portal.closed");
+  });
+});
+
+describe("codes, links and recovery", () => {
+  it("a code opens its workshop in any spelling; rotate-code ends the old one", async () => {
+    const info = await workshopWithLabs("codes", 2);
+    expect(info.code).toMatch(/^LAB-[A-Z]{6}-\d{8}$/);
+    const loose = info.code.toLowerCase().replace(/-/g, " ");
+    expect(await enterCode(loose, "10.4.0.1")).toEqual({ workshop: "codes", codeVersion: 1 });
+    const next = await asInstructor(() => rotateCode("codes"));
+    expect(next.codeVersion).toBe(2);
+    expect(next.code).not.toBe(info.code);
+    expect(await code(() => enterCode(info.code, "10.4.0.1"))).toBe("portal.wrong_code");
+    expect(await enterCode(next.code, "10.4.0.1")).toEqual({ workshop: "codes", codeVersion: 2 });
+  });
+
+  it("recovery gives the same lab under a new link; the old link stops; 5 wrong PINs lock until unlocked", async () => {
+    await workshopWithLabs("back", 2);
+    const first = await claimLab(
+      "back",
+      { name: "Alan Turing", email: "alan@example.test", pin: "503917" },
+      "10.5.0.1",
+    );
+    expect((await labForLink(first.token))?.lab).toBe(first.lab);
+    await asInstructor(() => closePortal("back")); // recovery works while claiming is closed
+    const again = await recoverLab("back", "ALAN@example.test ", "503917", "10.5.0.2");
+    expect(again.lab).toBe(first.lab);
+    expect(again.token).not.toBe(first.token);
+    expect(await labForLink(first.token)).toBeUndefined();
+    expect((await labForLink(again.token))?.name).toBe("Alan Turing");
+
+    for (let i = 0; i < 5; i++)
+      expect(await code(() => recoverLab("back", "alan@example.test", "000001", "10.5.0.3"))).toBe(
+        "portal.wrong_pin",
+      );
+    expect(await code(() => recoverLab("back", "alan@example.test", "503917", "10.5.0.3"))).toBe(
+      "portal.locked",
+    );
+    await asInstructor(() => unlockEmail("back", "alan@example.test"));
+    expect((await recoverLab("back", "alan@example.test", "503917", "10.5.0.3")).lab).toBe(first.lab);
+    expect(await code(() => recoverLab("back", "nobody@example.test", "503917", "10.5.0.3"))).toBe(
+      "portal.wrong_pin",
+    );
+  });
+});
+
+describe("instructor operations", () => {
+  it("release, revoke, reassign and export", async () => {
+    await workshopWithLabs("ops", 3);
+    const a = await claimLab("ops", { name: "Ann", email: "ann@example.test", pin: "503917" }, "10.6.0.1");
+    await claimLab("ops", { name: "Bob", email: "bob@example.test", pin: "503917" }, "10.6.0.1");
+    const moved = await asInstructor(() => reassign("ops", "ann@example.test", "student-03"));
+    expect(moved.lab).toBe("student-03");
+    expect(await labForLink(a.token)).toBeUndefined();
+    expect((await labForLink(moved.token))?.lab).toBe("student-03");
+    expect(await code(() => asInstructor(() => reassign("ops", "ann@example.test", "student-02")))).toBe(
+      "portal.lab_taken",
+    );
+
+    const csv = await asInstructor(() => exportClaims("ops"));
+    expect(csv.split("\n")[0]).toBe("lab,name,email,how,claimed at,first opened");
+    expect(csv).toMatch(/^student-02,Bob,bob@example\.test,open,\d{4}-.+Z,$/m);
+    expect(csv).toMatch(/^student-03,Ann,ann@example\.test,reassign,.+Z,.+Z$/m);
+
+    await asInstructor(() => revokeEmail("ops", "bob@example.test"));
+    await asInstructor(() => releaseLab("ops", "student-03"));
+    expect(await asInstructor(() => listClaims("ops"))).toEqual([]);
+    expect((await board("ops")).labs.every((l) => l.status === "free")).toBe(true);
+    // The email can claim again once its lab was taken back.
+    expect(
+      (await claimLab("ops", { name: "Bob", email: "bob@example.test", pin: "503917" }, "10.6.0.1")).lab,
+    ).toBe("student-01");
+    expect(emailHash("ops", "Bob@Example.test ")).toBe(emailHash("ops", "bob@example.test"));
+    expect((await asInstructor(() => portalInfo("ops"))).state).toBe("open");
+  });
+});
+
+describe("rate limits count failures only", () => {
+  it("stop an address after 30 failures, and past 200 wrong codes only addresses that guessed 3 times", async () => {
+    const info = await workshopWithLabs("rl", 1);
+    for (let i = 0; i < RATE.perAddressFailures; i++)
+      expect(await code(() => enterCode("LAB-NOPE-1", "10.7.0.1"))).toBe("portal.wrong_code");
+    expect(await code(() => enterCode(info.code, "10.7.0.1"))).toBe("portal.rate_limited");
+    expect(
+      await code(() => claimLab("rl", { name: "A", email: "a@example.test", pin: "503917" }, "10.7.0.1")),
+    ).toBe("portal.rate_limited");
+
+    // Portal-wide: push the wrong-code counter past its limit from many addresses.
+    await Promise.all(
+      Array.from({ length: RATE.globalWrongCodes }, (_, i) =>
+        recordWrongCode(`10.8.${Math.floor(i / 200)}.${i % 200}`),
+      ),
+    );
+    for (let i = 0; i < RATE.wrongCodesBeforeGlobalLimit; i++)
+      await code(() => enterCode("LAB-NOPE-2", "10.9.0.1"));
+    expect(await code(() => enterCode(info.code, "10.9.0.1"))).toBe("portal.rate_limited");
+    // A classroom address that has not guessed wrong still gets in.
+    expect(await enterCode(info.code, "10.9.0.2")).toEqual({ workshop: "rl", codeVersion: 1 });
+  });
+});
