@@ -13,6 +13,7 @@ const needs = [
   { command: "ssh-keygen", package: "openssh-client", why: "fake SSH hosts' host keys" },
   { command: "unshare", package: "util-linux", why: "fake SSH hosts' own files" },
   { command: "sudo", package: "sudo", why: "sudo checks on fake SSH hosts" },
+  { command: "chromium", package: "chromium", why: "portal pages in a headless browser" },
 ];
 
 const has = (cmd) =>
