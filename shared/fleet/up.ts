@@ -1,3 +1,4 @@
+import { openWhenReady } from "../portal/portal.ts";
 import { hostIdsOf, type Provider } from "../providers/types.ts";
 import { isoNow } from "../runtime/clock.ts";
 import { mapLimit } from "../runtime/concurrency.ts";
@@ -331,6 +332,8 @@ export async function pollFleet(workshop: string, runId: string, deadline: strin
   const unfinished = states.filter(
     (s) => s === "deploying" || s === "pending" || s === "provisioning",
   ).length;
+  // Labs go on the board as they pass their health gate; the portal opens at portal.open_at_percent.
+  await openWhenReady(spec, count("ready"), states.length);
   return {
     done: unfinished === 0,
     timedOut: unfinished > 0 && clock.now().toISOString() >= deadline,

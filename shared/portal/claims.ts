@@ -277,6 +277,14 @@ export async function recoverLab(
     await recordFailure(`addr:${address}`);
     throw wrong;
   }
+  const invited = (await store.claim.get({ workshop, hostId: e.hostId }).go()).data;
+  if (invited && !invited.pinHash) {
+    throw new VisibleError(
+      "forbidden",
+      "portal.invited",
+      "This lab was given by invitation: open the link in your invitation.",
+    );
+  }
   if (e.locked) {
     throw new VisibleError(
       "forbidden",

@@ -267,3 +267,111 @@ export async function checkAdminLink(workshop: string, token: string): Promise<b
   const p = await getPortal(workshop);
   return Boolean(p?.adminHash && p.adminHash === linkHash(`admin:${token}`));
 }
+
+export interface Invite {
+  name: string;
+  email: string;
+  lab: string;
+  token: string;
+}
+
+/** `name,email[,host_id]` lines (a header line is skipped); quoted fields may hold commas. */
+export function parseRoster(csv: string): { name: string; email: string; hostId?: string }[] {
+  const rows: { name: string; email: string; hostId?: string }[] = [];
+  const lines = csv.split(/\r?\n/).filter((l) => l.trim() !== "");
+  lines.forEach((line, i) => {
+    const cells = [...line.matchAll(/\s*("([^"]*(?:""[^"]*)*)"|[^,]*)\s*(,|$)/g)]
+      .map((m) => (m[2] !== undefined ? m[2].replace(/""/g, '"') : (m[1] ?? "")).trim())
+      .slice(0, -1);
+    const [name = "", email = "", hostId] = cells;
+    if (i === 0 && name.toLowerCase() === "name" && email.toLowerCase() === "email") return;
+    if (!name || !/^[^\s@]+@[^\s@]+\.[^\s@]+$/.test(email)) {
+      throw new VisibleError(
+        "input",
+        "portal.roster_invalid",
+        `roster line ${i + 1}: expected name,email[,host_id]`,
+        [{ path: `roster[${i}]`, message: "expected name,email[,host_id]" }],
+      );
+    }
+    rows.push({ name, email, ...(hostId ? { hostId } : {}) });
+  });
+  return rows;
+}
+
+/**
+ * Roster mode: reserves a lab for each listed student (the named host, or the lowest free lab that has
+ * not failed) and returns their personal invite links. Everyone on the list is reserved or nobody is
+ * told a wrong lab: rows already holding a lab keep it and are reported as they are.
+ */
+export async function inviteRoster(
+  workshop: string,
+  csv: string,
+): Promise<{ invites: Invite[]; skipped: { email: string; reason: string }[] }> {
+  assertActor("instructor", "system");
+  const { store, clock, accessKey } = useDeps();
+  await requirePortal(workshop);
+  const rows = parseRoster(csv);
+  const invites: Invite[] = [];
+  const skipped: { email: string; reason: string }[] = [];
+  for (const row of rows) {
+    const eHash = emailHash(workshop, row.email);
+    const [hosts, claims] = await Promise.all([
+      store.host.query.byWorkshop({ workshop }).go({ pages: "all" }),
+      store.claim.query.byWorkshop({ workshop }).go({ pages: "all" }),
+    ]);
+    if (claims.data.some((c) => c.emailHash === eHash)) {
+      skipped.push({ email: row.email, reason: "already holds a lab" });
+      continue;
+    }
+    const taken = new Set(claims.data.map((c) => c.hostId));
+    const usable = hosts.data.filter(
+      (h) => h.state !== "failed" && h.state !== "torn_down" && !taken.has(h.hostId),
+    );
+    const lab = row.hostId
+      ? usable.find((h) => h.hostId === row.hostId)?.hostId
+      : usable.map((h) => h.hostId).sort((a, b) => a.localeCompare(b, undefined, { numeric: true }))[0];
+    if (!lab) {
+      skipped.push({
+        email: row.email,
+        reason: row.hostId ? `lab ${row.hostId} is not available` : "no lab is free",
+      });
+      continue;
+    }
+    const token = randomBytes(24).toString("base64url");
+    const hash = linkHash(token);
+    const r = await store.service.transaction
+      .write(({ claim, claimEmail, claimLink }) => [
+        claim
+          .create({
+            workshop,
+            hostId: lab,
+            name: row.name,
+            emailHash: eHash,
+            emailSealed: seal(accessKey, row.email.trim().toLowerCase()),
+            pinHash: "",
+            linkHash: hash,
+            how: "roster",
+            claimedAt: isoNow(clock),
+          })
+          .commit(),
+        claimEmail.create({ workshop, emailHash: eHash, hostId: lab, failedPins: 0, locked: false }).commit(),
+        claimLink.create({ linkHash: hash, workshop, hostId: lab }).commit(),
+      ])
+      .go();
+    if (r.canceled) skipped.push({ email: row.email, reason: "claimed meanwhile; run invite again" });
+    else invites.push({ name: row.name, email: row.email.trim().toLowerCase(), lab, token });
+  }
+  return { invites, skipped };
+}
+
+/**
+ * The workflow opens the portal by itself once `portal.open_at_percent` of the labs are ready, the first
+ * time only: a portal the instructor closed stays closed.
+ */
+export async function openWhenReady(spec: Workshop, ready: number, total: number): Promise<boolean> {
+  if (!spec.portal.enabled || total === 0 || (ready * 100) / total < spec.portal.open_at_percent)
+    return false;
+  if (await getPortal(spec.name)) return false;
+  await openPortal(spec.name);
+  return true;
+}

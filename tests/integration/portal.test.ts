@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startRun } from "../../shared/fleet/runs.ts";
 import { submitWorkshop } from "../../shared/fleet/workshops.ts";
 import { board, claimLab, enterCode, labForLink, recoverLab } from "../../shared/portal/claims.ts";
 import { emailHash } from "../../shared/portal/codes.ts";
@@ -6,8 +7,10 @@ import { RATE } from "../../shared/portal/constants.ts";
 import {
   closePortal,
   exportClaims,
+  inviteRoster,
   listClaims,
   openPortal,
+  parseRoster,
   portalInfo,
   reassign,
   releaseLab,
@@ -218,6 +221,49 @@ describe("instructor operations", () => {
     ).toBe("student-01");
     expect(emailHash("ops", "Bob@Example.test ")).toBe(emailHash("ops", "bob@example.test"));
     expect((await asInstructor(() => portalInfo("ops"))).state).toBe("open");
+  });
+});
+
+describe("roster and the workflow", () => {
+  it("invites a roster: reserved labs and personal links; invited students recover by their link only", async () => {
+    await workshopWithLabs("roster", 3);
+    const { invites, skipped } = await asInstructor(() =>
+      inviteRoster(
+        "roster",
+        'name,email,host_id\n"Lovelace, Ada",ada@example.test,student-03\nCharles Babbage,charles@example.test\n',
+      ),
+    );
+    expect(invites.map((i) => [i.name, i.email, i.lab])).toEqual([
+      ["Lovelace, Ada", "ada@example.test", "student-03"],
+      ["Charles Babbage", "charles@example.test", "student-01"],
+    ]);
+    expect(skipped).toEqual([]);
+    expect((await labForLink(invites[0]?.token ?? ""))?.lab).toBe("student-03");
+    expect(await code(() => recoverLab("roster", "ada@example.test", "503917", "10.10.0.1"))).toBe(
+      "portal.invited",
+    );
+    const again = await asInstructor(() =>
+      inviteRoster("roster", "Ada,ada@example.test\nGrace,grace@example.test,student-03\n"),
+    );
+    expect(again.skipped).toEqual([
+      { email: "ada@example.test", reason: "already holds a lab" },
+      { email: "grace@example.test", reason: "lab student-03 is not available" },
+    ]);
+    expect(() => parseRoster("just-a-name\n")).toThrow("roster line 1: expected name,email[,host_id]");
+    expect((await asInstructor(() => listClaims("roster"))).map((c) => c.how)).toEqual(["roster", "roster"]);
+  });
+
+  it("the up workflow opens the portal once enough labs are ready", async () => {
+    await asInstructor(() =>
+      submitWorkshop(
+        `${workshopYaml({ name: "auto", count: 2 })}portal:\n  enabled: true\n  open_at_percent: 100\n`,
+      ),
+    );
+    await asInstructor(() => startRun("auto", "up"));
+    await rt.executor.idle();
+    const info = await asInstructor(() => portalInfo("auto"));
+    expect(info.state).toBe("open");
+    expect((await board("auto")).labs.map((l) => l.status)).toEqual(["free", "free"]);
   });
 });
 
