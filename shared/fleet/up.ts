@@ -101,7 +101,11 @@ export async function provisionHosts(workshop: string, runId: string): Promise<{
     .set({ state: "provisioning", expiry, updatedAt: now.toISOString() })
     .go();
   await removeDroppedHosts(spec, provider, [...existing.values()]);
-  const provisioned = await provider.provision(spec);
+  const removed = new Set(w.removedHosts ?? []);
+  const provisioned = await provider.provision(
+    spec,
+    hostIdsOf(spec).filter((id) => !removed.has(id)),
+  );
   for (const p of provisioned) {
     const prev = existing.get(p.hostId);
     const keep = prev && prev.state !== "torn_down";
@@ -145,7 +149,15 @@ export async function provisionHosts(workshop: string, runId: string): Promise<{
 /** Hosts the spec no longer lists (a lower count, a host taken out of hosts[]) are stopped and given back. */
 async function removeDroppedHosts(spec: Workshop, provider: Provider, existing: HostItem[]): Promise<void> {
   const wanted = new Set(hostIdsOf(spec));
-  const dropped = existing.filter((h) => !wanted.has(h.hostId) && h.state !== "torn_down");
+  await removeHosts(
+    spec,
+    provider,
+    existing.filter((h) => !wanted.has(h.hostId) && h.state !== "torn_down"),
+  );
+}
+
+/** Stops the labs of these hosts, gives the hosts back to their provider and marks them torn down. */
+export async function removeHosts(spec: Workshop, provider: Provider, dropped: HostItem[]): Promise<void> {
   if (dropped.length === 0) return;
   for (const h of dropped) {
     if (!h.address) continue;

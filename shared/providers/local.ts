@@ -43,9 +43,9 @@ export class LocalProvider implements Provider {
     );
   }
 
-  async provision(spec: Workshop): Promise<ProvisionedHost[]> {
+  async provision(spec: Workshop, hostIds = hostIdsOf(spec)): Promise<ProvisionedHost[]> {
     return Promise.all(
-      hostIdsOf(spec).map(async (hostId) => {
+      hostIds.map(async (hostId) => {
         const dir = this.hostDir(spec.name, hostId);
         await mkdir(dir, { recursive: true, mode: 0o700 });
         return { hostId, address: dir, providerId: `local:${spec.name}/${hostId}`, labels: {} };

@@ -32,27 +32,32 @@ export class StaticProvider implements Provider {
     }));
   }
 
-  async provision(spec: Workshop): Promise<ProvisionedHost[]> {
+  async provision(spec: Workshop, hostIds?: string[]): Promise<ProvisionedHost[]> {
     const { transport } = useDeps();
-    return mapLimit(spec.hosts, 16, async (h) => {
-      const base = {
-        hostId: h.id,
-        address: h.ssh,
-        labels: h.labels,
-        ...(h.public_ip ? { publicIp: h.public_ip } : {}),
-      };
-      const t = transport(hostAddress(spec, this, { hostId: h.id, address: h.ssh }));
-      try {
-        const r = await t.exec("true", { step: "provision: check the host answers", timeoutMs: 30_000 });
-        return r.exitCode === 0
-          ? base
-          : { ...base, error: `host ${h.id} answered with exit code ${r.exitCode}` };
-      } catch (err) {
-        return { ...base, error: errorMessage(err) };
-      } finally {
-        await t.close?.();
-      }
-    });
+    const wanted = hostIds ? new Set(hostIds) : undefined;
+    return mapLimit(
+      spec.hosts.filter((h) => !wanted || wanted.has(h.id)),
+      16,
+      async (h) => {
+        const base = {
+          hostId: h.id,
+          address: h.ssh,
+          labels: h.labels,
+          ...(h.public_ip ? { publicIp: h.public_ip } : {}),
+        };
+        const t = transport(hostAddress(spec, this, { hostId: h.id, address: h.ssh }));
+        try {
+          const r = await t.exec("true", { step: "provision: check the host answers", timeoutMs: 30_000 });
+          return r.exitCode === 0
+            ? base
+            : { ...base, error: `host ${h.id} answered with exit code ${r.exitCode}` };
+        } catch (err) {
+          return { ...base, error: errorMessage(err) };
+        } finally {
+          await t.close?.();
+        }
+      },
+    );
   }
 
   async deprovision(_spec: Workshop, hostIds: string[]): Promise<DeprovisionResult[]> {

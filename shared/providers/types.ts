@@ -32,7 +32,8 @@ export interface Provider {
   /** Checks the provider section beyond the schema; returns every problem with its YAML path. */
   validate(spec: Workshop): ErrorDetail[];
   plan(spec: Workshop): Promise<PlanItem[]>;
-  provision(spec: Workshop): Promise<ProvisionedHost[]>;
+  /** Provisions these hosts of the spec (by default every one). */
+  provision(spec: Workshop, hostIds?: string[]): Promise<ProvisionedHost[]>;
   deprovision(spec: Workshop, hostIds: string[]): Promise<DeprovisionResult[]>;
 }
 

@@ -33,6 +33,8 @@ function entities(client: DynamoDBDocumentClient, table: string) {
         lastRunId: { type: "string" },
         /** The run that owns the workshop now; set and cleared with conditional writes (one run at a time). */
         activeRunId: { type: "string" },
+        /** Hosts taken out by `down --unclaimed`: a later up does not bring them back. */
+        removedHosts: { type: "list", items: { type: "string" } },
         expiry: { type: "string" },
         createdAt: { type: "string", required: true, readOnly: true },
         updatedAt: { type: "string", required: true },

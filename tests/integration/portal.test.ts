@@ -19,6 +19,7 @@ import {
   unlockEmail,
 } from "../../shared/portal/portal.ts";
 import { recordWrongCode } from "../../shared/portal/rate-limit.ts";
+import { scaleDownUnclaimed } from "../../shared/portal/scale-down.ts";
 import { withActor } from "../../shared/runtime/actor.ts";
 import { VisibleError } from "../../shared/runtime/errors.ts";
 import { removeDir, testRuntime, workshopYaml } from "../harness/runtime.ts";
@@ -264,6 +265,40 @@ describe("roster and the workflow", () => {
     const info = await asInstructor(() => portalInfo("auto"));
     expect(info.state).toBe("open");
     expect((await board("auto")).labs.map((l) => l.status)).toEqual(["free", "free"]);
+  });
+});
+
+describe("scaling down no-shows", () => {
+  it("takes unready labs first, then free labs from the highest number; claimed ones only with force", async () => {
+    await workshopWithLabs("noshow", 4, 2);
+    await claimLab("noshow", { name: "Ada", email: "ada@example.test", pin: "503917" }, "10.11.0.1");
+    expect((await asInstructor(() => scaleDownUnclaimed("noshow", 2))).removed).toEqual([
+      "student-06",
+      "student-05",
+    ]);
+    expect(await code(() => asInstructor(() => scaleDownUnclaimed("noshow", 4)))).toBe(
+      "portal.would_take_claimed",
+    );
+    expect((await asInstructor(() => scaleDownUnclaimed("noshow", "all"))).removed).toEqual([
+      "student-04",
+      "student-03",
+      "student-02",
+    ]);
+    expect((await board("noshow")).labs.map((l) => [l.lab, l.status])).toEqual([["student-01", "claimed"]]);
+    const forced = await asInstructor(() => scaleDownUnclaimed("noshow", 1, true));
+    expect(forced).toEqual({ removed: ["student-01"], releasedClaims: ["student-01"] });
+    expect(await asInstructor(() => listClaims("noshow"))).toEqual([]);
+    expect((await asInstructor(() => portalInfo("noshow"))).state).toBe("open");
+  });
+
+  it("a later up does not bring a removed lab back", async () => {
+    expect((await asInstructor(() => scaleDownUnclaimed("auto", 1))).removed).toEqual(["student-02"]);
+    await asInstructor(() => startRun("auto", "up"));
+    await rt.executor.idle();
+    const hosts = Object.fromEntries(
+      (await rt.store.host.query.byWorkshop({ workshop: "auto" }).go()).data.map((h) => [h.hostId, h.state]),
+    );
+    expect(hosts).toEqual({ "student-01": "ready", "student-02": "torn_down" });
   });
 });
 
