@@ -20,6 +20,14 @@ Usage:
   labfleet hosts keys|pubkey|forget-key (-f workshop.yaml | NAME) [--host ID]
   labfleet down (-f workshop.yaml | NAME)                       tear the workshop down and follow it
 
+The claim portal (students go to the runtime's URL and type the code):
+  labfleet portal open|close (-f workshop.yaml | NAME)          open or close the claim window
+  labfleet portal info|status (-f workshop.yaml | NAME)         the URL and code for the slide; labs and claims
+  labfleet portal rotate-code (-f workshop.yaml | NAME)         a new code (personal links keep working)
+  labfleet portal export (-f workshop.yaml | NAME) [--csv FILE] claims as CSV, to stdout or a 0600 file
+  labfleet portal admin-link (-f workshop.yaml | NAME)          a new secret link to the instructor page
+  labfleet portal release LAB | revoke EMAIL | reassign EMAIL LAB | unlock EMAIL  (-f workshop.yaml | NAME)
+
 Selection and output (where they apply):
   --host ID        only this host (repeatable)
   --label k=v      only hosts with this label (repeatable; all must match)
@@ -31,6 +39,8 @@ Examples:
   npx labfleet up -f workshop.yaml --output json
   npx labfleet doctor -f workshop.yaml --label room=a -j 16
   npx labfleet retry my-workshop --host student-07
+  npx labfleet portal open my-workshop
+  npx labfleet portal export my-workshop --csv claims.csv
   LABFLEET_URL=https://... LABFLEET_TOKEN=... npx labfleet status my-workshop
 
 Exit codes: 0 success; 1 a lab, host or run failed, or the file is invalid; 2 bad usage; 3 no runtime reachable.
@@ -49,6 +59,7 @@ const options = {
   ref: { type: "string" },
   "failed-only": { type: "boolean" },
   "all-selected": { type: "boolean" },
+  csv: { type: "string" },
   help: { type: "boolean", short: "h" },
   version: { type: "boolean" },
 } as const;
@@ -66,6 +77,7 @@ export interface Args {
     ref?: string;
     "failed-only"?: boolean;
     "all-selected"?: boolean;
+    csv?: string;
     help?: boolean;
     version?: boolean;
   };
@@ -317,6 +329,10 @@ export async function main(argv: string[], out: Output = stdoutOutput()): Promis
       case "hosts": {
         const fleetCommands = await import("./fleet-commands.ts");
         return await fleetCommands.run(command, args, out);
+      }
+      case "portal": {
+        const portalCommands = await import("./portal-commands.ts");
+        return await portalCommands.run(args, out);
       }
       case "dev": {
         const { cmdDev } = await import("./dev.ts");

@@ -7,8 +7,10 @@ import { createID } from "../shared/runtime/ids.ts";
 import { log } from "../shared/runtime/logger.ts";
 import { onError } from "./api/errors.ts";
 import { fleet } from "./api/fleet.ts";
+import { adminPage, portalApi } from "./api/portal.ts";
 import { workshops } from "./api/workshops.ts";
 import { consolePage } from "./console/page.ts";
+import { portal } from "./portal/index.tsx";
 
 /** Decides who an API token belongs to; local mode checks the bootstrap token, the cloud a hashed token table. */
 export interface InstructorAuth {
@@ -26,6 +28,11 @@ export function bootstrapAuth(token: string): InstructorAuth {
   };
 }
 
+/** A path fit for the logs: personal links and admin links carry their secret in the path. */
+export function logPath(path: string): string {
+  return path.replace(/^\/l\/[^/]*/, "/l/:token").replace(/^\/admin\/([^/]*)\/[^/]*/, "/admin/$1/:token");
+}
+
 export function createApp(opts: { auth: InstructorAuth }) {
   const app = new Hono();
   app.use(async (c, next) => {
@@ -33,11 +40,11 @@ export function createApp(opts: { auth: InstructorAuth }) {
     c.set("requestId" as never, requestId as never);
     const started = Date.now();
     await next();
-    // The path only: query strings may carry secrets and are never logged.
+    // The path only, with link tokens replaced: query strings may carry secrets and are never logged.
     log.info("request", {
       requestId,
       method: c.req.method,
-      path: c.req.path,
+      path: logPath(c.req.path),
       status: c.res.status,
       ms: Date.now() - started,
     });
@@ -77,10 +84,13 @@ export function createApp(opts: { auth: InstructorAuth }) {
   });
   api.route("/workshops", workshops);
   api.route("/workshops", fleet);
+  api.route("/workshops", portalApi);
   app.route("/api", api);
 
-  app.get("/", (c) => c.redirect("/console"));
   app.route("/console", consolePage);
+  app.route("/admin", adminPage);
+  // The student portal owns the root (/, /board, /l/:token, ...): registered last, route by route.
+  app.route("/", portal);
   return app;
 }
 

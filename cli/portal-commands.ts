@@ -1,0 +1,198 @@
+import { closeSync, fchmodSync, openSync, writeSync } from "node:fs";
+import type { BoardLab } from "../shared/portal/claims.ts";
+import type { ClaimRow, PortalView } from "../shared/portal/portal.ts";
+import { ApiClient, CliError, resolveTarget } from "./client.ts";
+import { type Args, checkedFile, jsonOutput } from "./main.ts";
+import type { Output } from "./render.ts";
+
+/** `labfleet portal ...`: the instructor's side of the claim portal, each subcommand one API call. */
+
+export const PORTAL_USAGE = `usage: labfleet portal SUBCOMMAND (-f workshop.yaml | NAME) [ARGS] [--output json]
+  open | close                claim window
+  rotate-code                 a new workshop code: everyone re-enters it; personal links keep working
+  info                        where students go and the code (for the slide)
+  status                      every lab and every claim (with emails)
+  export [--csv FILE]         claims as CSV (lab, name, email, how, claimed at, first opened); FILE is 0600
+  admin-link                  a new secret link to the instructor page (the previous one stops working)
+  release LAB | revoke EMAIL | reassign EMAIL LAB | unlock EMAIL`;
+
+/** The arguments each subcommand takes after the workshop. */
+const ARGS: Record<string, string[]> = {
+  open: [],
+  close: [],
+  "rotate-code": [],
+  info: [],
+  status: [],
+  export: [],
+  "admin-link": [],
+  release: ["LAB"],
+  revoke: ["EMAIL"],
+  reassign: ["EMAIL", "LAB"],
+  unlock: ["EMAIL"],
+};
+
+interface PortalStatus {
+  portal: Omit<PortalView, "code"> & { open: boolean };
+  labs: BoardLab[];
+  claims: ClaimRow[];
+}
+
+function writeTable(rows: string[][], out: Output): void {
+  const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? "").length))) ?? [];
+  for (const r of rows)
+    out.write(
+      `${r
+        .map((c, i) => c.padEnd(widths[i] ?? 0))
+        .join("  ")
+        .trimEnd()}\n`,
+    );
+}
+
+/** Writes a file only its owner can read: the mode is set before any byte is written, even on an old file. */
+function writePrivate(file: string, text: string): void {
+  let fd: number;
+  try {
+    fd = openSync(file, "w", 0o600);
+  } catch (err) {
+    throw new CliError(`cannot write ${file}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`, 1);
+  }
+  try {
+    fchmodSync(fd, 0o600);
+    writeSync(fd, text);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+export async function run(args: Args, out: Output): Promise<number> {
+  const sub = args.positionals[1];
+  const wants = sub === undefined ? undefined : ARGS[sub];
+  if (!sub || !wants) throw new CliError(`${sub ? `unknown portal command ${sub}\n` : ""}${PORTAL_USAGE}`, 2);
+  // -f only names the workshop here: the portal acts on what was submitted (labfleet up -f ...).
+  let name: string;
+  let rest: string[];
+  if (args.values.file) {
+    name = checkedFile(args.values.file).name;
+    rest = args.positionals.slice(2);
+  } else {
+    const n = args.positionals[2];
+    if (!n) throw new CliError(`name the workshop: -f workshop.yaml or its name\n${PORTAL_USAGE}`, 2);
+    name = n;
+    rest = args.positionals.slice(3);
+  }
+  if (rest.length !== wants.length)
+    throw new CliError(
+      `labfleet portal ${sub} takes ${wants.length ? wants.join(" ") : "no arguments"} after the workshop\n${PORTAL_USAGE}`,
+      2,
+    );
+  if (args.values.csv !== undefined && sub !== "export")
+    throw new CliError("--csv FILE goes with labfleet portal export", 2);
+
+  const json = jsonOutput(args);
+  const client = new ApiClient(resolveTarget());
+  const path = `/workshops/${encodeURIComponent(name)}/portal`;
+  const link = (p: string) => new URL(p, `${client.target.url}/`).toString();
+  const print = (doc: unknown) => out.write(`${JSON.stringify(doc, null, 2)}\n`);
+
+  switch (sub) {
+    case "open":
+    case "close":
+    case "rotate-code":
+    case "info": {
+      const v =
+        sub === "info"
+          ? await client.call<PortalView>("GET", `${path}/info`)
+          : await client.call<PortalView>("POST", `${path}/${sub}`, {});
+      if (json) print({ ...v, url: link(v.path) });
+      else
+        out.write(
+          `portal ${name}: claiming ${v.state}${sub === "rotate-code" ? " · new code: everyone enters it again" : ""}\n` +
+            `  go to  ${link(v.path)}\n  code   ${v.code}\n`,
+        );
+      return 0;
+    }
+    case "status": {
+      const s = await client.call<PortalStatus>("GET", `${path}/status`);
+      if (json) {
+        print(s);
+        return 0;
+      }
+      const free = s.labs.filter((l) => l.status === "free").length;
+      out.write(
+        `portal ${name}: claiming ${s.portal.open ? "open" : s.portal.state === "open" ? "paused" : "closed"} · ` +
+          `${s.claims.length} claimed · ${free} free · ${s.labs.length} labs\n`,
+      );
+      const byLab = new Map(s.claims.map((c) => [c.lab, c]));
+      writeTable(
+        [
+          ["lab", "status", "name", "email", "claimed at", "first opened", ""],
+          ...s.labs.map((l) => {
+            const c = byLab.get(l.lab);
+            return [
+              l.lab,
+              l.status,
+              c?.name ?? "",
+              c?.email ?? "",
+              c?.claimedAt ?? "",
+              c?.firstOpenedAt ?? "",
+              c?.locked ? "locked" : "",
+            ];
+          }),
+        ],
+        out,
+      );
+      return 0;
+    }
+    case "export": {
+      const csv = await (await client.raw("GET", `${path}/export`)).text();
+      const rows = Math.max(0, csv.trim().split("\n").length - 1);
+      const file = args.values.csv;
+      if (!file) {
+        out.write(csv);
+        return 0;
+      }
+      writePrivate(file, csv);
+      if (json) print({ file, claims: rows });
+      else out.write(`wrote ${rows} claim${rows === 1 ? "" : "s"} to ${file} (mode 0600)\n`);
+      return 0;
+    }
+    case "admin-link": {
+      const r = await client.call<{ token: string; path: string }>("POST", `${path}/admin-link`, {});
+      if (json) print({ url: link(r.path) });
+      else out.write(`${link(r.path)}\n(the previous instructor link no longer works)\n`);
+      return 0;
+    }
+    case "release": {
+      const r = await client.call<{ lab: string }>("POST", `${path}/release`, { lab: rest[0] });
+      if (json) print(r);
+      else out.write(`released ${r.lab}: it is free again; its claimant's link no longer works\n`);
+      return 0;
+    }
+    case "revoke": {
+      const r = await client.call<{ lab: string }>("POST", `${path}/revoke`, { email: rest[0] });
+      if (json) print(r);
+      else out.write(`revoked the claim of that email: ${r.lab} is free again\n`);
+      return 0;
+    }
+    case "reassign": {
+      const r = await client.call<{ lab: string; token: string; path: string }>("POST", `${path}/reassign`, {
+        email: rest[0],
+        lab: rest[1],
+      });
+      if (json) print({ lab: r.lab, url: link(r.path) });
+      else
+        out.write(
+          `moved to ${r.lab}; give the student their new personal link (the old one stopped working):\n  ${link(r.path)}\n`,
+        );
+      return 0;
+    }
+    case "unlock": {
+      const r = await client.call<{ unlocked: boolean }>("POST", `${path}/unlock`, { email: rest[0] });
+      if (json) print(r);
+      else out.write("unlocked: the student can get their lab back with email and PIN again\n");
+      return 0;
+    }
+    default:
+      throw new CliError(PORTAL_USAGE, 2);
+  }
+}

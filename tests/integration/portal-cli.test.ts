@@ -1,0 +1,117 @@
+import { readFileSync, statSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { claimLab } from "../../shared/portal/claims.ts";
+import { runCli } from "../harness/cli.ts";
+import { removeDir, tempDir, testRuntime, workshopYaml } from "../harness/runtime.ts";
+
+type Runtime = Awaited<ReturnType<typeof testRuntime>>;
+let rt: Runtime;
+let work: string;
+let env: Record<string, string>;
+let file: string;
+const WS = "pcli";
+const STUDENT = { name: "Dana Scully", email: "dana@example.test", pin: "582913" };
+
+beforeAll(async () => {
+  work = tempDir("labfleet-portal-cli-");
+  rt = await testRuntime();
+  env = { LABFLEET_URL: rt.url, LABFLEET_TOKEN: rt.token };
+  file = join(work, "workshop.yaml");
+  writeFileSync(file, workshopYaml({ name: WS, count: 2 }));
+  const up = await runCli(["up", "-f", file], { env });
+  expect(up.code, up.stderr).toBe(0);
+});
+afterAll(async () => {
+  await rt?.close();
+  if (rt) removeDir(rt.dataDir);
+  if (work) removeDir(work);
+});
+
+describe("labfleet portal", () => {
+  let code = "";
+
+  it("open and info print where to go and the code", async () => {
+    const open = await runCli(["portal", "open", WS], { env });
+    expect(open.code, open.stderr).toBe(0);
+    const m = /^ {2}code {3}(LAB-[A-Z]{6}-\d{8})$/m.exec(open.stdout);
+    expect(m, open.stdout).toBeTruthy();
+    code = m?.[1] ?? "";
+    expect(open.stdout).toContain(`portal ${WS}: claiming open`);
+    expect(open.stdout).toContain(`go to  ${rt.url}/`);
+
+    const info = await runCli(["portal", "info", "-f", file], { env });
+    expect(info.code).toBe(0);
+    expect(info.stdout).toContain(code);
+    const json = JSON.parse((await runCli(["portal", "info", WS, "--output", "json"], { env })).stdout);
+    expect(json).toMatchObject({ workshop: WS, state: "open", code, url: `${rt.url}/` });
+  });
+
+  it("status --output json lists the labs and the claims with emails", async () => {
+    await claimLab(WS, STUDENT, "127.0.0.1");
+    const r = await runCli(["portal", "status", WS, "--output", "json"], { env });
+    expect(r.code, r.stderr).toBe(0);
+    const doc = JSON.parse(r.stdout);
+    expect(doc.portal).toMatchObject({ workshop: WS, state: "open", open: true });
+    expect(doc.portal.code).toBeUndefined();
+    expect(doc.labs.map((l: { lab: string; status: string }) => [l.lab, l.status])).toEqual([
+      ["student-01", "claimed"],
+      ["student-02", "free"],
+    ]);
+    expect(doc.claims).toEqual([
+      expect.objectContaining({ lab: "student-01", name: STUDENT.name, email: STUDENT.email, locked: false }),
+    ]);
+    const text = await runCli(["portal", "status", WS], { env });
+    expect(text.stdout).toMatch(/^student-01\s+claimed\s+Dana Scully\s+dana@example\.test/m);
+    expect(text.stdout).toMatch(/^student-02\s+free$/m);
+  });
+
+  it("export writes the CSV to stdout, or to a 0600 file with --csv", async () => {
+    const stdout = await runCli(["portal", "export", WS], { env });
+    expect(stdout.code).toBe(0);
+    expect(stdout.stdout.split("\n")[0]).toBe("lab,name,email,how,claimed at,first opened");
+    expect(stdout.stdout).toContain("student-01,Dana Scully,dana@example.test,open,");
+
+    const target = join(work, "claims.csv");
+    writeFileSync(target, "old\n", { mode: 0o644 }); // an existing readable file is made private too
+    const r = await runCli(["portal", "export", WS, "--csv", target], { env });
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain(`wrote 1 claim to ${target}`);
+    expect(statSync(target).mode & 0o777).toBe(0o600);
+    expect(readFileSync(target, "utf8")).toBe(stdout.stdout);
+
+    const fresh = join(work, "fresh.csv");
+    expect((await runCli(["portal", "export", "-f", file, "--csv", fresh], { env })).code).toBe(0);
+    expect(statSync(fresh).mode & 0o777).toBe(0o600);
+  });
+
+  it("release, unlock and bad usage answer with their exit codes", async () => {
+    expect((await runCli(["portal", "unlock", WS, STUDENT.email], { env })).code).toBe(0);
+    const unknown = await runCli(["portal", "unlock", WS, "nobody@example.test"], { env });
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toContain("no lab is claimed with that email");
+
+    const released = await runCli(["portal", "release", WS, "student-01"], { env });
+    expect(released.code, released.stderr).toBe(0);
+    expect(released.stdout).toContain("released student-01");
+    const again = await runCli(["portal", "release", WS, "student-01"], { env });
+    expect(again.code).toBe(1);
+    expect(again.stderr).toContain("lab student-01 is not claimed");
+
+    expect((await runCli(["portal", "release", WS], { env })).code).toBe(2);
+    expect((await runCli(["portal", "nonsense", WS], { env })).code).toBe(2);
+    expect((await runCli(["portal", "info", WS, "--csv", "x.csv"], { env })).code).toBe(2);
+    const noRuntime = await runCli(["portal", "info", WS], { env: { ...env, LABFLEET_TOKEN: "wrong" } });
+    expect(noRuntime.code).toBe(3);
+  });
+
+  it("admin-link prints a working instructor URL", async () => {
+    const r = await runCli(["portal", "admin-link", WS], { env });
+    expect(r.code).toBe(0);
+    const url = r.stdout.split("\n")[0] ?? "";
+    expect(url).toMatch(new RegExp(`^${rt.url}/admin/${WS}/[\\w-]{32}$`));
+    const page = await fetch(url);
+    expect(page.status).toBe(200);
+    expect(await page.text()).toContain("student-02");
+  });
+});

@@ -1,0 +1,251 @@
+// The pragmas make the JSX runtime explicit: tsx (the CLI's loader) reads tsconfig.json from the current
+// folder, and `labfleet dev` may run from any folder.
+/** @jsxRuntime automatic */
+/** @jsxImportSource hono/jsx */
+import { type Context, Hono } from "hono";
+import { bodyLimit } from "hono/body-limit";
+import { getCookie } from "hono/cookie";
+import { html } from "hono/html";
+import type { Child } from "hono/jsx";
+import type { ContentfulStatusCode } from "hono/utils/http-status";
+import { z } from "zod";
+import { board, claimLab, enterCode, labForLink, recoverLab } from "../../shared/portal/claims.ts";
+import { COOKIES } from "../../shared/portal/constants.ts";
+import { useDeps } from "../../shared/runtime/deps.ts";
+import { VisibleError } from "../../shared/runtime/errors.ts";
+import { log } from "../../shared/runtime/logger.ts";
+import {
+  clearAccessCookie,
+  clearLabCookie,
+  clientAddress,
+  csrfField,
+  guardPost,
+  type PortalEnv,
+  readAccess,
+  readLabCookie,
+  setAccessCookie,
+  setLabCookie,
+  statusOf,
+} from "./security.ts";
+import { portalCss } from "./style.ts";
+import {
+  BoardPage,
+  ErrorPage,
+  type FieldErrors,
+  FrontPage,
+  LabView,
+  LinkGone,
+  PrivacyPage,
+  RecoverPage,
+  type RememberedLab,
+} from "./views.tsx";
+
+/**
+ * The student portal: workshop code -> board -> claim -> personal lab page, and getting a lab back.
+ * Handlers parse the form, call one domain function and render; domain errors become the same page again
+ * with the message, at the status of the error's kind. Routes are registered one by one (no `use("*")`),
+ * because this app is mounted at the root beside /api and /console.
+ */
+type Ctx = Context<PortalEnv>;
+
+function render(c: Ctx, node: Child, status: ContentfulStatusCode = 200) {
+  c.header("Cache-Control", "no-store");
+  return c.html(html`<!doctype html>${node}`, status);
+}
+
+const forbidden = (c: Ctx) =>
+  render(
+    c,
+    <ErrorPage
+      title="This form could not be accepted"
+      message="It expired, or it was sent from another site. Go back, reload the page and try again."
+    />,
+    403,
+  );
+
+const post = [
+  bodyLimit({
+    maxSize: 16 * 1024,
+    onError: (c) =>
+      render(c as Ctx, <ErrorPage title="Too much data" message="That form was far too large." />, 413),
+  }),
+  guardPost(forbidden),
+] as const;
+
+const CodeForm = z.object({ code: z.string().max(200) });
+const ClaimForm = z.object({
+  name: z.string().max(500),
+  email: z.string().max(500),
+  pin: z.string().max(64),
+});
+const RecoverForm = z.object({ email: z.string().max(500), pin: z.string().max(64) });
+
+const visible = (err: unknown): VisibleError => {
+  if (err instanceof VisibleError) return err;
+  throw err;
+};
+
+/** The lab this browser remembers, when its personal link still resolves. */
+async function remembered(c: Ctx): Promise<RememberedLab | undefined> {
+  const token = readLabCookie(c);
+  if (!token) return undefined;
+  const page = await labForLink(token);
+  return page ? { lab: page.lab, token } : undefined;
+}
+
+async function showBoard(
+  c: Ctx,
+  workshop: string,
+  extra: {
+    status?: ContentfulStatusCode;
+    errors?: FieldErrors;
+    message?: string;
+    values?: { name?: string; email?: string };
+  } = {},
+) {
+  const [b, known] = await Promise.all([board(workshop), remembered(c)]);
+  return render(
+    c,
+    <BoardPage
+      csrf={csrfField(c)}
+      open={b.open}
+      labs={b.labs}
+      remembered={known}
+      {...(extra.errors ? { errors: extra.errors } : {})}
+      {...(extra.values ? { values: extra.values } : {})}
+      message={extra.message}
+    />,
+    extra.status,
+  );
+}
+
+/** Where a claim error is shown: next to the field it is about, else above the form. */
+function claimErrors(err: VisibleError): { errors: FieldErrors; message?: string } {
+  if (err.code === "portal.email_has_lab") return { errors: { email: err.message } };
+  const errors: FieldErrors = {};
+  for (const d of err.details) {
+    if (d.path === "name" || d.path === "email" || d.path === "pin") errors[d.path] = d.message;
+  }
+  return Object.keys(errors).length
+    ? { errors, message: "Please check the fields below." }
+    : { errors, message: err.message };
+}
+
+/** Pages behind the workshop code: without a valid access cookie, back to the front page. */
+async function needAccess(c: Ctx) {
+  const access = await readAccess(c);
+  if (!access && getCookie(c, COOKIES.access.name)) clearAccessCookie(c);
+  return access;
+}
+
+export const portal = new Hono<PortalEnv>()
+  .get("/", async (c) => {
+    if (await needAccess(c)) return c.redirect("/board", 303);
+    const known = await remembered(c);
+    return render(c, <FrontPage csrf={csrfField(c)} {...(known ? { remembered: known } : {})} />);
+  })
+  .post("/code", ...post, async (c) => {
+    const form = CodeForm.safeParse(await c.req.parseBody());
+    const front = async (error: string, status: ContentfulStatusCode) => {
+      const known = await remembered(c);
+      return render(
+        c,
+        <FrontPage csrf={csrfField(c)} error={error} {...(known ? { remembered: known } : {})} />,
+        status,
+      );
+    };
+    if (!form.success) return front("Enter the workshop code.", 400);
+    try {
+      setAccessCookie(c, await enterCode(form.data.code, clientAddress(c)));
+      return c.redirect("/board", 303);
+    } catch (err) {
+      const e = visible(err);
+      return front(e.message, statusOf(e.kind));
+    }
+  })
+  .get("/board", async (c) => {
+    const access = await needAccess(c);
+    if (!access) return c.redirect("/", 303);
+    return showBoard(c, access.workshop);
+  })
+  .post("/claim", ...post, async (c) => {
+    const access = await needAccess(c);
+    if (!access) return c.redirect("/", 303);
+    const form = ClaimForm.safeParse(await c.req.parseBody());
+    if (!form.success)
+      return showBoard(c, access.workshop, { status: 400, message: "Fill in your name, email and PIN." });
+    try {
+      const { lab, token } = await claimLab(access.workshop, form.data, clientAddress(c));
+      log.info("lab claimed", { workshop: access.workshop, lab });
+      setLabCookie(c, token);
+      return c.redirect(`/l/${token}`, 303);
+    } catch (err) {
+      const e = visible(err);
+      return showBoard(c, access.workshop, {
+        status: statusOf(e.kind),
+        ...claimErrors(e),
+        values: { name: form.data.name, email: form.data.email },
+      });
+    }
+  })
+  .get("/l/:token", async (c) => {
+    const page = await labForLink(c.req.param("token"));
+    if (!page) return render(c, <LinkGone />, 404);
+    return render(c, <LabView page={page} now={useDeps().clock.now()} />);
+  })
+  .get("/recover", async (c) => {
+    if (!(await needAccess(c))) return c.redirect("/", 303);
+    return render(c, <RecoverPage csrf={csrfField(c)} />);
+  })
+  .post("/recover", ...post, async (c) => {
+    const access = await needAccess(c);
+    if (!access) return c.redirect("/", 303);
+    const form = RecoverForm.safeParse(await c.req.parseBody());
+    if (!form.success)
+      return render(c, <RecoverPage csrf={csrfField(c)} error="Enter your email and PIN." />, 400);
+    try {
+      const { lab, token } = await recoverLab(
+        access.workshop,
+        form.data.email,
+        form.data.pin,
+        clientAddress(c),
+      );
+      log.info("lab recovered", { workshop: access.workshop, lab });
+      setLabCookie(c, token);
+      return c.redirect(`/l/${token}`, 303);
+    } catch (err) {
+      const e = visible(err);
+      return render(
+        c,
+        <RecoverPage csrf={csrfField(c)} error={e.message} email={form.data.email} />,
+        statusOf(e.kind),
+      );
+    }
+  })
+  .post("/forget", ...post, (c) => {
+    clearLabCookie(c);
+    return c.redirect("/", 303);
+  })
+  .get("/privacy", (c) => c.html(html`<!doctype html>${<PrivacyPage />}`))
+  .get("/portal.css", (c) =>
+    c.body(portalCss, 200, {
+      "Content-Type": "text/css; charset=utf-8",
+      "Cache-Control": "public, max-age=3600",
+    }),
+  );
+
+// Anything unexpected: an HTML page with the request id, logged without internals reaching the student.
+portal.onError((err, c) => {
+  if (err instanceof VisibleError)
+    return render(c, <ErrorPage title="That did not work" message={err.message} />, statusOf(err.kind));
+  const requestId = c.get("requestId" as never) as string | undefined;
+  log.error("unhandled error", { requestId, name: err.name, error: err.message, stack: err.stack });
+  return render(
+    c,
+    <ErrorPage
+      title="Something went wrong"
+      message={`Please try again in a moment. If it keeps happening, tell your instructor: ${requestId ?? "no request id"}.`}
+    />,
+    500,
+  );
+});

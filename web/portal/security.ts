@@ -1,0 +1,170 @@
+import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
+import type { Context, MiddlewareHandler } from "hono";
+import { deleteCookie, getCookie, setCookie } from "hono/cookie";
+import type { ContentfulStatusCode } from "hono/utils/http-status";
+import { accessValid, type CodeAccess } from "../../shared/portal/claims.ts";
+import { COOKIES } from "../../shared/portal/constants.ts";
+import { useDeps } from "../../shared/runtime/deps.ts";
+import type { ErrorKind } from "../../shared/runtime/errors.ts";
+
+/**
+ * The portal's cookies, CSRF check and client address. Cookie values are signed with a key derived from the
+ * runtime's access key (HMAC with a fixed label), so a changed access key ends every session.
+ */
+
+export type PortalEnv = { Variables: { csrf: string } };
+type Ctx = Context<PortalEnv>;
+
+let derived: { from: Buffer; key: Buffer } | undefined;
+function cookieKey(): Buffer {
+  const { accessKey } = useDeps();
+  if (derived?.from !== accessKey) {
+    derived = {
+      from: accessKey,
+      key: createHmac("sha256", accessKey).update("labfleet portal cookies v1").digest(),
+    };
+  }
+  return derived.key;
+}
+
+const mac = (purpose: string, value: string) =>
+  createHmac("sha256", cookieKey()).update(`${purpose}\n${value}`).digest("base64url");
+
+function same(a: string, b: string): boolean {
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return x.length === y.length && timingSafeEqual(x, y);
+}
+
+/**
+ * Set LABFLEET_TRUST_PROXY=1 only when the portal sits behind exactly one reverse proxy that appends the
+ * client's address to X-Forwarded-For and sets X-Forwarded-Proto. Otherwise these headers are the client's
+ * to forge, and a forged address would dodge the per-address rate limits; they are ignored.
+ */
+const trustProxy = () => process.env.LABFLEET_TRUST_PROXY === "1";
+
+interface Bindings {
+  incoming?: { socket?: { remoteAddress?: string } };
+  server?: { incoming?: { socket?: { remoteAddress?: string } } };
+  requestContext?: { http?: { sourceIp?: string }; identity?: { sourceIp?: string } };
+}
+
+/**
+ * The address rate limits count against: the socket's peer under @hono/node-server (what its `getConnInfo`
+ * reads), the source IP Lambda reports, else "local" (`app.request()` in tests, which may pass the same
+ * bindings to simulate addresses).
+ */
+export function clientAddress(c: Context): string {
+  if (trustProxy()) {
+    const forwarded = c.req.header("x-forwarded-for")?.split(",").at(-1)?.trim();
+    if (forwarded) return forwarded;
+  }
+  const env = (c.env ?? {}) as Bindings;
+  return (
+    env.incoming?.socket?.remoteAddress ??
+    env.server?.incoming?.socket?.remoteAddress ??
+    env.requestContext?.http?.sourceIp ??
+    env.requestContext?.identity?.sourceIp ??
+    "local"
+  );
+}
+
+function isHttps(c: Context): boolean {
+  if (trustProxy() && c.req.header("x-forwarded-proto")?.split(",")[0]?.trim() === "https") return true;
+  return new URL(c.req.url).protocol === "https:";
+}
+
+function ownOrigin(c: Context): string {
+  const url = new URL(c.req.url);
+  return `${isHttps(c) ? "https:" : url.protocol}//${url.host}`;
+}
+
+const base = (c: Context) => ({ httpOnly: true, sameSite: "Lax" as const, path: "/", secure: isHttps(c) });
+
+// --- access cookie: workshop, code version and expiry, signed ---------------------------------------------
+
+export function setAccessCookie(c: Context, access: CodeAccess): void {
+  const exp = Math.floor(useDeps().clock.now().getTime() / 1000) + COOKIES.access.maxAgeSeconds;
+  const payload = `${access.workshop}.${access.codeVersion}.${exp}`;
+  setCookie(c, COOKIES.access.name, `${payload}.${mac("access", payload)}`, {
+    ...base(c),
+    maxAge: COOKIES.access.maxAgeSeconds,
+  });
+}
+
+/** The workshop this browser may see, when its access cookie is genuine, unexpired and for the current code. */
+export async function readAccess(c: Context): Promise<CodeAccess | undefined> {
+  const raw = getCookie(c, COOKIES.access.name);
+  if (!raw) return undefined;
+  const m = /^([a-z0-9-]{1,40})\.(\d{1,9})\.(\d{1,12})\.([\w-]{43})$/.exec(raw);
+  if (!m?.[1] || !m[2] || !m[3] || !m[4]) return undefined;
+  if (!same(m[4], mac("access", `${m[1]}.${m[2]}.${m[3]}`))) return undefined;
+  if (Number(m[3]) * 1000 <= useDeps().clock.now().getTime()) return undefined;
+  const access = { workshop: m[1], codeVersion: Number(m[2]) };
+  return (await accessValid(access)) ? access : undefined;
+}
+
+export const clearAccessCookie = (c: Context) => deleteCookie(c, COOKIES.access.name, base(c));
+
+// --- lab cookie: the personal link ------------------------------------------------------------------------
+
+export function setLabCookie(c: Context, token: string): void {
+  setCookie(c, COOKIES.lab.name, token, { ...base(c), maxAge: COOKIES.lab.maxAgeSeconds });
+}
+
+export function readLabCookie(c: Context): string | undefined {
+  const v = getCookie(c, COOKIES.lab.name);
+  return v && /^[\w-]{20,64}$/.test(v) ? v : undefined;
+}
+
+export const clearLabCookie = (c: Context) => deleteCookie(c, COOKIES.lab.name, base(c));
+
+// --- CSRF: a random value per browser in a session cookie, its HMAC in each form ---------------------------
+
+/** The hidden field value for this browser's forms, setting the CSRF cookie first when it has none. */
+export function csrfField(c: Ctx): string {
+  const known = c.get("csrf");
+  if (known) return known;
+  let value = getCookie(c, COOKIES.csrf.name);
+  if (!value || !/^[\w-]{43}$/.test(value)) {
+    value = randomBytes(32).toString("base64url");
+    // No Max-Age: COOKIES.csrf lasts the browser session.
+    setCookie(c, COOKIES.csrf.name, value, base(c));
+  }
+  const field = mac("csrf", value);
+  c.set("csrf", field);
+  return field;
+}
+
+export const CSRF_FIELD = "_csrf";
+
+/**
+ * Every portal POST: refused (403) when its Origin names another site, or when the form's CSRF field does
+ * not match this browser's CSRF cookie.
+ */
+export function guardPost(forbidden: (c: Ctx) => Response | Promise<Response>): MiddlewareHandler<PortalEnv> {
+  return async (c, next) => {
+    const origin = c.req.header("origin");
+    if (origin !== undefined && origin !== ownOrigin(c)) return forbidden(c);
+    if (c.req.header("sec-fetch-site") === "cross-site") return forbidden(c);
+    const cookie = getCookie(c, COOKIES.csrf.name);
+    const body = await c.req.parseBody();
+    const field = body[CSRF_FIELD];
+    if (!cookie || typeof field !== "string" || !same(field, mac("csrf", cookie))) return forbidden(c);
+    await next();
+  };
+}
+
+// --- HTTP status of a visible error (the same map as web/api/errors.ts) -----------------------------------
+
+const statusOfKind: Record<ErrorKind, ContentfulStatusCode> = {
+  input: 400,
+  auth: 401,
+  forbidden: 403,
+  not_found: 404,
+  conflict: 409,
+  rate_limited: 429,
+  host: 502,
+};
+
+export const statusOf = (kind: ErrorKind): ContentfulStatusCode => statusOfKind[kind];

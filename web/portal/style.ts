@@ -1,0 +1,51 @@
+/** The portal's one stylesheet (served from /portal.css, so the CSP needs no inline styles). */
+export const portalCss = `
+*, *::before, *::after { box-sizing: border-box; }
+html { -webkit-text-size-adjust: 100%; }
+body { margin: 0; font: 18px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #111; background: #fafafa; }
+main { max-width: 40rem; margin: 0 auto; padding: 1rem 1rem 2rem; }
+h1 { font-size: 1.6rem; margin: 0.5rem 0 1rem; line-height: 1.25; }
+h2 { font-size: 1.25rem; margin: 1.75rem 0 0.5rem; }
+a { color: #0645ad; }
+a:focus-visible, button:focus-visible, input:focus-visible { outline: 3px solid #f5a623; outline-offset: 2px; }
+label { display: block; font-weight: 600; margin: 1rem 0 0.25rem; }
+input { width: 100%; font-size: 1.15rem; padding: 0.7rem 0.75rem; min-height: 3rem; border: 2px solid #555; border-radius: 6px; background: #fff; color: #111; }
+input[aria-invalid="true"] { border-color: #b00020; }
+.hint { font-size: 0.95rem; color: #444; margin: 0.25rem 0 0; }
+.field-error, .alert { color: #8a0016; font-weight: 600; }
+.field-error { margin: 0.35rem 0 0; }
+.alert { background: #fdecee; border-left: 5px solid #b00020; padding: 0.75rem 1rem; border-radius: 4px; }
+.notice { background: #e8f1fd; border-left: 5px solid #0645ad; padding: 0.75rem 1rem; border-radius: 4px; }
+button, .button { display: inline-block; width: 100%; margin-top: 1.25rem; min-height: 3rem; padding: 0.75rem 1rem; font-size: 1.15rem; font-weight: 600; text-align: center; text-decoration: none; color: #fff; background: #0b57d0; border: 0; border-radius: 6px; cursor: pointer; }
+button.secondary { background: #fff; color: #0b57d0; border: 2px solid #0b57d0; }
+.inline-form button { width: auto; margin-top: 0.5rem; min-height: 2.75rem; }
+ul.board { list-style: none; padding: 0; margin: 0; display: grid; grid-template-columns: repeat(auto-fill, minmax(9.5rem, 1fr)); gap: 0.5rem; }
+ul.board li { padding: 0.6rem 0.75rem; border-radius: 6px; border: 2px solid #ccc; background: #fff; }
+ul.board .lab { display: block; font-weight: 600; }
+ul.board .free { border-color: #0a6b2d; }
+ul.board .free .status { color: #0a6b2d; }
+ul.board .claimed .status { color: #444; }
+ul.board .building .status { color: #6b4e00; }
+ul.board .failed .status { color: #8a0016; }
+dl { display: grid; grid-template-columns: minmax(6rem, max-content) 1fr; gap: 0.4rem 1rem; margin: 0; }
+dt { font-weight: 600; }
+dd { margin: 0; overflow-wrap: anywhere; }
+code { font-size: 1.05rem; background: #eee; padding: 0.1rem 0.3rem; border-radius: 4px; overflow-wrap: anywhere; }
+table { border-collapse: collapse; width: 100%; }
+th, td { text-align: left; padding: 0.4rem 0.5rem; border-bottom: 1px solid #ccc; vertical-align: top; }
+footer { max-width: 40rem; margin: 0 auto; padding: 1rem; border-top: 1px solid #ddd; font-size: 0.95rem; }
+@media (prefers-color-scheme: dark) {
+  body { background: #121212; color: #eee; }
+  a { color: #8ab4f8; }
+  input, ul.board li { background: #1e1e1e; color: #eee; border-color: #888; }
+  .hint, ul.board .claimed .status { color: #bbb; }
+  .alert { background: #3a1117; color: #ffb3bd; }
+  .field-error { color: #ffb3bd; }
+  .notice { background: #10243f; }
+  code { background: #2a2a2a; }
+  button.secondary { background: transparent; color: #8ab4f8; border-color: #8ab4f8; }
+  ul.board .free .status { color: #7ddc9b; }
+  ul.board .building .status { color: #f1c75b; }
+  ul.board .failed .status { color: #ffb3bd; }
+}
+`;

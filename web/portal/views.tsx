@@ -1,0 +1,463 @@
+// The pragmas make the JSX runtime explicit: tsx (the CLI's loader) reads tsconfig.json from the current
+// folder, and `labfleet dev` may run from any folder.
+/** @jsxRuntime automatic */
+/** @jsxImportSource hono/jsx */
+import type { Child } from "hono/jsx";
+import type { BoardLab, LabPage } from "../../shared/portal/claims.ts";
+import { COOKIES, RATE, RETENTION } from "../../shared/portal/constants.ts";
+import { CSRF_FIELD } from "./security.ts";
+
+/** The student pages: plain HTML forms, no script, readable on a phone. */
+
+export function Layout(props: { title: string; children?: Child }) {
+  return (
+    <html lang="en">
+      <head>
+        <meta charset="utf-8" />
+        <meta name="viewport" content="width=device-width, initial-scale=1" />
+        <meta name="referrer" content="no-referrer" />
+        <title>{props.title}</title>
+        <link rel="stylesheet" href="/portal.css" />
+      </head>
+      <body>
+        <main>{props.children}</main>
+        <footer>
+          <a href="/privacy">Privacy: what this portal keeps, and for how long</a>
+        </footer>
+      </body>
+    </html>
+  );
+}
+
+const Csrf = (props: { token: string }) => <input type="hidden" name={CSRF_FIELD} value={props.token} />;
+
+function Alert(props: { message?: string | undefined }) {
+  return props.message ? (
+    <p class="alert" role="alert">
+      {props.message}
+    </p>
+  ) : null;
+}
+
+/** "Continue to your lab" and "Not you? Forget this device", for a browser that remembers a lab. */
+function Remembered(props: { csrf: string; lab: string; token: string }) {
+  return (
+    <section class="notice" aria-labelledby="remembered">
+      <h2 id="remembered">Welcome back</h2>
+      <a class="button" href={`/l/${props.token}`}>
+        Continue to your lab ({props.lab})
+      </a>
+      <form class="inline-form" method="post" action="/forget">
+        <Csrf token={props.csrf} />
+        <p>
+          Not you?{" "}
+          <button type="submit" class="secondary">
+            Forget this device
+          </button>
+        </p>
+      </form>
+    </section>
+  );
+}
+
+export interface RememberedLab {
+  lab: string;
+  token: string;
+}
+
+export function FrontPage(props: { csrf: string; error?: string | undefined; remembered?: RememberedLab }) {
+  return (
+    <Layout title="Workshop labs">
+      {props.remembered ? <Remembered csrf={props.csrf} {...props.remembered} /> : null}
+      <h1>Get your workshop lab</h1>
+      <form method="post" action="/code">
+        <Csrf token={props.csrf} />
+        <label for="code">Workshop code</label>
+        <input
+          id="code"
+          name="code"
+          type="text"
+          required
+          autocomplete="off"
+          autocapitalize="characters"
+          spellcheck={false}
+          maxlength={64}
+          aria-describedby="code-hint"
+          aria-invalid={props.error ? "true" : undefined}
+        />
+        <p class="hint" id="code-hint">
+          It is on the instructor's slide, like LAB-ABCDEF-20261130. Case, spaces and dashes do not matter.
+        </p>
+        <Alert message={props.error} />
+        <button type="submit">Continue</button>
+      </form>
+    </Layout>
+  );
+}
+
+const statusText: Record<BoardLab["status"], string> = {
+  free: "free",
+  claimed: "claimed",
+  building: "still building",
+  failed: "failed",
+};
+
+export type FieldErrors = Partial<Record<"name" | "email" | "pin", string>>;
+
+function Field(props: {
+  id: "name" | "email" | "pin";
+  label: string;
+  errors: FieldErrors;
+  hint?: string;
+  children: Child;
+}) {
+  const error = props.errors[props.id];
+  return (
+    <>
+      <label for={props.id}>{props.label}</label>
+      {props.children}
+      {props.hint ? (
+        <p class="hint" id={`${props.id}-hint`}>
+          {props.hint}
+        </p>
+      ) : null}
+      {error ? (
+        <p class="field-error" id={`${props.id}-error`}>
+          {error}
+        </p>
+      ) : null}
+    </>
+  );
+}
+
+const describedBy = (id: string, errors: FieldErrors, hint = false) =>
+  [hint ? `${id}-hint` : "", errors[id as keyof FieldErrors] ? `${id}-error` : ""]
+    .filter(Boolean)
+    .join(" ") || undefined;
+
+export function BoardPage(props: {
+  csrf: string;
+  open: boolean;
+  labs: BoardLab[];
+  remembered?: RememberedLab | undefined;
+  errors?: FieldErrors;
+  message?: string | undefined;
+  values?: { name?: string; email?: string };
+}) {
+  const errors = props.errors ?? {};
+  const free = props.labs.filter((l) => l.status === "free").length;
+  const invalid = (id: keyof FieldErrors) => (errors[id] ? "true" : undefined);
+  return (
+    <Layout title="Workshop labs: the board">
+      {props.remembered ? <Remembered csrf={props.csrf} {...props.remembered} /> : null}
+      <h1>Workshop labs</h1>
+      <p>
+        {free} of {props.labs.length} labs free.
+      </p>
+      <ul class="board" aria-label="Labs">
+        {props.labs.map((l) => (
+          <li class={l.status}>
+            <span class="lab">{l.lab}</span>
+            <span class="status">
+              {l.status === "claimed" && l.firstName ? `claimed by ${l.firstName}` : statusText[l.status]}
+            </span>
+          </li>
+        ))}
+      </ul>
+      {props.open ? (
+        <section aria-labelledby="claim">
+          <h2 id="claim">Claim a lab</h2>
+          <form method="post" action="/claim" novalidate>
+            <Csrf token={props.csrf} />
+            <Alert message={props.message} />
+            <Field id="name" label="Your name" errors={errors}>
+              <input
+                id="name"
+                name="name"
+                type="text"
+                required
+                maxlength={80}
+                autocomplete="name"
+                value={props.values?.name ?? ""}
+                aria-invalid={invalid("name")}
+                aria-describedby={describedBy("name", errors)}
+              />
+            </Field>
+            <Field id="email" label="Your email" errors={errors} hint="Only the instructor sees it.">
+              <input
+                id="email"
+                name="email"
+                type="email"
+                required
+                maxlength={200}
+                autocomplete="email"
+                value={props.values?.email ?? ""}
+                aria-invalid={invalid("email")}
+                aria-describedby={describedBy("email", errors, true)}
+              />
+            </Field>
+            <Field
+              id="pin"
+              label="Choose a 6-digit PIN"
+              errors={errors}
+              hint="With your email it gets your lab back on another device. Avoid 123456, 111111 and the like."
+            >
+              <input
+                id="pin"
+                name="pin"
+                type="password"
+                required
+                inputmode="numeric"
+                pattern="[0-9]{6}"
+                minlength={6}
+                maxlength={6}
+                autocomplete="new-password"
+                aria-invalid={invalid("pin")}
+                aria-describedby={describedBy("pin", errors, true)}
+              />
+            </Field>
+            <button type="submit">Claim my lab</button>
+          </form>
+        </section>
+      ) : (
+        <>
+          <Alert message={props.message} />
+          <p class="notice">Claiming is closed right now. Your instructor will open it.</p>
+        </>
+      )}
+      <h2>Already have a lab?</h2>
+      <p>
+        <a href="/recover">Get it back</a> with your email and PIN.
+      </p>
+    </Layout>
+  );
+}
+
+const isWebUrl = (s: string) => /^https?:\/\//i.test(s);
+
+function Link(props: { href: string; children: Child }) {
+  return isWebUrl(props.href) ? (
+    <a href={props.href} rel="noopener noreferrer" target="_blank">
+      {props.children}
+    </a>
+  ) : (
+    <code>{props.href}</code>
+  );
+}
+
+/** "5 h 12 min", "3 days 2 h", or undefined once the time is up. */
+export function timeLeft(expiry: string, now: Date): string | undefined {
+  const ms = Date.parse(expiry) - now.getTime();
+  if (!Number.isFinite(ms) || ms <= 0) return undefined;
+  const minutes = Math.floor(ms / 60_000);
+  const days = Math.floor(minutes / 1440);
+  const hours = Math.floor((minutes % 1440) / 60);
+  const mins = minutes % 60;
+  if (days > 0) return `${days} day${days === 1 ? "" : "s"} ${hours} h`;
+  if (hours > 0) return `${hours} h ${mins} min`;
+  return `${Math.max(mins, 1)} min`;
+}
+
+export function LabView(props: { page: LabPage; now: Date }) {
+  const { page } = props;
+  const urls = Object.entries(page.access?.urls ?? {});
+  const credentials = Object.entries(page.access?.credentials ?? {});
+  const left = page.expiry ? timeLeft(page.expiry, props.now) : undefined;
+  return (
+    <Layout title={`Your lab: ${page.lab}`}>
+      <h1>Your lab: {page.lab}</h1>
+      <p>Hello {page.name}. This page is yours: keep its address private, and bookmark it to come back.</p>
+      {page.expiry ? (
+        <p class="notice" id="time-left">
+          {left
+            ? `Time left: ${left} (the lab is removed at ${page.expiry.replace("T", " ").slice(0, 16)} UTC).`
+            : "This workshop's time is up: the lab is being removed."}
+        </p>
+      ) : null}
+      {page.access ? null : (
+        <p class="alert" role="alert">
+          The access details of this lab are not there yet. Reload in a minute, or ask your instructor.
+        </p>
+      )}
+      {urls.length ? (
+        <>
+          <h2>Open</h2>
+          <dl>
+            {urls.map(([name, url]) => (
+              <>
+                <dt>{name}</dt>
+                <dd>
+                  <Link href={String(url)}>{String(url)}</Link>
+                </dd>
+              </>
+            ))}
+          </dl>
+        </>
+      ) : null}
+      {credentials.length ? (
+        <>
+          <h2>Sign in with</h2>
+          <dl>
+            {credentials.map(([name, value]) => (
+              <>
+                <dt>{name}</dt>
+                <dd>
+                  <code>{String(value)}</code>
+                </dd>
+              </>
+            ))}
+          </dl>
+        </>
+      ) : null}
+      {page.access?.notes ? (
+        <>
+          <h2>Notes</h2>
+          <p>{String(page.access.notes)}</p>
+        </>
+      ) : null}
+      {page.sshCommand ? (
+        <>
+          <h2>SSH</h2>
+          <p>
+            <code>{page.sshCommand}</code>
+          </p>
+        </>
+      ) : null}
+      {page.guideUrl ? (
+        <>
+          <h2>Workshop guide</h2>
+          <p>
+            <Link href={page.guideUrl}>{page.guideUrl}</Link>
+          </p>
+        </>
+      ) : null}
+    </Layout>
+  );
+}
+
+export function LinkGone() {
+  return (
+    <Layout title="This link no longer works">
+      <h1>This link no longer works</h1>
+      <p>
+        It was replaced by a newer link, or the lab was given back. If this is your lab, get it back with your
+        email and PIN.
+      </p>
+      <a class="button" href="/recover">
+        Get it back
+      </a>
+    </Layout>
+  );
+}
+
+export function RecoverPage(props: { csrf: string; error?: string | undefined; email?: string }) {
+  return (
+    <Layout title="Get your lab back">
+      <h1>Get your lab back</h1>
+      <p>
+        Enter the email and PIN you claimed your lab with. You get a new personal link; the old one stops.
+      </p>
+      <form method="post" action="/recover" novalidate>
+        <Csrf token={props.csrf} />
+        <Alert message={props.error} />
+        <label for="email">Your email</label>
+        <input
+          id="email"
+          name="email"
+          type="email"
+          required
+          maxlength={200}
+          autocomplete="email"
+          value={props.email ?? ""}
+        />
+        <label for="pin">Your 6-digit PIN</label>
+        <input
+          id="pin"
+          name="pin"
+          type="password"
+          required
+          inputmode="numeric"
+          pattern="[0-9]{6}"
+          maxlength={6}
+          autocomplete="current-password"
+        />
+        <button type="submit">Get my lab back</button>
+      </form>
+      <p>
+        <a href="/board">Back to the board</a>
+      </p>
+    </Layout>
+  );
+}
+
+/** A cookie's lifetime in words: "24 hours", "3 days", or the browser session. */
+export function cookieDuration(seconds: number): string {
+  if (seconds <= 0) return "until you close the browser";
+  const plural = (n: number, unit: string) => `${n} ${unit}${n === 1 ? "" : "s"}`;
+  if (seconds % 86_400 === 0 && seconds >= 2 * 86_400) return plural(seconds / 86_400, "day");
+  if (seconds % 3600 === 0) return plural(seconds / 3600, "hour");
+  return plural(Math.round(seconds / 60), "minute");
+}
+
+export function PrivacyPage() {
+  const cookies = Object.values(COOKIES);
+  return (
+    <Layout title="Privacy">
+      <h1>What this portal keeps</h1>
+      <h2>When you claim a lab</h2>
+      <ul>
+        <li>your name (others on the board see only your first name);</li>
+        <li>your email, encrypted; only your instructor can read it;</li>
+        <li>a scrypt hash of your PIN, never the PIN itself;</li>
+        <li>your personal link as a SHA-256 hash, never the link itself;</li>
+        <li>when you claimed the lab and when you first opened it.</li>
+      </ul>
+      <p>
+        Kept <span id="retention-claims">{RETENTION.claims}</span>.
+      </p>
+      <h2>Failed attempts</h2>
+      <p>
+        Counters of failed attempts (such as wrong workshop codes and wrong PINs) per network address, to slow
+        down guessing. Each counter covers {RATE.windowSeconds / 60} minutes and is kept{" "}
+        <span id="retention-counters">{RETENTION.rateCounters}</span>.
+      </p>
+      <h2>Cookies</h2>
+      <table>
+        <thead>
+          <tr>
+            <th scope="col">Cookie</th>
+            <th scope="col">Why</th>
+            <th scope="col">How long</th>
+          </tr>
+        </thead>
+        <tbody>
+          {cookies.map((k) => (
+            <tr id={`cookie-${k.name}`}>
+              <td>
+                <code>{k.name}</code>
+              </td>
+              <td>{k.purpose}</td>
+              <td data-seconds={String(k.maxAgeSeconds)}>{cookieDuration(k.maxAgeSeconds)}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      <p>No tracking, no advertising, no third-party cookies. Logs never hold your email, PIN or links.</p>
+      <p>
+        <a href="/">Back to the portal</a>
+      </p>
+    </Layout>
+  );
+}
+
+export function ErrorPage(props: { title: string; message: string; back?: string }) {
+  return (
+    <Layout title={props.title}>
+      <h1>{props.title}</h1>
+      <p>{props.message}</p>
+      <p>
+        <a href={props.back ?? "/"}>Back to the portal</a>
+      </p>
+    </Layout>
+  );
+}
