@@ -1,4 +1,5 @@
 import { randomBytes, randomInt } from "node:crypto";
+import { isConditionalFailure } from "../fleet/runs.ts";
 import { isoNow } from "../runtime/clock.ts";
 import { open, seal } from "../runtime/crypto.ts";
 import { useDeps } from "../runtime/deps.ts";
@@ -198,6 +199,24 @@ const alreadyHasLab = () =>
     "This email already has a lab. Use “Get it back” with your email and PIN.",
   );
 
+const lockedError = () =>
+  new VisibleError(
+    "forbidden",
+    "portal.locked",
+    "Too many wrong PINs: this email is locked. Ask your instructor to unlock it.",
+  );
+
+/** Which lab a personal link leads to, without opening it (no access details, nothing recorded). */
+export async function linkLab(token: string): Promise<{ workshop: string; lab: string } | undefined> {
+  if (!/^[\w-]{20,64}$/.test(token)) return undefined;
+  const { store } = useDeps();
+  const hash = linkHash(token);
+  const link = (await store.claimLink.get({ linkHash: hash }).go()).data;
+  if (!link) return undefined;
+  const claim = (await store.claim.get({ workshop: link.workshop, hostId: link.hostId }).go()).data;
+  return claim?.linkHash === hash ? { workshop: link.workshop, lab: link.hostId } : undefined;
+}
+
 export interface LabPage {
   workshop: string;
   lab: string;
@@ -282,23 +301,27 @@ export async function recoverLab(
       "This lab was given by invitation: open the link in your invitation.",
     );
   }
-  if (e.locked) {
-    throw new VisibleError(
-      "forbidden",
-      "portal.locked",
-      "Too many wrong PINs: this email is locked. Ask your instructor to unlock it.",
-    );
+  if (e.locked) throw lockedError();
+  // Each attempt takes one of the five tries before the PIN is even checked, in one conditional write:
+  // guesses sent at the same time cannot get past the limit. A right PIN gives the tries back.
+  let attempt: number;
+  try {
+    const r = await store.claimEmail
+      .patch({ workshop, emailHash: eHash })
+      .add({ failedPins: 1 })
+      .where((a, op) => `${op.lt(a.failedPins, MAX_PIN_FAILURES)} AND ${op.eq(a.locked, false)}`)
+      .go({ response: "all_new" });
+    attempt = r.data.failedPins ?? 1;
+  } catch (err) {
+    if (!isConditionalFailure(err)) throw err;
+    await store.claimEmail.patch({ workshop, emailHash: eHash }).set({ locked: true }).go();
+    throw lockedError();
   }
   const c = (await store.claim.get({ workshop, hostId: e.hostId }).go()).data;
   if (!c || !(await verifyPin(pin, c.pinHash))) {
     await recordFailure(`addr:${address}`);
-    const r = await store.claimEmail
-      .patch({ workshop, emailHash: eHash })
-      .add({ failedPins: 1 })
-      .go({ response: "all_new" });
-    if ((r.data.failedPins ?? 0) >= MAX_PIN_FAILURES) {
+    if (attempt >= MAX_PIN_FAILURES)
       await store.claimEmail.patch({ workshop, emailHash: eHash }).set({ locked: true }).go();
-    }
     throw wrong;
   }
   const token = randomBytes(24).toString("base64url");

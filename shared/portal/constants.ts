@@ -19,7 +19,7 @@ export const COOKIES = {
 
 export const RATE = {
   windowSeconds: 10 * 60,
-  /** Failed attempts (wrong codes, refused claims, wrong PINs) per address per window. */
+  /** Failed guesses (wrong workshop codes, wrong PINs) per address per window. */
   perAddressFailures: 30,
   /** Wrong workshop codes for the whole portal per window... */
   globalWrongCodes: 200,

@@ -194,6 +194,27 @@ describe("codes, links and recovery", () => {
   });
 });
 
+describe("PIN guesses at the same time", () => {
+  it("never get past five: the sixth and later are refused as locked", async () => {
+    await workshopWithLabs("guess", 1);
+    await claimLab("guess", { name: "Eve", email: "eve@example.test", pin: "503917" }, "10.12.0.1");
+    const results = await Promise.all(
+      Array.from({ length: 12 }, (_, i) =>
+        code(() =>
+          recoverLab("guess", "eve@example.test", `40${String(i).padStart(4, "0")}`, `10.12.1.${i}`),
+        ),
+      ),
+    );
+    expect(results.filter((r) => r === "portal.wrong_pin")).toHaveLength(5);
+    expect(results.filter((r) => r === "portal.locked")).toHaveLength(7);
+    expect(await code(() => recoverLab("guess", "eve@example.test", "503917", "10.12.2.1"))).toBe(
+      "portal.locked",
+    );
+    const row = (await asInstructor(() => listClaims("guess")))[0];
+    expect(row?.locked).toBe(true);
+  });
+});
+
 describe("instructor operations", () => {
   it("release, revoke, reassign and export", async () => {
     await workshopWithLabs("ops", 3);

@@ -5,7 +5,7 @@ import { type ErrorKind, VisibleError } from "../../shared/runtime/errors.ts";
 import { log } from "../../shared/runtime/logger.ts";
 import { issueDetails } from "../../shared/runtime/zod.ts";
 
-const status: Record<ErrorKind, ContentfulStatusCode> = {
+const statusOfKind: Record<ErrorKind, ContentfulStatusCode> = {
   input: 400,
   auth: 401,
   forbidden: 403,
@@ -15,13 +15,16 @@ const status: Record<ErrorKind, ContentfulStatusCode> = {
   host: 502,
 };
 
+/** The HTTP status of an error kind: the API and the portal pages answer alike. */
+export const statusOf = (kind: ErrorKind): ContentfulStatusCode => statusOfKind[kind];
+
 /** The one place errors become HTTP: visible errors keep their kind and code, anything else is a bare 500. */
 export function onError(err: Error, c: Context) {
   const requestId = c.get("requestId" as never) as string | undefined;
   if (err instanceof VisibleError) {
     return c.json(
       { error: { kind: err.kind, code: err.code, message: err.message, details: err.details } },
-      status[err.kind],
+      statusOfKind[err.kind],
     );
   }
   if (err instanceof ZodError) {

@@ -9,7 +9,7 @@ import { html } from "hono/html";
 import type { Child } from "hono/jsx";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { z } from "zod";
-import { board, claimLab, enterCode, labForLink, recoverLab } from "../../shared/portal/claims.ts";
+import { board, claimLab, enterCode, labForLink, linkLab, recoverLab } from "../../shared/portal/claims.ts";
 import { COOKIES } from "../../shared/portal/constants.ts";
 import { useDeps } from "../../shared/runtime/deps.ts";
 import { VisibleError } from "../../shared/runtime/errors.ts";
@@ -89,8 +89,8 @@ const visible = (err: unknown): VisibleError => {
 async function remembered(c: Ctx): Promise<RememberedLab | undefined> {
   const token = readLabCookie(c);
   if (!token) return undefined;
-  const page = await labForLink(token);
-  return page ? { lab: page.lab, token } : undefined;
+  const found = await linkLab(token); // looking, not opening: firstOpenedAt stays as it is
+  return found ? { lab: found.lab, token } : undefined;
 }
 
 async function showBoard(

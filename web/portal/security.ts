@@ -157,14 +157,4 @@ export function guardPost(forbidden: (c: Ctx) => Response | Promise<Response>): 
 
 // --- HTTP status of a visible error (the same map as web/api/errors.ts) -----------------------------------
 
-const statusOfKind: Record<ErrorKind, ContentfulStatusCode> = {
-  input: 400,
-  auth: 401,
-  forbidden: 403,
-  not_found: 404,
-  conflict: 409,
-  rate_limited: 429,
-  host: 502,
-};
-
-export const statusOf = (kind: ErrorKind): ContentfulStatusCode => statusOfKind[kind];
+export { statusOf } from "../api/errors.ts";
