@@ -4,7 +4,7 @@ import { isoNow } from "../runtime/clock.ts";
 import { open, seal } from "../runtime/crypto.ts";
 import { useDeps } from "../runtime/deps.ts";
 import { VisibleError } from "../runtime/errors.ts";
-import type { ClaimItem, HostItem } from "../store/entities.ts";
+import type { ClaimItem } from "../store/entities.ts";
 import type { Workshop } from "../workshop/schema.ts";
 import { codeHash, emailHash, linkHash } from "./codes.ts";
 import { MAX_PIN_FAILURES } from "./constants.ts";
@@ -127,7 +127,7 @@ export async function claimLab(
   checkClaimInput(input);
   const { store, clock, accessKey } = useDeps();
   const portal = await getPortal(workshop);
-  if (!portal || portal.state !== "open" || portal.paused) {
+  if (portal?.state !== "open" || portal.paused) {
     throw new VisibleError("conflict", "portal.closed", "Claiming is closed right now. Ask your instructor.");
   }
   if (portal.mode === "roster")

@@ -222,7 +222,7 @@ export async function reassign(
   const old = (await store.claim.get({ workshop, hostId: e.hostId }).go()).data;
   if (!old) throw new VisibleError("not_found", "portal.no_claim", "no lab is claimed with that email");
   const host = (await store.host.get({ workshop, hostId }).go()).data;
-  if (!host || host.state !== "ready")
+  if (host?.state !== "ready")
     throw new VisibleError("conflict", "portal.lab_not_ready", `lab ${hostId} is not ready`);
   const token = randomBytes(24).toString("base64url");
   const hash = linkHash(token);

@@ -1,11 +1,9 @@
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import type { Context, MiddlewareHandler } from "hono";
 import { deleteCookie, getCookie, setCookie } from "hono/cookie";
-import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { accessValid, type CodeAccess } from "../../shared/portal/claims.ts";
 import { COOKIES } from "../../shared/portal/constants.ts";
 import { useDeps } from "../../shared/runtime/deps.ts";
-import type { ErrorKind } from "../../shared/runtime/errors.ts";
 
 /**
  * The portal's cookies, CSRF check and client address. Cookie values are signed with a key derived from the
