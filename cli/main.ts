@@ -19,6 +19,7 @@ Usage:
   labfleet access (-f workshop.yaml | NAME)                     the access sheet: one row per host, one column per UI
   labfleet hosts keys|pubkey|forget-key (-f workshop.yaml | NAME) [--host ID]
   labfleet down (-f workshop.yaml | NAME)                       tear the workshop down and follow it
+  labfleet down (-f workshop.yaml | NAME) --unclaimed N|all [--force]  remove labs nobody claimed
 
 The claim portal (students go to the runtime's URL and type the code):
   labfleet portal open|close (-f workshop.yaml | NAME)          open or close the claim window
@@ -27,6 +28,7 @@ The claim portal (students go to the runtime's URL and type the code):
   labfleet portal export (-f workshop.yaml | NAME) [--csv FILE] claims as CSV, to stdout or a 0600 file
   labfleet portal admin-link (-f workshop.yaml | NAME)          a new secret link to the instructor page
   labfleet portal release LAB | revoke EMAIL | reassign EMAIL LAB | unlock EMAIL  (-f workshop.yaml | NAME)
+  labfleet portal invite (-f workshop.yaml | NAME) ROSTER.csv --csv FILE  reserve labs; invite links into FILE (0600)
 
 Selection and output (where they apply):
   --host ID        only this host (repeatable)
@@ -59,6 +61,7 @@ const options = {
   ref: { type: "string" },
   "failed-only": { type: "boolean" },
   "all-selected": { type: "boolean" },
+  unclaimed: { type: "string" },
   csv: { type: "string" },
   help: { type: "boolean", short: "h" },
   version: { type: "boolean" },
@@ -77,6 +80,7 @@ export interface Args {
     ref?: string;
     "failed-only"?: boolean;
     "all-selected"?: boolean;
+    unclaimed?: string;
     csv?: string;
     help?: boolean;
     version?: boolean;
@@ -260,6 +264,27 @@ async function cmdDown(args: Args, out: Output): Promise<number> {
   const name = workshopName(args);
   const json = jsonOutput(args);
   const client = new ApiClient(resolveTarget());
+  if (args.values.unclaimed !== undefined) {
+    // Scale down no-shows instead of tearing everything down.
+    const n = args.values.unclaimed;
+    const unclaimed = n === "all" ? "all" : Number(n);
+    if (unclaimed !== "all" && (!Number.isInteger(unclaimed) || unclaimed < 1)) {
+      throw new CliError(`--unclaimed takes a number of labs or "all", got ${n}`, 2);
+    }
+    const r = await client.call<{ removed: string[]; releasedClaims: string[] }>(
+      "POST",
+      `/workshops/${encodeURIComponent(name)}/portal/scale-down`,
+      { unclaimed, force: args.values.force ?? false },
+    );
+    if (json) out.write(`${JSON.stringify(r, null, 2)}\n`);
+    else {
+      out.write(
+        `removed ${r.removed.length} lab${r.removed.length === 1 ? "" : "s"}${r.removed.length ? `: ${r.removed.join(", ")}` : ""}\n`,
+      );
+      if (r.releasedClaims.length) out.write(`claims released (--force): ${r.releasedClaims.join(", ")}\n`);
+    }
+    return 0;
+  }
   const { run } = await client.teardown(name);
   if (!json) out.write(`down ${name}: run ${run.id}\n`);
   const s = await follow(client, name, run.id, undefined);

@@ -1,4 +1,4 @@
-import { closeSync, fchmodSync, openSync, writeSync } from "node:fs";
+import { closeSync, fchmodSync, openSync, readFileSync, writeSync } from "node:fs";
 import type { BoardLab } from "../shared/portal/claims.ts";
 import type { ClaimRow, PortalView } from "../shared/portal/portal.ts";
 import { ApiClient, CliError, resolveTarget } from "./client.ts";
@@ -14,7 +14,9 @@ export const PORTAL_USAGE = `usage: labfleet portal SUBCOMMAND (-f workshop.yaml
   status                      every lab and every claim (with emails)
   export [--csv FILE]         claims as CSV (lab, name, email, how, claimed at, first opened); FILE is 0600
   admin-link                  a new secret link to the instructor page (the previous one stops working)
-  release LAB | revoke EMAIL | reassign EMAIL LAB | unlock EMAIL`;
+  release LAB | revoke EMAIL | reassign EMAIL LAB | unlock EMAIL
+  invite ROSTER.csv --csv FILE  reserve a lab for each "name,email[,host_id]" line; their invite links go
+                              to FILE (0600), never to the screen`;
 
 /** The arguments each subcommand takes after the workshop. */
 const ARGS: Record<string, string[]> = {
@@ -29,6 +31,7 @@ const ARGS: Record<string, string[]> = {
   revoke: ["EMAIL"],
   reassign: ["EMAIL", "LAB"],
   unlock: ["EMAIL"],
+  invite: ["ROSTER"],
 };
 
 interface PortalStatus {
@@ -85,8 +88,10 @@ export async function run(args: Args, out: Output): Promise<number> {
       `labfleet portal ${sub} takes ${wants.length ? wants.join(" ") : "no arguments"} after the workshop\n${PORTAL_USAGE}`,
       2,
     );
-  if (args.values.csv !== undefined && sub !== "export")
-    throw new CliError("--csv FILE goes with labfleet portal export", 2);
+  if (args.values.csv !== undefined && sub !== "export" && sub !== "invite")
+    throw new CliError("--csv FILE goes with labfleet portal export or invite", 2);
+  if (sub === "invite" && !args.values.csv)
+    throw new CliError("labfleet portal invite needs --csv FILE for the invite links", 2);
 
   const json = jsonOutput(args);
   const client = new ApiClient(resolveTarget());
@@ -191,6 +196,33 @@ export async function run(args: Args, out: Output): Promise<number> {
       if (json) print(r);
       else out.write("unlocked: the student can get their lab back with email and PIN again\n");
       return 0;
+    }
+    case "invite": {
+      let roster: string;
+      try {
+        roster = readFileSync(rest[0] as string, "utf8");
+      } catch (err) {
+        throw new CliError(
+          `cannot read ${rest[0]}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`,
+          2,
+        );
+      }
+      const r = await client.call<{
+        invites: { name: string; email: string; lab: string; path: string }[];
+        skipped: { email: string; reason: string }[];
+      }>("POST", `${path}/invite`, { csv: roster });
+      const file = args.values.csv as string;
+      const cell = (v: string) => (/[",\n]/.test(v) ? `"${v.replace(/"/g, '""')}"` : v);
+      writePrivate(
+        file,
+        `name,email,lab,link\n${r.invites.map((i) => [i.name, i.email, i.lab, link(i.path)].map(cell).join(",")).join("\n")}${r.invites.length ? "\n" : ""}`,
+      );
+      if (json) print({ file, invited: r.invites.length, skipped: r.skipped });
+      else {
+        out.write(`invited ${r.invites.length}: their personal links are in ${file} (mode 0600)\n`);
+        for (const s of r.skipped) out.write(`  skipped ${s.email}: ${s.reason}\n`);
+      }
+      return r.skipped.length ? 1 : 0;
     }
     default:
       throw new CliError(PORTAL_USAGE, 2);

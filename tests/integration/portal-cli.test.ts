@@ -114,4 +114,29 @@ describe("labfleet portal", () => {
     expect(page.status).toBe(200);
     expect(await page.text()).toContain("student-02");
   });
+
+  it("invite writes personal links to a 0600 file only; down --unclaimed removes the free lab", async () => {
+    const roster = join(work, "roster.csv");
+    writeFileSync(roster, "name,email\nFox Mulder,fox@example.test\n");
+    const out = join(work, "invites.csv");
+    const r = await runCli(["portal", "invite", WS, roster, "--csv", out], { env });
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain(`invited 1: their personal links are in ${out} (mode 0600)`);
+    expect(r.stdout).not.toContain("/l/");
+    expect(statSync(out).mode & 0o777).toBe(0o600);
+    const [header, row] = readFileSync(out, "utf8").trim().split("\n");
+    expect(header).toBe("name,email,lab,link");
+    expect(row).toMatch(new RegExp(`^Fox Mulder,fox@example\\.test,student-01,${rt.url}/l/[\\w-]{32}$`));
+    const link = row?.split(",")[3] ?? "";
+    expect((await fetch(link)).status).toBe(200);
+    expect((await runCli(["portal", "invite", WS, roster], { env })).code).toBe(2);
+
+    const refused = await runCli(["down", WS, "--unclaimed", "2"], { env });
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain("add --force");
+    const down = await runCli(["down", WS, "--unclaimed", "all", "--output", "json"], { env });
+    expect(down.code, down.stderr).toBe(0);
+    expect(JSON.parse(down.stdout)).toEqual({ removed: ["student-02"], releasedClaims: [] });
+    expect((await runCli(["down", WS, "--unclaimed", "some"], { env })).code).toBe(2);
+  });
 });

@@ -7,6 +7,7 @@ import {
   checkAdminLink,
   closePortal,
   exportClaims,
+  inviteRoster,
   listClaims,
   newAdminLink,
   openPortal,
@@ -17,6 +18,7 @@ import {
   rotateCode,
   unlockEmail,
 } from "../../shared/portal/portal.ts";
+import { scaleDownUnclaimed } from "../../shared/portal/scale-down.ts";
 import { withActor } from "../../shared/runtime/actor.ts";
 
 const Name = z.string().regex(/^[a-z0-9-]{1,40}$/, { error: "expected a workshop name" });
@@ -28,6 +30,19 @@ const Email = z
   .regex(/^[^\s@]+@[^\s@]+$/, { error: "expected an email address" });
 const ReleaseBody = z.strictObject({ lab: Lab });
 const EmailBody = z.strictObject({ email: Email });
+const InviteBody = z.strictObject({
+  csv: z
+    .string()
+    .min(1, { error: "expected the roster CSV: name,email[,host_id]" })
+    .max(1024 * 1024),
+});
+const ScaleDownBody = z.strictObject({
+  unclaimed: z.union([z.literal("all"), z.number().int().min(1).max(64)], {
+    error: 'expected a number of labs, or "all"',
+  }),
+  force: z.boolean().default(false),
+});
+
 const ReassignBody = z.strictObject({ email: Email, lab: Lab });
 
 async function body(req: Request): Promise<unknown> {
@@ -78,6 +93,19 @@ export const portalApi = new Hono()
   .post("/:name/portal/unlock", async (c) => {
     const b = EmailBody.parse(await body(c.req.raw));
     return c.json(await unlockEmail(Name.parse(c.req.param("name")), b.email));
+  })
+  .post("/:name/portal/invite", async (c) => {
+    const b = InviteBody.parse(await body(c.req.raw));
+    const r = await inviteRoster(Name.parse(c.req.param("name")), b.csv);
+    c.header("Cache-Control", "no-store");
+    return c.json({
+      invites: r.invites.map((i) => ({ name: i.name, email: i.email, lab: i.lab, path: `/l/${i.token}` })),
+      skipped: r.skipped,
+    });
+  })
+  .post("/:name/portal/scale-down", async (c) => {
+    const b = ScaleDownBody.parse(await body(c.req.raw));
+    return c.json(await scaleDownUnclaimed(Name.parse(c.req.param("name")), b.unclaimed, b.force));
   });
 
 // --- the instructor page behind the secret admin link -----------------------------------------------------
