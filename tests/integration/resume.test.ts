@@ -126,7 +126,7 @@ describe("a killed runtime resumes its run", () => {
     expect(existsSync(join(dataDir, "runtime.json"))).toBe(false);
     expect(javaFor(join(dataDir, "dynamodb"))).toEqual([]);
     expect(processesUnder(join(dataDir, "hosts"))).toEqual([]);
-  });
+  }, 180_000); // two runtimes, each starting its own DynamoDB Local, on a machine busy with other suites
 
   it("Ctrl-C stops cleanly, stopping labs mid-build; the next start rebuilds them and finishes", async () => {
     const dir = join(work, "pause");
@@ -177,5 +177,5 @@ describe("a killed runtime resumes its run", () => {
     second.child.kill("SIGINT");
     expect(await second.exited).toBe(0);
     expect(processesUnder(pauseData)).toEqual([]);
-  });
+  }, 180_000); // two runtimes, each starting its own DynamoDB Local, on a machine busy with other suites
 });
