@@ -99,6 +99,11 @@ export async function cmdDev(opts: DevOptions, out: Output): Promise<number> {
           `  ${h.id}  ${paint(out, h.state)}${h.state === "failed" && h.error ? `  ${h.error.split("\n")[0]}` : ""}\n`,
         );
       }
+      // With portal.enabled, the workflow has opened the claim portal: what goes on the slide.
+      const portal = await client
+        .call<{ code: string; state: string }>("GET", `/workshops/${encodeURIComponent(workshop.name)}/portal/info`)
+        .catch(() => undefined);
+      if (portal) out.write(`\nStudent portal: ${runtime.url}/  code ${portal.code}  (claiming ${portal.state})\n`);
       out.write(
         `${ready}/${s.hostList.length} labs ready, ${((Date.now() - upStarted) / 1000).toFixed(1)}s after up started. ` +
           "Press Ctrl-C to stop (`labfleet down -f FILE` tears the workshop down).\n",
