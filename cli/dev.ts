@@ -101,9 +101,13 @@ export async function cmdDev(opts: DevOptions, out: Output): Promise<number> {
       }
       // With portal.enabled, the workflow has opened the claim portal: what goes on the slide.
       const portal = await client
-        .call<{ code: string; state: string }>("GET", `/workshops/${encodeURIComponent(workshop.name)}/portal/info`)
+        .call<{ code: string; state: string }>(
+          "GET",
+          `/workshops/${encodeURIComponent(workshop.name)}/portal/info`,
+        )
         .catch(() => undefined);
-      if (portal) out.write(`\nStudent portal: ${runtime.url}/  code ${portal.code}  (claiming ${portal.state})\n`);
+      if (portal)
+        out.write(`\nStudent portal: ${runtime.url}/  code ${portal.code}  (claiming ${portal.state})\n`);
       out.write(
         `${ready}/${s.hostList.length} labs ready, ${((Date.now() - upStarted) / 1000).toFixed(1)}s after up started. ` +
           "Press Ctrl-C to stop (`labfleet down -f FILE` tears the workshop down).\n",

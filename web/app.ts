@@ -58,6 +58,9 @@ export function createApp(opts: { auth: InstructorAuth }) {
         frameAncestors: ["'none'"],
         formAction: ["'self'"],
       },
+      // same-origin, not no-referrer: with no-referrer, Chromium sends "Origin: null" on the portal's own
+      // form posts, which the CSRF check must then refuse. Nothing is ever sent to another site.
+      referrerPolicy: "same-origin",
     }),
   );
   app.onError(onError);

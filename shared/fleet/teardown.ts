@@ -1,3 +1,4 @@
+import { purgePortal } from "../portal/portal.ts";
 import type { DeprovisionResult } from "../providers/types.ts";
 import { isoNow } from "../runtime/clock.ts";
 import { mapLimit } from "../runtime/concurrency.ts";
@@ -66,6 +67,7 @@ export async function finishTeardown(
     }
   }
   await cancelSchedules(workshop);
+  await purgePortal(workshop);
   const state = errors.length === 0 ? "succeeded" : "failed";
   await store.run
     .patch({ workshop, runId })

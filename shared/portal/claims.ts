@@ -83,7 +83,8 @@ export async function board(workshop: string): Promise<{ open: boolean; labs: Bo
       return { lab: h.hostId, status: h.state === "failed" ? "failed" : "building" };
     })
     .sort((a, b) => byNumber(a.lab, b.lab));
-  return { open: portal?.state === "open" && !portal.paused, labs };
+  // `open` means the claim form is offered: not in roster mode, where labs come by invitation.
+  return { open: portal?.state === "open" && !portal.paused && portal.mode !== "roster", labs };
 }
 
 export interface ClaimInput {
@@ -217,6 +218,21 @@ export async function linkLab(token: string): Promise<{ workshop: string; lab: s
   return claim?.linkHash === hash ? { workshop: link.workshop, lab: link.hostId } : undefined;
 }
 
+const DUMMY_PIN_HASH = "scrypt$16384$8$1$AAAAAAAAAAAAAAAAAAAAAA$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
+
+/** `ssh -p PORT user@host` for a lab: its public IP when it has one, the login user of its address. */
+export function studentSsh(
+  address: string,
+  publicIp: string | undefined,
+  defaultUser: string | undefined,
+): string {
+  const m = /^(?:([^@]+)@)?(\[[^\]]+\]|[^:]+)(?::(\d+))?$/.exec(address);
+  const user = m?.[1] ?? defaultUser;
+  const host = publicIp ?? (m?.[2] ?? address).replace(/^\[|\]$/g, "");
+  const port = m?.[3] && m[3] !== "22" ? `-p ${m[3]} ` : "";
+  return `ssh ${port}${user ? `${user}@` : ""}${host}`;
+}
+
 export interface LabPage {
   workshop: string;
   lab: string;
@@ -258,10 +274,9 @@ export async function labForLink(token: string): Promise<LabPage | undefined> {
       access = null;
     }
   }
-  const address = host.data?.publicIp ?? host.data?.address;
   const sshCommand =
-    spec.portal.student_ssh && address && host.data?.provider !== "local"
-      ? `ssh ${address.includes("@") ? address : `${spec.defaults.ssh_user ?? "student"}@${address}`}`
+    spec.portal.student_ssh && host.data?.address && host.data.provider !== "local"
+      ? studentSsh(host.data.address, host.data.publicIp, spec.defaults.ssh_user)
       : null;
   return {
     workshop: link.workshop,
@@ -290,6 +305,8 @@ export async function recoverLab(
   const wrong = new VisibleError("input", "portal.wrong_pin", "That email and PIN do not match a lab.");
   const e = (await store.claimEmail.get({ workshop, emailHash: eHash }).go()).data;
   if (!e) {
+    // As slow as a wrong PIN, so the answer's timing does not tell which emails hold a lab.
+    await verifyPin(pin, DUMMY_PIN_HASH);
     await recordFailure(`addr:${address}`);
     throw wrong;
   }

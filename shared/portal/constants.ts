@@ -35,5 +35,6 @@ export const SCRYPT = { N: 2 ** 14, r: 8, p: 1, keyLen: 32 } as const;
 /** What the portal keeps, for /privacy. */
 export const RETENTION = {
   claims: "until the workshop is torn down",
-  rateCounters: `${RATE.windowSeconds / 60} minutes`,
+  // A counter lives through its 10-minute window and one more, then the table's TTL removes it.
+  rateCounters: `up to ${(2 * RATE.windowSeconds) / 60} minutes`,
 } as const;

@@ -70,7 +70,8 @@ export async function openPortal(workshop: string, open_ = true): Promise<Portal
   }
   await store.portal
     .patch({ workshop })
-    .set({ state: open_ ? "open" : "closed", updatedAt: isoNow(clock) })
+    // The mode follows workshop.yaml: submit the file again to change it.
+    .set({ state: open_ ? "open" : "closed", mode: spec.portal.mode, updatedAt: isoNow(clock) })
     .go();
   return portalInfo(workshop);
 }
@@ -263,6 +264,28 @@ export async function newAdminLink(workshop: string): Promise<{ token: string }>
   return { token };
 }
 
+/**
+ * Teardown forgets the portal: its code, every claim, email record and personal link. Old links and cookies
+ * then lead nowhere, and a workshop brought up again under the same name starts with an empty board.
+ */
+export async function purgePortal(workshop: string): Promise<void> {
+  const { store } = useDeps();
+  const [portal, claims, emails] = await Promise.all([
+    getPortal(workshop),
+    store.claim.query.byWorkshop({ workshop }).go({ pages: "all" }),
+    store.claimEmail.query.byWorkshop({ workshop }).go({ pages: "all" }),
+  ]);
+  for (const c of claims.data) {
+    await store.claimLink.delete({ linkHash: c.linkHash }).go();
+    await store.claim.delete({ workshop, hostId: c.hostId }).go();
+  }
+  for (const e of emails.data) await store.claimEmail.delete({ workshop, emailHash: e.emailHash }).go();
+  if (portal) {
+    await store.portalCode.delete({ codeHash: portal.codeHash }).go();
+    await store.portal.delete({ workshop }).go();
+  }
+}
+
 export async function checkAdminLink(workshop: string, token: string): Promise<boolean> {
   const p = await getPortal(workshop);
   return Boolean(p?.adminHash && p.adminHash === linkHash(`admin:${token}`));
@@ -310,6 +333,14 @@ export async function inviteRoster(
   assertActor("instructor", "system");
   const { store, clock, accessKey } = useDeps();
   await requirePortal(workshop);
+  const spec = await workshopSpec(workshop);
+  if (spec.portal.mode === "open") {
+    throw new VisibleError(
+      "conflict",
+      "portal.not_roster",
+      'invitations need portal.mode "roster" or "both" in workshop.yaml',
+    );
+  }
   const rows = parseRoster(csv);
   const invites: Invite[] = [];
   const skipped: { email: string; reason: string }[] = [];

@@ -11,8 +11,9 @@ const byNumberDesc = (a: string, b: string) => b.localeCompare(a, undefined, { n
 
 /**
  * Scale down no-shows (`labfleet down --unclaimed N|all`): unready labs go first, then free labs from the
- * highest number down; a claimed lab only with `force`. Claiming pauses while they go; the labs leave the
- * board and a later up does not bring them back.
+ * highest number down; a claimed lab only with `force`. Claiming pauses before the labs are chosen, so
+ * nobody claims a lab between its choice and its removal; the labs leave the board and a later up does not
+ * bring them back.
  */
 export async function scaleDownUnclaimed(
   workshop: string,
@@ -21,22 +22,40 @@ export async function scaleDownUnclaimed(
 ): Promise<{ removed: string[]; releasedClaims: string[] }> {
   assertActor("instructor", "system");
   const { store, clock } = useDeps();
+  const portal = await getPortal(workshop);
+  const pause = (paused: boolean) =>
+    portal
+      ? store.portal
+          .patch({ workshop })
+          .set({ paused, updatedAt: isoNow(clock) })
+          .go()
+      : undefined;
+  await pause(true);
+  try {
+    return await pickAndRemove(workshop, count, force);
+  } finally {
+    await pause(false);
+  }
+}
+
+async function pickAndRemove(
+  workshop: string,
+  count: number | "all",
+  force: boolean,
+): Promise<{ removed: string[]; releasedClaims: string[] }> {
+  const { store, clock } = useDeps();
   const { spec, provider } = await loadWorkshop(workshop);
   const hosts = (await listHosts(workshop)).filter((h) => h.state !== "torn_down");
   const claims = (await store.claim.query.byWorkshop({ workshop }).go({ pages: "all" })).data;
   const claimed = new Set(claims.map((c) => c.hostId));
-  const unready = hosts
-    .filter((h) => h.state !== "ready" && !claimed.has(h.hostId))
-    .map((h) => h.hostId)
-    .sort(byNumberDesc);
-  const free = hosts
-    .filter((h) => h.state === "ready" && !claimed.has(h.hostId))
-    .map((h) => h.hostId)
-    .sort(byNumberDesc);
-  const taken = hosts
-    .filter((h) => claimed.has(h.hostId))
-    .map((h) => h.hostId)
-    .sort(byNumberDesc);
+  const ids = (keep: (h: (typeof hosts)[number]) => boolean) =>
+    hosts
+      .filter(keep)
+      .map((h) => h.hostId)
+      .sort(byNumberDesc);
+  const unready = ids((h) => h.state !== "ready" && !claimed.has(h.hostId));
+  const free = ids((h) => h.state === "ready" && !claimed.has(h.hostId));
+  const taken = ids((h) => claimed.has(h.hostId));
   const unclaimed = [...unready, ...free];
   const want = count === "all" ? unclaimed.length : count;
   if (want > unclaimed.length && !force) {
@@ -49,36 +68,22 @@ export async function scaleDownUnclaimed(
   const picked = [...unclaimed, ...taken].slice(0, want);
   if (picked.length === 0) return { removed: [], releasedClaims: [] };
 
-  const portal = await getPortal(workshop);
-  if (portal)
-    await store.portal
-      .patch({ workshop })
-      .set({ paused: true, updatedAt: isoNow(clock) })
-      .go();
-  try {
-    const releasedClaims: string[] = [];
-    for (const lab of picked.filter((id) => claimed.has(id))) {
-      await releaseLab(workshop, lab);
-      releasedClaims.push(lab);
-    }
-    const w = (await store.workshop.get({ name: workshop }).go()).data;
-    await store.workshop
-      .patch({ name: workshop })
-      .set({ removedHosts: [...new Set([...(w?.removedHosts ?? []), ...picked])], updatedAt: isoNow(clock) })
-      .go();
-    const set = new Set(picked);
-    await removeHosts(
-      spec,
-      provider,
-      hosts.filter((h) => set.has(h.hostId)),
-    );
-    log.info("scaled down unclaimed labs", { workshop, removed: picked.length });
-    return { removed: picked, releasedClaims };
-  } finally {
-    if (portal)
-      await store.portal
-        .patch({ workshop })
-        .set({ paused: false, updatedAt: isoNow(clock) })
-        .go();
+  const releasedClaims: string[] = [];
+  for (const lab of picked.filter((id) => claimed.has(id))) {
+    await releaseLab(workshop, lab);
+    releasedClaims.push(lab);
   }
+  const w = (await store.workshop.get({ name: workshop }).go()).data;
+  await store.workshop
+    .patch({ name: workshop })
+    .set({ removedHosts: [...new Set([...(w?.removedHosts ?? []), ...picked])], updatedAt: isoNow(clock) })
+    .go();
+  const set = new Set(picked);
+  await removeHosts(
+    spec,
+    provider,
+    hosts.filter((h) => set.has(h.hostId)),
+  );
+  log.info("scaled down unclaimed labs", { workshop, removed: picked.length });
+  return { removed: picked, releasedClaims };
 }

@@ -18,7 +18,7 @@ beforeAll(async () => {
   rt = await testRuntime();
   env = { LABFLEET_URL: rt.url, LABFLEET_TOKEN: rt.token };
   file = join(work, "workshop.yaml");
-  writeFileSync(file, workshopYaml({ name: WS, count: 2 }));
+  writeFileSync(file, `${workshopYaml({ name: WS, count: 2 })}portal:\n  mode: both\n`);
   const up = await runCli(["up", "-f", file], { env });
   expect(up.code, up.stderr).toBe(0);
 });

@@ -153,7 +153,7 @@ describe("student portal", () => {
     for (const d of ["default-src 'self'", "frame-ancestors 'none'", "form-action 'self'"])
       expect(csp).toContain(d);
     expect(r.res.headers.get("x-content-type-options")).toBe("nosniff");
-    expect(r.res.headers.get("referrer-policy")).toBe("no-referrer");
+    expect(r.res.headers.get("referrer-policy")).toBe("same-origin");
     // The CSRF cookie is a session cookie: no Max-Age, as COOKIES.csrf says.
     expect(b.lastSetCookie(COOKIES.csrf.name)).toMatch(/HttpOnly/);
     expect(maxAge(b.lastSetCookie(COOKIES.csrf.name))).toBeUndefined();
@@ -391,7 +391,17 @@ describe("student portal", () => {
     const foreign = await b.post("/code", { code }, { origin: "https://evil.example" });
     expect(foreign.status).toBe(403);
     expect(b.jar.has(COOKIES.access.name)).toBe(false);
+    // "Origin: null" passes only when the browser says the post came from this very site.
     expect((await b.post("/forget", {}, { origin: "null" })).status).toBe(403);
+    expect((await b.post("/forget", {}, { origin: "null", "sec-fetch-site": "cross-site" })).status).toBe(
+      403,
+    );
+    expect(
+      (await b.post("/forget", {}, { origin: "http://localhost", "sec-fetch-site": "same-site" })).status,
+    ).toBe(403);
+    expect((await b.post("/forget", {}, { origin: "null", "sec-fetch-site": "same-origin" })).status).toBe(
+      303,
+    );
     // The same form from this site's own origin goes through.
     const same = await b.post("/code", { code }, { origin: "http://localhost" });
     expect(same.status).toBe(303);

@@ -29,8 +29,10 @@ type Runtime = Awaited<ReturnType<typeof testRuntime>>;
 let rt: Runtime;
 const asInstructor = <T>(fn: () => Promise<T>) => withActor({ type: "instructor", id: "test" }, fn);
 
-async function workshopWithLabs(name: string, ready: number, building = 0) {
-  await asInstructor(() => submitWorkshop(workshopYaml({ name, count: Math.max(1, ready + building) })));
+async function workshopWithLabs(name: string, ready: number, building = 0, portalYaml = "") {
+  await asInstructor(() =>
+    submitWorkshop(workshopYaml({ name, count: Math.max(1, ready + building) }) + portalYaml),
+  );
   const now = new Date().toISOString();
   for (let i = 1; i <= ready + building; i++) {
     const hostId = `student-${String(i).padStart(2, "0")}`;
@@ -248,7 +250,12 @@ describe("instructor operations", () => {
 
 describe("roster and the workflow", () => {
   it("invites a roster: reserved labs and personal links; invited students recover by their link only", async () => {
-    await workshopWithLabs("roster", 3);
+    await workshopWithLabs("open-only", 1);
+    expect(await code(() => asInstructor(() => inviteRoster("open-only", "Ada,ada@example.test\n")))).toBe(
+      "portal.not_roster",
+    );
+    await workshopWithLabs("roster", 3, 0, "portal:\n  mode: roster\n");
+    expect((await board("roster")).open).toBe(false); // roster mode offers no claim form
     const { invites, skipped } = await asInstructor(() =>
       inviteRoster(
         "roster",
@@ -310,6 +317,22 @@ describe("scaling down no-shows", () => {
     expect(forced).toEqual({ removed: ["student-01"], releasedClaims: ["student-01"] });
     expect(await asInstructor(() => listClaims("noshow"))).toEqual([]);
     expect((await asInstructor(() => portalInfo("noshow"))).state).toBe("open");
+  });
+
+  it("teardown forgets the portal: code, claims and links", async () => {
+    await workshopWithLabs("gone", 1);
+    const info = await asInstructor(() => portalInfo("gone"));
+    const claim = await claimLab(
+      "gone",
+      { name: "Ada", email: "ada@example.test", pin: "503917" },
+      "10.13.0.1",
+    );
+    await asInstructor(() => startRun("gone", "teardown"));
+    await rt.executor.idle();
+    expect(await labForLink(claim.token)).toBeUndefined();
+    expect(await code(() => enterCode(info.code, "10.13.0.1"))).toBe("portal.wrong_code");
+    expect(await code(() => asInstructor(() => portalInfo("gone")))).toBe("portal.not_found");
+    expect((await rt.store.claimEmail.query.byWorkshop({ workshop: "gone" }).go()).data).toEqual([]);
   });
 
   it("a later up does not bring a removed lab back", async () => {

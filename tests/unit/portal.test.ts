@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { studentSsh } from "../../shared/portal/claims.ts";
 import { codeHash, generateCode, normalizeCode } from "../../shared/portal/codes.ts";
 import { hashPin, pinProblem, verifyPin } from "../../shared/portal/pins.ts";
 
@@ -41,5 +42,14 @@ describe("PINs", () => {
     expect(await verifyPin("503917", stored)).toBe(true);
     expect(await verifyPin("503918", stored)).toBe(false);
     expect(await hashPin("503917")).not.toBe(stored); // salted
+  });
+});
+
+describe("the student's SSH command", () => {
+  it("uses the login user, the port when it is not 22, and the public IP when there is one", () => {
+    expect(studentSsh("lab@127.10.0.5:2222", undefined, undefined)).toBe("ssh -p 2222 lab@127.10.0.5");
+    expect(studentSsh("lab@host.example.test", "203.0.113.7", undefined)).toBe("ssh lab@203.0.113.7");
+    expect(studentSsh("host.example.test:22", undefined, "ubuntu")).toBe("ssh ubuntu@host.example.test");
+    expect(studentSsh("[2001:db8::1]:2200", undefined, "lab")).toBe("ssh -p 2200 lab@2001:db8::1");
   });
 });

@@ -193,7 +193,7 @@ export const adminPage = new Hono().get("/:workshop/:token", async (c) => {
         <head>
           <meta charset="utf-8" />
           <meta name="viewport" content="width=device-width, initial-scale=1" />
-          <meta name="referrer" content="no-referrer" />
+          <meta name="referrer" content="same-origin" />
           <title>${workshop}: labs and claims</title>
           <style>${raw(style)}</style>
         </head>

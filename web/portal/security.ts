@@ -142,9 +142,14 @@ export const CSRF_FIELD = "_csrf";
  */
 export function guardPost(forbidden: (c: Ctx) => Response | Promise<Response>): MiddlewareHandler<PortalEnv> {
   return async (c, next) => {
+    // Browsers send Origin on form posts; "null" is what they send when the referrer policy hides it, and
+    // is accepted only when the browser itself says the request came from this site. The CSRF field below
+    // is checked either way.
     const origin = c.req.header("origin");
-    if (origin !== undefined && origin !== ownOrigin(c)) return forbidden(c);
-    if (c.req.header("sec-fetch-site") === "cross-site") return forbidden(c);
+    const site = c.req.header("sec-fetch-site");
+    const sameSite = origin === ownOrigin(c) || (origin === "null" && site === "same-origin");
+    if (origin !== undefined && !sameSite) return forbidden(c);
+    if (site === "cross-site" || site === "same-site") return forbidden(c);
     const cookie = getCookie(c, COOKIES.csrf.name);
     const body = await c.req.parseBody();
     const field = body[CSRF_FIELD];

@@ -15,7 +15,7 @@ export function Layout(props: { title: string; children?: Child }) {
       <head>
         <meta charset="utf-8" />
         <meta name="viewport" content="width=device-width, initial-scale=1" />
-        <meta name="referrer" content="no-referrer" />
+        <meta name="referrer" content="same-origin" />
         <title>{props.title}</title>
         <link rel="stylesheet" href="/portal.css" />
       </head>
