@@ -5,7 +5,7 @@ import { extract } from "tar-stream";
 import type { DoctorReport } from "../shared/fleet/ops.ts";
 import { ApiClient, CliError, resolveTarget } from "./client.ts";
 import { type Args, checkedFile, follow, jsonOutput, report, selectionBody, workshopName } from "./main.ts";
-import { type Output, paint } from "./render.ts";
+import { type Output, paint, writeTable } from "./render.ts";
 
 /** The fleet operations: doctor, deploy, retry, diagnose, access, hosts. Each is a client of the API. */
 export async function run(command: string, args: Args, out: Output): Promise<number> {
@@ -158,17 +158,6 @@ export async function run(command: string, args: Args, out: Output): Promise<num
     default:
       throw new CliError(`unknown command ${command}`, 2);
   }
-}
-
-function writeTable(rows: string[][], out: Output): void {
-  const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? "").length))) ?? [];
-  for (const r of rows)
-    out.write(
-      `${r
-        .map((c, i) => c.padEnd(widths[i] ?? 0))
-        .join("  ")
-        .trimEnd()}\n`,
-    );
 }
 
 function writeDoctor(reports: DoctorReport[], out: Output): void {

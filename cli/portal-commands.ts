@@ -3,7 +3,7 @@ import type { BoardLab } from "../shared/portal/claims.ts";
 import type { ClaimRow, PortalView } from "../shared/portal/portal.ts";
 import { ApiClient, CliError, resolveTarget } from "./client.ts";
 import { type Args, checkedFile, jsonOutput } from "./main.ts";
-import type { Output } from "./render.ts";
+import { type Output, writeTable } from "./render.ts";
 
 /** `labfleet portal ...`: the instructor's side of the claim portal, each subcommand one API call. */
 
@@ -38,17 +38,6 @@ interface PortalStatus {
   portal: Omit<PortalView, "code"> & { open: boolean };
   labs: BoardLab[];
   claims: ClaimRow[];
-}
-
-function writeTable(rows: string[][], out: Output): void {
-  const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? "").length))) ?? [];
-  for (const r of rows)
-    out.write(
-      `${r
-        .map((c, i) => c.padEnd(widths[i] ?? 0))
-        .join("  ")
-        .trimEnd()}\n`,
-    );
 }
 
 /** Writes a file only its owner can read: the mode is set before any byte is written, even on an old file. */

@@ -69,3 +69,15 @@ export class ProgressView {
 export function runLine(r: RunView): string {
   return `${r.kind} ${r.state}${r.durationSeconds !== undefined ? ` in ${duration(r.durationSeconds)}` : ""} · ${r.transitions} state transitions`;
 }
+
+/** Columns padded to their widest cell, two spaces apart. */
+export function writeTable(rows: string[][], out: Output): void {
+  const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? "").length))) ?? [];
+  for (const r of rows)
+    out.write(
+      `${r
+        .map((c, i) => c.padEnd(widths[i] ?? 0))
+        .join("  ")
+        .trimEnd()}\n`,
+    );
+}

@@ -1,6 +1,6 @@
 import { spawn } from "node:child_process";
 import type { Readable } from "node:stream";
-import { type ExecOptions, type ExecResult, OUTPUT_CAP_BYTES, type Transport } from "./types.ts";
+import { collectCapped, type ExecOptions, type ExecResult, type Transport } from "./types.ts";
 
 /**
  * A local sandbox host: commands are child processes of this runtime, run by bash in the host's own
@@ -23,8 +23,8 @@ export class LocalTransport implements Transport {
       },
     });
     return new Promise((resolve, reject) => {
-      const out = collect(child.stdout);
-      const err = collect(child.stderr);
+      const out = collectCapped(child.stdout);
+      const err = collectCapped(child.stderr);
       let timedOut = false;
       const timer =
         options.timeoutMs === undefined
@@ -58,26 +58,4 @@ export class LocalTransport implements Transport {
       else (input as Readable).pipe(child.stdin);
     });
   }
-}
-
-function collect(stream: Readable) {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  let truncated = false;
-  stream.on("data", (chunk: Buffer) => {
-    if (size >= OUTPUT_CAP_BYTES) {
-      truncated = true;
-      return;
-    }
-    const room = OUTPUT_CAP_BYTES - size;
-    chunks.push(chunk.length > room ? chunk.subarray(0, room) : chunk);
-    size += Math.min(chunk.length, room);
-    if (chunk.length > room) truncated = true;
-  });
-  return {
-    text: () => Buffer.concat(chunks).toString("utf8"),
-    get truncated() {
-      return truncated;
-    },
-  };
 }

@@ -4,7 +4,7 @@ import { type AnyAuthMethod, Client, type ClientChannel, type ClientErrorExtensi
 import { VisibleError } from "../runtime/errors.ts";
 import { fingerprint, type HostKeyPins } from "./host-keys.ts";
 import type { SshIdentity } from "./ssh-identity.ts";
-import { type ExecOptions, type ExecResult, OUTPUT_CAP_BYTES, shq, type Transport } from "./types.ts";
+import { collectCapped, type ExecOptions, type ExecResult, shq, type Transport } from "./types.ts";
 
 export interface SshTransportOptions {
   workshop: string;
@@ -360,8 +360,8 @@ export class SshTransport implements Transport {
     step: string,
   ): Promise<ExecResult> {
     return new Promise<ExecResult>((resolve, reject) => {
-      const out = collect(channel);
-      const err = collect(channel.stderr);
+      const out = collectCapped(channel);
+      const err = collectCapped(channel.stderr);
       const truncated = () => (out.truncated || err.truncated ? { truncated: true } : {});
       let exit: { code: number | null; signal?: string } | undefined;
       let closed = false;
@@ -611,26 +611,4 @@ function signalNumber(name: string | undefined): number | undefined {
   if (!name) return undefined;
   const signals = constants.signals as Record<string, number | undefined>;
   return signals[name.startsWith("SIG") ? name : `SIG${name}`];
-}
-
-function collect(stream: Readable) {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  let truncated = false;
-  stream.on("data", (chunk: Buffer) => {
-    if (size >= OUTPUT_CAP_BYTES) {
-      truncated = true;
-      return;
-    }
-    const room = OUTPUT_CAP_BYTES - size;
-    chunks.push(chunk.length > room ? chunk.subarray(0, room) : chunk);
-    size += Math.min(chunk.length, room);
-    if (chunk.length > room) truncated = true;
-  });
-  return {
-    text: () => Buffer.concat(chunks).toString("utf8"),
-    get truncated() {
-      return truncated;
-    },
-  };
 }

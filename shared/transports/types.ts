@@ -33,3 +33,26 @@ export function shq(s: string): string {
 }
 
 export const OUTPUT_CAP_BYTES = 1024 * 1024;
+
+/** Collects a command's output up to OUTPUT_CAP_BYTES: a runaway command cannot fill memory. */
+export function collectCapped(stream: NodeJS.ReadableStream) {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  let truncated = false;
+  stream.on("data", (chunk: Buffer) => {
+    if (size >= OUTPUT_CAP_BYTES) {
+      truncated = true;
+      return;
+    }
+    const room = OUTPUT_CAP_BYTES - size;
+    chunks.push(chunk.length > room ? chunk.subarray(0, room) : chunk);
+    size += Math.min(chunk.length, room);
+    if (chunk.length > room) truncated = true;
+  });
+  return {
+    text: () => Buffer.concat(chunks).toString("utf8"),
+    get truncated() {
+      return truncated;
+    },
+  };
+}
