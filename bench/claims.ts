@@ -137,19 +137,25 @@ async function round(rt: Api, workshop: string, spreadMs: number, tag: string) {
 
 // The runtime runs as its own process, as `labfleet dev` does: the students' browsers are not on the server.
 const dataDir = mkdtempSync(join(tmpdir(), "labfleet-claims-"));
-const runtime = startCli(["dev", "--data-dir", join(dataDir, ".labfleet"), "--port", "0"], {
-  cwd: dataDir,
-  env: { LABFLEET_WAIT_MS: "200", LABFLEET_HOME: join(dataDir, "home") },
-});
+// LABFLEET_URL and LABFLEET_TOKEN aim it at a runtime already running (to profile that runtime, say).
+const external = process.env.LABFLEET_URL && process.env.LABFLEET_TOKEN;
+const runtime = external
+  ? undefined
+  : startCli(["dev", "--data-dir", join(dataDir, ".labfleet"), "--port", "0"], {
+      cwd: dataDir,
+      env: { LABFLEET_WAIT_MS: "200", LABFLEET_HOME: join(dataDir, "home") },
+    });
 try {
-  const info = await waitFor(
-    "the runtime",
-    () => {
-      const f = join(dataDir, ".labfleet", "runtime.json");
-      return existsSync(f) ? (JSON.parse(readFileSync(f, "utf8")) as Api) : undefined;
-    },
-    60_000,
-  );
+  const info = external
+    ? { url: process.env.LABFLEET_URL as string, token: process.env.LABFLEET_TOKEN as string }
+    : await waitFor(
+        "the runtime",
+        () => {
+          const f = join(dataDir, ".labfleet", "runtime.json");
+          return existsSync(f) ? (JSON.parse(readFileSync(f, "utf8")) as Api) : undefined;
+        },
+        60_000,
+      );
   const results: Record<string, Awaited<ReturnType<typeof round>>> = {};
   for (const [name, spread] of [
     ["arrival-10s", 10_000],
@@ -183,7 +189,9 @@ try {
     );
   }
 } finally {
-  runtime.child.kill("SIGINT");
-  await runtime.exited;
+  if (runtime) {
+    runtime.child.kill("SIGINT");
+    await runtime.exited;
+  }
   rmSync(dataDir, { recursive: true, force: true });
 }
