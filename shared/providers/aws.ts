@@ -1,0 +1,664 @@
+import { createHash } from "node:crypto";
+import {
+  DescribeImagesCommand,
+  DescribeInstancesCommand,
+  type EC2Client,
+  type Filter,
+  type Image,
+  type Instance,
+  type InstanceStateName,
+  RunInstancesCommand,
+  type RunInstancesCommandInput,
+  type Tag,
+  TerminateInstancesCommand,
+} from "@aws-sdk/client-ec2";
+import { mapLimit } from "../runtime/concurrency.ts";
+import { type ErrorDetail, errorMessage, VisibleError } from "../runtime/errors.ts";
+import type { Workshop } from "../workshop/schema.ts";
+import {
+  type DeprovisionResult,
+  hostIdsOf,
+  type PlanItem,
+  type Provider,
+  type ProvisionedHost,
+} from "./types.ts";
+
+/**
+ * EC2 hosts, reached through SSM (the host's address is its instance id).
+ *
+ * Ownership: everything this provider creates carries `ManagedBy=labfleet`, `labfleet-workshop=<name>` and
+ * `labfleet-host-id=<id>` (on the instance and its volumes, applied atomically by RunInstances), plus
+ * `labfleet-expiry=<ISO time>` and `Name`. Reuse and teardown look instances up by those three tags only, and
+ * teardown re-checks all three on every instance before terminating it: nothing untagged or foreign is touched.
+ *
+ * Instance types (validate): give `instance_type` or `instance_tier`, not both. Burstable families (t1, t2, t3,
+ * t3a, t4g: CPU credits run out in the middle of a lab install) and tiny sizes (nano, micro, small, medium: at most
+ * 2 GiB or a single vCPU) are refused. The tiers are fixed-performance general-purpose types, see INSTANCE_TIERS.
+ *
+ * Nested virtualization (KVM inside the host) needs either a bare-metal type (`*.metal*`, hardware virtualization
+ * is native) or an 8th-generation Intel family that EC2 can nest on (c8i, m8i, r8i and their -flex variants), for
+ * which RunInstances sets `CpuOptions.NestedVirtualization=enabled`. With a tier, nested virtualization picks the
+ * m8i type of that size instead of m7i.
+ *
+ * Image: `ami` when given, else the newest available image of DEFAULT_IMAGE (Canonical's Ubuntu 24.04 LTS, the
+ * amd64 or arm64 build to match the type's architecture), found with DescribeImages by owner and name filter.
+ *
+ * Dead-man switch (see powerOffUserData): `InstanceInitiatedShutdownBehavior=terminate` plus user data that powers
+ * the instance off at launch + ttl_hours, so an instance terminates itself at its expiry even when the control
+ * plane is down.
+ */
+
+export const OWNER_TAG = { key: "ManagedBy", value: "labfleet" } as const;
+export const WORKSHOP_TAG = "labfleet-workshop";
+export const HOST_ID_TAG = "labfleet-host-id";
+export const EXPIRY_TAG = "labfleet-expiry";
+
+/** `instance_tier` -> instance type: fixed-performance (non-burstable) general purpose, 4 GiB per vCPU. */
+export const INSTANCE_TIERS = {
+  small: "m7i.large", // 2 vCPU, 8 GiB
+  medium: "m7i.xlarge", // 4 vCPU, 16 GiB
+  large: "m7i.2xlarge", // 8 vCPU, 32 GiB
+  xlarge: "m7i.4xlarge", // 16 vCPU, 64 GiB
+} as const satisfies Record<string, string>;
+export type InstanceTier = keyof typeof INSTANCE_TIERS;
+
+/** The same tiers when nested virtualization is wanted: m8i supports it (CpuOptions.NestedVirtualization). */
+export const NESTED_INSTANCE_TIERS = {
+  small: "m8i.large",
+  medium: "m8i.xlarge",
+  large: "m8i.2xlarge",
+  xlarge: "m8i.4xlarge",
+} as const satisfies Record<InstanceTier, string>;
+
+/** The default image family when `ami` is omitted: the newest of these, by CreationDate. */
+export const DEFAULT_IMAGE = {
+  owner: "099720109477", // Canonical
+  name: {
+    x86_64: "ubuntu/images/hvm-ssd-gp3/ubuntu-noble-24.04-amd64-server-*",
+    arm64: "ubuntu/images/hvm-ssd-gp3/ubuntu-noble-24.04-arm64-server-*",
+  },
+} as const;
+
+export const DEFAULT_VOLUME_SIZE_GIB = 50;
+const NESTED_FAMILIES = new Set(["c8i", "m8i", "r8i", "c8i-flex", "m8i-flex", "r8i-flex"]);
+const BURSTABLE_FAMILY = /^t\d/;
+const TINY_SIZES = new Set(["nano", "micro", "small", "medium"]);
+const INSTANCE_TYPE = /^[a-z][a-z0-9-]*\.[a-z0-9-]+$/;
+const REGION = /^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d+$/;
+const SUBNET = /^subnet-[0-9a-f]{8,17}$/;
+const SECURITY_GROUP = /^sg-[0-9a-f]{8,17}$/;
+const AMI = /^ami-[0-9a-f]{8,17}$/;
+const LIVE_STATES: InstanceStateName[] = ["pending", "running"];
+const NOT_TERMINATED: InstanceStateName[] = ["pending", "running", "stopping", "stopped", "shutting-down"];
+const FILTER_CHUNK = 100;
+const CONCURRENCY = 8;
+
+type AwsSpec = Extract<Workshop["provider"], { type: "aws" }>;
+
+export interface AwsProviderOptions {
+  ec2: EC2Client;
+  clock?: { now(): Date };
+  sleep?: (ms: number) => Promise<void>;
+  /** How long provision waits for new instances to run, in total (default 10 minutes). */
+  waitTimeoutMs?: number;
+  /** Between two DescribeInstances polls while waiting (default 5 s). */
+  pollIntervalMs?: number;
+  /** The instance profile the hosts get (it must allow the SSM agent, e.g. AmazonSSMManagedInstanceCore). */
+  instanceProfileArn?: string;
+}
+
+/** The instance type a spec asks for, after the tier map; undefined when neither or both are given. */
+export function resolveInstanceType(p: {
+  instance_type?: string | undefined;
+  instance_tier?: string | undefined;
+  nested_virtualization?: boolean | undefined;
+}): string | undefined {
+  if (p.instance_type !== undefined && p.instance_tier !== undefined) return undefined;
+  if (p.instance_type !== undefined) return p.instance_type;
+  if (p.instance_tier !== undefined && Object.hasOwn(INSTANCE_TIERS, p.instance_tier)) {
+    const tier = p.instance_tier as InstanceTier;
+    return p.nested_virtualization ? NESTED_INSTANCE_TIERS[tier] : INSTANCE_TIERS[tier];
+  }
+  return undefined;
+}
+
+function familyOf(type: string): { family: string; size: string } {
+  const dot = type.indexOf(".");
+  return { family: type.slice(0, dot), size: type.slice(dot + 1) };
+}
+
+/** Why a type is unfit for a lab host, or undefined when it is fine. */
+export function refusedInstanceType(type: string): string | undefined {
+  const { family, size } = familyOf(type);
+  if (BURSTABLE_FAMILY.test(family)) {
+    return `${type} is burstable: its CPU credits run out during a long lab install and the host crawls; use a fixed-performance type such as m7i.large (or instance_tier: small)`;
+  }
+  if (TINY_SIZES.has(size)) {
+    return `${type} is too small for a lab host (${size}: a single vCPU or at most 2 GiB); use .large or bigger (or instance_tier: small)`;
+  }
+  return undefined;
+}
+
+/** True when the type can run KVM guests: bare metal, or an EC2 family with nested virtualization. */
+export function supportsNestedVirtualization(type: string): boolean {
+  const { family, size } = familyOf(type);
+  return size.startsWith("metal") || NESTED_FAMILIES.has(family);
+}
+
+/** Graviton families (m7g, c7gn, r8g, x2gd, im4gn, a1...) need an arm64 image. */
+export function architectureOf(type: string): "x86_64" | "arm64" {
+  const { family } = familyOf(type);
+  return /^[a-z]+\d+g[a-z]*$/.test(family) || family === "a1" ? "arm64" : "x86_64";
+}
+
+/**
+ * The idempotency token of one launch: a retried RunInstances with it never makes a second instance. It is
+ * derived from the workshop, the host id and the launch's expiry (fixed once per provision call), because EC2
+ * keeps a token for at least 24 hours after its instance is terminated: a token of workshop and host id alone
+ * would make the next `up` of a torn-down workshop fail (or hand back the dead instance) for a day. A new
+ * provision call finds an earlier launch by its tags (pending instances included), not by the token.
+ */
+export function clientTokenFor(workshop: string, hostId: string, expiry: Date): string {
+  const digest = createHash("sha256").update(`${workshop}\n${hostId}\n${expiry.toISOString()}`).digest("hex");
+  return `labfleet-${digest.slice(0, 48)}`;
+}
+
+/** The minutes `shutdown -P +N` waits: the TTL, rounded down (never later than the expiry). */
+export function powerOffMinutes(ttlHours: number): number {
+  return Math.max(1, Math.floor(ttlHours * 60));
+}
+
+/**
+ * The dead-man switch, run once as root by cloud-init at first boot:
+ * 1. `shutdown -P +<ttl minutes>`: the power-off at launch + ttl_hours (counted from boot, a minute or so late).
+ * 2. a systemd timer, every minute from boot, that powers off once the deadline (UTC epoch seconds in
+ *    /etc/labfleet/deadline, the exact expiry) has passed: it covers a reboot, which cancels step 1, and a
+ *    minute or so the boot adds to step 1. A missing or garbled deadline file falls back to the deadline baked in here.
+ * With InstanceInitiatedShutdownBehavior=terminate, the power-off terminates the instance. `labfleet extend`
+ * rewrites the deadline file and re-runs `shutdown -P`. LABFLEET_ROOT (unset on a real host) lets a test run the
+ * script in a folder.
+ */
+export function powerOffUserData(ttlHours: number, expiry: Date): string {
+  const minutes = powerOffMinutes(ttlHours);
+  const deadline = Math.floor(expiry.getTime() / 1000);
+  return `#!/bin/bash
+# labfleet dead-man switch: this host powers itself off (and so terminates) at ${expiry.toISOString()}.
+set -u
+root="\${LABFLEET_ROOT:-}"
+mkdir -p "$root/etc/labfleet" "$root/usr/local/sbin" "$root/etc/systemd/system"
+echo ${deadline} > "$root/etc/labfleet/deadline"
+shutdown -P +${minutes} "labfleet: the workshop's time is up" || echo "labfleet: shutdown -P failed" >&2
+cat > "$root/usr/local/sbin/labfleet-deadman" <<'EOF'
+#!/bin/sh
+# labfleet dead-man switch: power off once the deadline (UTC epoch seconds) has passed.
+d=$(cat "\${LABFLEET_ROOT:-}/etc/labfleet/deadline" 2>/dev/null)
+case "$d" in ''|*[!0-9]*) d=${deadline} ;; esac
+if [ "$(date +%s)" -ge "$d" ]; then systemctl poweroff || poweroff -f; fi
+EOF
+chmod 0755 "$root/usr/local/sbin/labfleet-deadman"
+cat > "$root/etc/systemd/system/labfleet-deadman.service" <<'EOF'
+[Unit]
+Description=labfleet dead-man switch: power off after the workshop's expiry
+[Service]
+Type=oneshot
+ExecStart=/usr/local/sbin/labfleet-deadman
+EOF
+cat > "$root/etc/systemd/system/labfleet-deadman.timer" <<'EOF'
+[Unit]
+Description=labfleet dead-man switch: check the workshop's expiry every minute
+[Timer]
+OnBootSec=1min
+OnUnitActiveSec=1min
+AccuracySec=10s
+[Install]
+WantedBy=timers.target
+EOF
+systemctl daemon-reload
+systemctl enable --now labfleet-deadman.timer
+`;
+}
+
+function tagOf(instance: Instance, key: string): string | undefined {
+  return instance.Tags?.find((t) => t.Key === key)?.Value;
+}
+
+/** Why an instance is not this workshop's host, or undefined when it carries all three ownership tags. */
+function ownershipProblem(instance: Instance, workshop: string, hostId: string): string | undefined {
+  const expected: [string, string][] = [
+    [OWNER_TAG.key, OWNER_TAG.value],
+    [WORKSHOP_TAG, workshop],
+    [HOST_ID_TAG, hostId],
+  ];
+  for (const [key, value] of expected) {
+    const actual = tagOf(instance, key);
+    if (actual !== value) {
+      return actual === undefined
+        ? `it has no ${key} tag`
+        : `its ${key} tag is "${actual}", expected "${value}"`;
+    }
+  }
+  return undefined;
+}
+
+function chunks<T>(items: readonly T[], size: number): T[][] {
+  const out: T[][] = [];
+  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
+  return out;
+}
+
+function errorName(err: unknown): string | undefined {
+  return typeof err === "object" && err !== null && "name" in err ? String(err.name) : undefined;
+}
+
+interface Lookup {
+  /** Instances carrying all three tags, by host id. */
+  owned: Map<string, Instance[]>;
+  /** Instances the filter returned whose tags do not all match (never reused, never terminated), by host id. */
+  foreign: Map<string, { instance: Instance; problem: string }[]>;
+}
+
+export class AwsProvider implements Provider {
+  readonly name = "aws" as const;
+  readonly transport = "ssm" as const;
+
+  private readonly ec2: EC2Client;
+  private readonly clock: { now(): Date };
+  private readonly sleep: (ms: number) => Promise<void>;
+  private readonly waitTimeoutMs: number;
+  private readonly pollIntervalMs: number;
+  private readonly instanceProfileArn: string | undefined;
+
+  constructor(opts: AwsProviderOptions) {
+    this.ec2 = opts.ec2;
+    this.clock = opts.clock ?? { now: () => new Date() };
+    this.sleep = opts.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms)));
+    this.waitTimeoutMs = opts.waitTimeoutMs ?? 10 * 60_000;
+    this.pollIntervalMs = opts.pollIntervalMs ?? 5_000;
+    this.instanceProfileArn = opts.instanceProfileArn;
+  }
+
+  validate(spec: Workshop): ErrorDetail[] {
+    const p = spec.provider;
+    if (p.type !== "aws") {
+      return [{ path: "provider.type", message: `expected aws for the EC2 provider, got ${p.type}` }];
+    }
+    const errors: ErrorDetail[] = [];
+    const add = (path: string, message: string) => errors.push({ path: `provider.${path}`, message });
+
+    if (p.region === undefined) add("region", "expected an AWS region (e.g. eu-west-1): it is required");
+    else if (!REGION.test(p.region))
+      add("region", `expected an AWS region such as eu-west-1, got "${p.region}"`);
+
+    if (p.subnet_id === undefined) {
+      add("subnet_id", "expected a subnet id (subnet-...): it is required, the hosts are launched into it");
+    } else if (!SUBNET.test(p.subnet_id)) {
+      add("subnet_id", `expected a subnet id such as subnet-0123456789abcdef0, got "${p.subnet_id}"`);
+    }
+
+    const tiers = Object.keys(INSTANCE_TIERS).join(", ");
+    if (p.instance_type !== undefined && p.instance_tier !== undefined) {
+      add("instance_tier", "expected instance_type or instance_tier, not both");
+    } else if (p.instance_type === undefined && p.instance_tier === undefined) {
+      add("instance_type", `expected instance_type (e.g. m7i.large) or instance_tier (${tiers})`);
+    } else if (p.instance_tier !== undefined && !Object.hasOwn(INSTANCE_TIERS, p.instance_tier)) {
+      add("instance_tier", `expected an instance tier: ${tiers}; got "${p.instance_tier}"`);
+    } else if (p.instance_type !== undefined && !INSTANCE_TYPE.test(p.instance_type)) {
+      add("instance_type", `expected an EC2 instance type such as m7i.large, got "${p.instance_type}"`);
+    }
+    const type = resolveInstanceType(p);
+    const typePath = p.instance_type !== undefined ? "instance_type" : "instance_tier";
+    if (type !== undefined && INSTANCE_TYPE.test(type)) {
+      const refused = refusedInstanceType(type);
+      if (refused) add(typePath, `refused for lab hosts: ${refused}`);
+      if (p.nested_virtualization === true && !supportsNestedVirtualization(type)) {
+        add(
+          "nested_virtualization",
+          `${type} cannot run nested virtualization: use a bare-metal type (*.metal) or a c8i, m8i or r8i type (or an instance_tier)`,
+        );
+      }
+    }
+
+    if (p.ami !== undefined && !AMI.test(p.ami)) {
+      add("ami", `expected an AMI id such as ami-0123456789abcdef0, got "${p.ami}"`);
+    }
+    (p.security_group_ids ?? []).forEach((sg, i) => {
+      if (!SECURITY_GROUP.test(sg)) {
+        add(
+          `security_group_ids[${i}]`,
+          `expected a security group id such as sg-0123456789abcdef0, got "${sg}"`,
+        );
+      }
+    });
+    if (p.student_access !== undefined && p.student_access !== "operator" && p.student_access !== "open") {
+      add("student_access", `expected operator or open, got "${String(p.student_access)}"`);
+    }
+    const volume = p.volume_size_gib ?? DEFAULT_VOLUME_SIZE_GIB;
+    if (!Number.isInteger(volume) || volume < 8 || volume > 16384) {
+      add("volume_size_gib", `expected a volume size in GiB: a whole number from 8 to 16384, got ${volume}`);
+    }
+    if (!Number.isFinite(p.ttl_hours) || p.ttl_hours <= 0 || p.ttl_hours > 168) {
+      add("ttl_hours", `expected hours (a number greater than 0, at most 168), got ${p.ttl_hours}`);
+    }
+    if (!Number.isInteger(p.count) || p.count < 1 || p.count > 64) {
+      add("count", `expected a host count: a whole number from 1 to 64, got ${p.count}`);
+    }
+    return errors;
+  }
+
+  async plan(spec: Workshop): Promise<PlanItem[]> {
+    const p = await this.ready(spec, true);
+    const type = resolveInstanceType(p) as string;
+    const expiry = this.expiryOf(p);
+    const hostIds = hostIdsOf(spec);
+    const { owned } = await this.lookup(spec.name, hostIds, LIVE_STATES);
+    return hostIds.map((hostId) => {
+      const live = owned.get(hostId) ?? [];
+      const first = live[0];
+      if (first) {
+        const extra = live.length > 1 ? `; ${live.length - 1} more tagged for this host` : "";
+        return {
+          hostId,
+          action: "reuse" as const,
+          detail: `${first.InstanceId} (${first.State?.Name}, ${first.InstanceType}), expires ${tagOf(first, EXPIRY_TAG) ?? "(no expiry tag)"}${extra}`,
+        };
+      }
+      return { hostId, action: "create" as const, detail: `${type}, expires ${expiry.toISOString()}` };
+    });
+  }
+
+  async provision(spec: Workshop, hostIds?: string[]): Promise<ProvisionedHost[]> {
+    const p = await this.ready(spec, true);
+    const labels = { ...(p.labels ?? {}) };
+    const known = new Set(hostIdsOf(spec));
+    const wanted = [...new Set(hostIds ?? hostIdsOf(spec))];
+    const results = new Map<string, ProvisionedHost>();
+    for (const hostId of wanted) {
+      if (!known.has(hostId)) {
+        results.set(hostId, {
+          hostId,
+          address: "",
+          labels,
+          error: `${hostId} is not a host of ${spec.name}`,
+        });
+      }
+    }
+    const ours = wanted.filter((h) => known.has(h));
+    const { owned } = await this.lookup(spec.name, ours, LIVE_STATES);
+
+    const instanceOf = new Map<string, string>();
+    const running = new Map<string, Instance>();
+    const toCreate: string[] = [];
+    for (const hostId of ours) {
+      const live = owned.get(hostId) ?? [];
+      const pick = live.find((i) => i.State?.Name === "running") ?? live[0];
+      if (!pick?.InstanceId) toCreate.push(hostId);
+      else {
+        instanceOf.set(hostId, pick.InstanceId);
+        if (pick.State?.Name === "running") running.set(pick.InstanceId, pick);
+      }
+    }
+
+    if (toCreate.length > 0) {
+      const expiry = this.expiryOf(p);
+      let image: Image | undefined;
+      let imageError: string | undefined;
+      try {
+        image = await this.image(p);
+      } catch (err) {
+        imageError = errorMessage(err);
+      }
+      await mapLimit(toCreate, CONCURRENCY, async (hostId) => {
+        if (!image) {
+          results.set(hostId, { hostId, address: "", labels, error: imageError ?? "no image" });
+          return;
+        }
+        try {
+          instanceOf.set(hostId, await this.launch(spec, p, hostId, image, expiry));
+        } catch (err) {
+          results.set(hostId, { hostId, address: "", labels, error: `RunInstances: ${errorMessage(err)}` });
+        }
+      });
+    }
+
+    const waited = await this.waitRunning([...instanceOf.values()].filter((id) => !running.has(id)));
+    for (const [hostId, instanceId] of instanceOf) {
+      const outcome = running.get(instanceId) ?? waited.get(instanceId);
+      const base: ProvisionedHost = { hostId, address: instanceId, providerId: instanceId, labels };
+      if (outcome === undefined || typeof outcome === "string") {
+        results.set(hostId, { ...base, error: outcome ?? `${instanceId} never answered` });
+      } else {
+        results.set(hostId, {
+          ...base,
+          ...(outcome.PublicIpAddress ? { publicIp: outcome.PublicIpAddress } : {}),
+        });
+      }
+    }
+    return wanted.map((hostId) => results.get(hostId) as ProvisionedHost);
+  }
+
+  async deprovision(spec: Workshop, hostIds: string[]): Promise<DeprovisionResult[]> {
+    await this.ready(spec, false);
+    const wanted = [...new Set(hostIds)];
+    const { owned, foreign } = await this.lookup(spec.name, wanted, NOT_TERMINATED);
+    return mapLimit(wanted, CONCURRENCY, async (hostId): Promise<DeprovisionResult> => {
+      const mine = owned.get(hostId) ?? [];
+      const refused = (foreign.get(hostId) ?? []).map(
+        ({ instance, problem }) => `refused to terminate ${instance.InstanceId}: ${problem}`,
+      );
+      const live = mine.filter((i) => i.State?.Name !== "shutting-down").map((i) => i.InstanceId as string);
+      const going = mine.filter((i) => i.State?.Name === "shutting-down").map((i) => i.InstanceId as string);
+      const notes: string[] = [];
+      let failed = refused.length > 0;
+      if (live.length > 0) {
+        // Terminate only ids that passed the three-tag check above, never a filter's raw answer.
+        try {
+          await this.ec2.send(new TerminateInstancesCommand({ InstanceIds: live }));
+          notes.push(`terminated ${live.join(", ")}`);
+        } catch (err) {
+          failed = true;
+          notes.push(`TerminateInstances ${live.join(", ")}: ${errorMessage(err)}`);
+        }
+      }
+      if (going.length > 0) notes.push(`already shutting down: ${going.join(", ")}`);
+      notes.push(...refused);
+      if (failed) return { hostId, result: "error", detail: notes.join("; ") };
+      if (live.length > 0) return { hostId, result: "destroyed", detail: notes.join("; ") };
+      return { hostId, result: "skipped", detail: notes[0] ?? "no instance found" };
+    });
+  }
+
+  /** Checks the spec (fully for plan/provision) and that the EC2 client talks to the spec's region. */
+  private async ready(spec: Workshop, full: boolean): Promise<AwsSpec> {
+    const p = spec.provider;
+    const problems = full
+      ? this.validate(spec)
+      : p.type === "aws"
+        ? []
+        : [{ path: "provider.type", message: `expected aws for the EC2 provider, got ${p.type}` }];
+    if (problems.length > 0 || p.type !== "aws") {
+      throw new VisibleError("input", "workshop.invalid", "the aws provider section is not valid", problems);
+    }
+    const clientRegion = await this.ec2.config.region();
+    if (p.region !== undefined && clientRegion !== p.region) {
+      throw new VisibleError(
+        "input",
+        "provider.region_mismatch",
+        `the EC2 client is for ${clientRegion} but the workshop's provider.region is ${p.region}`,
+        [{ path: "provider.region", message: `expected the region the control plane's EC2 client uses` }],
+      );
+    }
+    return p;
+  }
+
+  private expiryOf(p: AwsSpec): Date {
+    const ms = this.clock.now().getTime() + p.ttl_hours * 3_600_000;
+    return new Date(Math.floor(ms / 1000) * 1000);
+  }
+
+  /** Instances carrying the three ownership tags for these hosts, in these states, sorted by the host-id tag. */
+  private async lookup(workshop: string, hostIds: string[], states: InstanceStateName[]): Promise<Lookup> {
+    const owned = new Map<string, Instance[]>();
+    const foreign = new Map<string, { instance: Instance; problem: string }[]>();
+    for (const chunk of chunks(hostIds, FILTER_CHUNK)) {
+      const Filters: Filter[] = [
+        { Name: `tag:${OWNER_TAG.key}`, Values: [OWNER_TAG.value] },
+        { Name: `tag:${WORKSHOP_TAG}`, Values: [workshop] },
+        { Name: `tag:${HOST_ID_TAG}`, Values: chunk },
+        { Name: "instance-state-name", Values: states },
+      ];
+      let NextToken: string | undefined;
+      do {
+        const page = await this.ec2.send(
+          new DescribeInstancesCommand(NextToken ? { Filters, NextToken } : { Filters }),
+        );
+        for (const instance of (page.Reservations ?? []).flatMap((r) => r.Instances ?? [])) {
+          const hostId = tagOf(instance, HOST_ID_TAG);
+          if (hostId === undefined || !chunk.includes(hostId) || !instance.InstanceId) continue;
+          const problem = ownershipProblem(instance, workshop, hostId);
+          if (problem) foreign.set(hostId, [...(foreign.get(hostId) ?? []), { instance, problem }]);
+          else owned.set(hostId, [...(owned.get(hostId) ?? []), instance]);
+        }
+        NextToken = page.NextToken;
+      } while (NextToken);
+    }
+    return { owned, foreign };
+  }
+
+  /** The image to launch: `ami` (checked to exist), or the newest of the default family for the architecture. */
+  private async image(p: AwsSpec): Promise<Image> {
+    if (p.ami !== undefined) {
+      const out = await this.ec2.send(new DescribeImagesCommand({ ImageIds: [p.ami] }));
+      const image = out.Images?.[0];
+      if (!image) throw new Error(`the AMI ${p.ami} was not found in ${p.region}`);
+      if (image.State && image.State !== "available") throw new Error(`the AMI ${p.ami} is ${image.State}`);
+      return image;
+    }
+    const arch = architectureOf(resolveInstanceType(p) as string);
+    const name = DEFAULT_IMAGE.name[arch];
+    const out = await this.ec2.send(
+      new DescribeImagesCommand({
+        Owners: [DEFAULT_IMAGE.owner],
+        Filters: [
+          { Name: "name", Values: [name] },
+          { Name: "state", Values: ["available"] },
+          { Name: "architecture", Values: [arch] },
+        ],
+      }),
+    );
+    const newest = [...(out.Images ?? [])]
+      .filter((i) => i.ImageId)
+      .sort((a, b) => (b.CreationDate ?? "").localeCompare(a.CreationDate ?? ""))[0];
+    if (!newest) throw new Error(`no image named ${name} owned by ${DEFAULT_IMAGE.owner} in ${p.region}`);
+    return newest;
+  }
+
+  private async launch(
+    spec: Workshop,
+    p: AwsSpec,
+    hostId: string,
+    image: Image,
+    expiry: Date,
+  ): Promise<string> {
+    const type = resolveInstanceType(p) as string;
+    const volumeSize = p.volume_size_gib ?? DEFAULT_VOLUME_SIZE_GIB;
+    const rootDevice = image.RootDeviceName ?? "/dev/sda1";
+    const imageRoot = image.BlockDeviceMappings?.find((m) => m.DeviceName === rootDevice)?.Ebs?.VolumeSize;
+    if (imageRoot !== undefined && imageRoot > volumeSize) {
+      throw new Error(
+        `the image ${image.ImageId} has a ${imageRoot} GiB root volume; provider.volume_size_gib must be at least ${imageRoot}`,
+      );
+    }
+    const tags: Tag[] = [
+      { Key: OWNER_TAG.key, Value: OWNER_TAG.value },
+      { Key: WORKSHOP_TAG, Value: spec.name },
+      { Key: HOST_ID_TAG, Value: hostId },
+      { Key: EXPIRY_TAG, Value: expiry.toISOString() },
+      { Key: "Name", Value: `labfleet-${spec.name}-${hostId}` },
+    ];
+    const nested = p.nested_virtualization === true && NESTED_FAMILIES.has(familyOf(type).family);
+    const input: RunInstancesCommandInput = {
+      ImageId: image.ImageId,
+      InstanceType: type as RunInstancesCommandInput["InstanceType"],
+      SubnetId: p.subnet_id,
+      MinCount: 1,
+      MaxCount: 1,
+      ClientToken: clientTokenFor(spec.name, hostId, expiry),
+      ...(p.security_group_ids?.length ? { SecurityGroupIds: p.security_group_ids } : {}),
+      ...(this.instanceProfileArn ? { IamInstanceProfile: { Arn: this.instanceProfileArn } } : {}),
+      ...(nested ? { CpuOptions: { NestedVirtualization: "enabled" as const } } : {}),
+      MetadataOptions: { HttpTokens: "required", HttpEndpoint: "enabled" },
+      InstanceInitiatedShutdownBehavior: "terminate",
+      BlockDeviceMappings: [
+        {
+          DeviceName: rootDevice,
+          Ebs: { VolumeSize: volumeSize, VolumeType: "gp3", Encrypted: true, DeleteOnTermination: true },
+        },
+      ],
+      UserData: Buffer.from(powerOffUserData(p.ttl_hours, expiry), "utf8").toString("base64"),
+      TagSpecifications: [
+        { ResourceType: "instance", Tags: tags },
+        { ResourceType: "volume", Tags: tags },
+      ],
+    };
+    const out = await this.ec2.send(new RunInstancesCommand(input));
+    const id = out.Instances?.[0]?.InstanceId;
+    if (!id) throw new Error("EC2 answered without an instance id");
+    return id;
+  }
+
+  /**
+   * Polls DescribeInstances until every instance runs; the time waited is counted in sleeps, so a test's sleep
+   * needs no clock. Returns the running instance, or why it is not running.
+   */
+  private async waitRunning(ids: string[]): Promise<Map<string, Instance | string>> {
+    const outcome = new Map<string, Instance | string>();
+    const pending = new Set(ids);
+    let waited = 0;
+    while (pending.size > 0) {
+      for (const chunk of chunks([...pending], FILTER_CHUNK)) {
+        let instances: Instance[] = [];
+        try {
+          const out = await this.ec2.send(new DescribeInstancesCommand({ InstanceIds: chunk }));
+          instances = (out.Reservations ?? []).flatMap((r) => r.Instances ?? []);
+        } catch (err) {
+          // A new instance may not be visible yet (eventual consistency): keep waiting for it.
+          if (errorName(err) !== "InvalidInstanceID.NotFound") {
+            for (const id of chunk) {
+              outcome.set(
+                id,
+                `DescribeInstances ${id}: ${errorMessage(err)}; provision again to keep waiting`,
+              );
+              pending.delete(id);
+            }
+          }
+        }
+        for (const instance of instances) {
+          const id = instance.InstanceId;
+          if (!id || !pending.has(id)) continue;
+          const state = instance.State?.Name;
+          if (state === "running") {
+            outcome.set(id, instance);
+            pending.delete(id);
+          } else if (state !== "pending") {
+            const reason = instance.StateReason?.Message ?? "no reason given";
+            outcome.set(id, `${id} is ${state} instead of running: ${reason}`);
+            pending.delete(id);
+          }
+        }
+      }
+      if (pending.size === 0) break;
+      if (waited >= this.waitTimeoutMs) {
+        for (const id of pending) {
+          outcome.set(
+            id,
+            `${id} was still pending after ${Math.round(waited / 1000)} s; provision again to keep waiting`,
+          );
+        }
+        break;
+      }
+      await this.sleep(this.pollIntervalMs);
+      waited += this.pollIntervalMs;
+    }
+    return outcome;
+  }
+}
