@@ -201,7 +201,11 @@ export async function run(args: Args, out: Output): Promise<number> {
         skipped: { email: string; reason: string }[];
       }>("POST", `${path}/invite`, { csv: roster });
       const file = args.values.csv as string;
-      const cell = (v: string) => (/[",\n]/.test(v) ? `"${v.replace(/"/g, '""')}"` : v);
+      // As export does: a leading = + - @ would be a formula in a spreadsheet, so it is quoted as text.
+      const cell = (v: string) => {
+        const safe = /^[=+\-@]/.test(v) ? `'${v}` : v;
+        return /[",\n]/.test(safe) ? `"${safe.replace(/"/g, '""')}"` : safe;
+      };
       writePrivate(
         file,
         `name,email,lab,link\n${r.invites.map((i) => [i.name, i.email, i.lab, link(i.path)].map(cell).join(",")).join("\n")}${r.invites.length ? "\n" : ""}`,

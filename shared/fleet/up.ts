@@ -344,8 +344,12 @@ export async function pollFleet(workshop: string, runId: string, deadline: strin
   const unfinished = states.filter(
     (s) => s === "deploying" || s === "pending" || s === "provisioning",
   ).length;
-  // Labs go on the board as they pass their health gate; the portal opens at portal.open_at_percent.
-  await openWhenReady(spec, count("ready"), states.length);
+  // Labs go on the board as they pass their health gate; the portal opens once portal.open_at_percent of
+  // the workshop's labs (all of them, not only this run's) are ready.
+  if (spec.portal.enabled) {
+    const all = (await listHosts(workshop)).filter((h) => h.state !== "torn_down");
+    await openWhenReady(spec, all.filter((h) => h.state === "ready").length, all.length);
+  }
   return {
     done: unfinished === 0,
     timedOut: unfinished > 0 && clock.now().toISOString() >= deadline,
