@@ -30,9 +30,12 @@ export interface CodeAccess {
 
 /** A typed workshop code: the workshop and code version it opens, or a counted failure. */
 export async function enterCode(code: string, address: string): Promise<CodeAccess> {
-  await assertCodeAttemptAllowed(address);
   const { store } = useDeps();
-  const found = code.trim() ? (await store.portalCode.get({ codeHash: codeHash(code) }).go()).data : null;
+  const [, lookup] = await Promise.all([
+    assertCodeAttemptAllowed(address),
+    code.trim() ? store.portalCode.get({ codeHash: codeHash(code) }).go() : Promise.resolve({ data: null }),
+  ]);
+  const found = lookup.data;
   const portal = found ? await getPortal(found.workshop) : undefined;
   if (!found || !portal || portal.codeVersion !== found.codeVersion) {
     await recordWrongCode(address);
@@ -124,10 +127,9 @@ export async function claimLab(
 ): Promise<{ lab: string; token: string }> {
   // Only guesses count as failures (codes, PINs): a classroom behind one address typing an easy PIN, or
   // finding every lab taken, must not lock the others out.
-  await assertAddressAllowed(address);
   checkClaimInput(input);
   const { store, clock, accessKey } = useDeps();
-  const portal = await getPortal(workshop);
+  const [, portal] = await Promise.all([assertAddressAllowed(address), getPortal(workshop)]);
   if (portal?.state !== "open" || portal.paused) {
     throw new VisibleError("conflict", "portal.closed", "Claiming is closed right now. Ask your instructor.");
   }

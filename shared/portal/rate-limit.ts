@@ -41,9 +41,14 @@ export async function assertAddressAllowed(address: string): Promise<void> {
 
 /** Wrong codes past the portal-wide limit stop only the addresses that already guessed wrong a few times. */
 export async function assertCodeAttemptAllowed(address: string): Promise<void> {
-  await assertAddressAllowed(address);
-  if ((await failures("code:all")) < RATE.globalWrongCodes) return;
-  if ((await failures(`code:${address}`)) >= RATE.wrongCodesBeforeGlobalLimit) throw limited();
+  // Read side by side: a classroom enters codes at once, and each read waits its turn in the store.
+  const [mine, all, myCodes] = await Promise.all([
+    failures(`addr:${address}`),
+    failures("code:all"),
+    failures(`code:${address}`),
+  ]);
+  if (mine >= RATE.perAddressFailures) throw limited();
+  if (all >= RATE.globalWrongCodes && myCodes >= RATE.wrongCodesBeforeGlobalLimit) throw limited();
 }
 
 export async function recordWrongCode(address: string): Promise<void> {
