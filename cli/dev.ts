@@ -64,8 +64,11 @@ export async function cmdDev(opts: DevOptions, out: Output): Promise<number> {
     );
   });
   const consoleUrl = `${runtime.url}/console#token=${runtime.token}`;
-  out.write(`runtime up in ${((Date.now() - started) / 1000).toFixed(1)}s at ${runtime.url}\n`);
-  if (runtime.resumed.length) out.write(`resumed ${runtime.resumed.length} unfinished run(s)\n`);
+  // One write: whoever reads the banner also gets the resume line.
+  out.write(
+    `runtime up in ${((Date.now() - started) / 1000).toFixed(1)}s at ${runtime.url}\n` +
+      (runtime.resumed.length ? `resumed ${runtime.resumed.length} unfinished run(s)\n` : ""),
+  );
 
   let stopping = false;
   const stopped = new Promise<void>((res) => {

@@ -94,7 +94,7 @@ describe("a killed runtime resumes its run", () => {
     );
     await waitFor(
       "the second runtime's banner",
-      () => second.out.stdout.includes("runtime up in") || undefined,
+      () => second.out.stdout.includes("resumed 1 unfinished run(s)") || undefined,
     );
     expect(second.out.stdout).toContain("resumed 1 unfinished run(s)");
     // The DynamoDB Local the killed runtime left behind was ended, and a new one serves the same data.
@@ -156,7 +156,7 @@ describe("a killed runtime resumes its run", () => {
     started.push(second);
     await waitFor(
       "the second runtime's banner",
-      () => second.out.stdout.includes("runtime up in") || undefined,
+      () => second.out.stdout.includes("resumed 1 unfinished run(s)") || undefined,
       60_000,
     );
     expect(second.out.stdout).toContain("resumed 1 unfinished run(s)");
