@@ -4,7 +4,14 @@ import { type AnyAuthMethod, Client, type ClientChannel, type ClientErrorExtensi
 import { VisibleError } from "../runtime/errors.ts";
 import { fingerprint, type HostKeyPins } from "./host-keys.ts";
 import type { SshIdentity } from "./ssh-identity.ts";
-import { collectCapped, type ExecOptions, type ExecResult, shq, type Transport } from "./types.ts";
+import {
+  collectCapped,
+  type ExecOptions,
+  type ExecResult,
+  envExports,
+  shq,
+  type Transport,
+} from "./types.ts";
 
 export interface SshTransportOptions {
   workshop: string;
@@ -425,17 +432,7 @@ export class SshTransport implements Transport {
 
   /** `exec bash` (no profile, no rc) with the env exported, under `timeout` and `sudo -n` when asked. */
   private remoteCommand(command: string, options: ExecOptions): string {
-    const exports = Object.entries(options.env ?? {}).map(([key, value]) => {
-      if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(key)) {
-        throw new VisibleError(
-          "input",
-          "host.bad_env",
-          `${this.options.hostId}: "${key}" is not a variable name`,
-        );
-      }
-      return `export ${key}=${shq(value)};\n`;
-    });
-    let argv = `bash --noprofile --norc -c ${shq(exports.join("") + command)}`;
+    let argv = `bash --noprofile --norc -c ${shq(envExports(options.env, this.options.hostId) + command)}`;
     if (options.timeoutMs !== undefined) {
       // the host kills the command a second after labfleet gives up on it, should the signal not reach it
       argv = `timeout -s KILL ${((options.timeoutMs + 1000) / 1000).toFixed(3)} ${argv}`;

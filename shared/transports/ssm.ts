@@ -7,7 +7,7 @@ import {
   SSMServiceException,
 } from "@aws-sdk/client-ssm";
 import { VisibleError } from "../runtime/errors.ts";
-import { type ExecOptions, type ExecResult, shq, type Transport } from "./types.ts";
+import { type ExecOptions, type ExecResult, envExports, shq, type Transport } from "./types.ts";
 
 export interface SsmTransportOptions {
   workshop: string;
@@ -241,18 +241,7 @@ export class SsmTransport implements Transport {
   }
 
   private exports(env: Record<string, string> | undefined): string {
-    return Object.entries(env ?? {})
-      .map(([key, value]) => {
-        if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(key)) {
-          throw new VisibleError(
-            "input",
-            "host.bad_env",
-            `${this.options.hostId}: "${key}" is not a variable name`,
-          );
-        }
-        return `export ${key}=${shq(value)};\n`;
-      })
-      .join("");
+    return envExports(env, this.options.hostId);
   }
 
   private get label(): string {

@@ -1,3 +1,5 @@
+import { VisibleError } from "../runtime/errors.ts";
+
 /** How labfleet runs a command on a host. Files travel over stdin, never through a world-readable path. */
 export interface ExecOptions {
   stdin?: string | Buffer | NodeJS.ReadableStream;
@@ -55,4 +57,16 @@ export function collectCapped(stream: NodeJS.ReadableStream) {
       return truncated;
     },
   };
+}
+
+/** `export K='v';` lines for a command's environment; a key that is not a variable name is refused. */
+export function envExports(env: Record<string, string> | undefined, hostId: string): string {
+  return Object.entries(env ?? {})
+    .map(([key, value]) => {
+      if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(key)) {
+        throw new VisibleError("input", "host.bad_env", `${hostId}: "${key}" is not a variable name`);
+      }
+      return `export ${key}=${shq(value)};\n`;
+    })
+    .join("");
 }
