@@ -35,6 +35,23 @@ export interface Provider {
   /** Provisions these hosts of the spec (by default every one). */
   provision(spec: Workshop, hostIds?: string[]): Promise<ProvisionedHost[]>;
   deprovision(spec: Workshop, hostIds: string[]): Promise<DeprovisionResult[]>;
+  /** Moves the provider-side expiry of these hosts (EC2: the expiry tag). Absent: nothing to move. */
+  extendExpiry?(spec: Workshop, hostIds: string[], expiry: Date): Promise<void>;
+  /**
+   * The sweeper's pass (cloud only): ends every instance this provider made, in any workshop, whose expiry
+   * tag is past `now`, for the case where a TTL schedule was lost.
+   */
+  sweepExpired?(now: Date): Promise<SweptInstance[]>;
+}
+
+export interface SweptInstance {
+  providerId: string;
+  workshop: string;
+  hostId: string;
+  /** ISO time from the instance's expiry tag. */
+  expiry: string;
+  result: "terminated" | "error";
+  detail?: string;
 }
 
 /** The host ids of a workshop: listed ones for static fleets, `prefix01..prefixNN` otherwise. */
