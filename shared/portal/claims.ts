@@ -1,6 +1,7 @@
 import { randomBytes, randomInt } from "node:crypto";
 import { isConditionalFailure } from "../fleet/runs.ts";
 import { isoNow } from "../runtime/clock.ts";
+import { singleFlight } from "../runtime/concurrency.ts";
 import { open, seal } from "../runtime/crypto.ts";
 import { useDeps } from "../runtime/deps.ts";
 import { VisibleError } from "../runtime/errors.ts";
@@ -9,7 +10,7 @@ import type { Workshop } from "../workshop/schema.ts";
 import { codeHash, emailHash, linkHash } from "./codes.ts";
 import { MAX_PIN_FAILURES } from "./constants.ts";
 import { hashPin, pinProblem, verifyPin } from "./pins.ts";
-import { getPortal } from "./portal.ts";
+import { getPortal, portalForStudents } from "./portal.ts";
 import {
   assertAddressAllowed,
   assertCodeAttemptAllowed,
@@ -29,14 +30,38 @@ export interface CodeAccess {
 }
 
 /** A typed workshop code: the workshop and code version it opens, or a counted failure. */
+// The reads every student makes at once (a whole classroom types the same code and loads the same board)
+// share one request each while it is in flight; nothing is cached past it.
+const codeLookup = singleFlight(
+  (hash: string) => hash,
+  async (hash: string) => (await useDeps().store.portalCode.get({ codeHash: hash }).go()).data,
+);
+const labStates = singleFlight(
+  (workshop: string) => workshop,
+  async (workshop: string) =>
+    (
+      await useDeps()
+        .store.host.query.byWorkshop({ workshop })
+        .go({ pages: "all", attributes: ["hostId", "state"] })
+    ).data,
+);
+const claimRows = singleFlight(
+  (workshop: string) => workshop,
+  async (workshop: string) =>
+    (
+      await useDeps()
+        .store.claim.query.byWorkshop({ workshop })
+        .go({ pages: "all", attributes: ["hostId", "name", "emailHash"] })
+    ).data,
+);
+
 export async function enterCode(code: string, address: string): Promise<CodeAccess> {
-  const { store } = useDeps();
   const [, lookup] = await Promise.all([
     assertCodeAttemptAllowed(address),
-    code.trim() ? store.portalCode.get({ codeHash: codeHash(code) }).go() : Promise.resolve({ data: null }),
+    code.trim() ? codeLookup(codeHash(code)) : Promise.resolve(null),
   ]);
-  const found = lookup.data;
-  const portal = found ? await getPortal(found.workshop) : undefined;
+  const found = lookup;
+  const portal = found ? await portalForStudents(found.workshop) : undefined;
   if (!found || !portal || portal.codeVersion !== found.codeVersion) {
     await recordWrongCode(address);
     throw new VisibleError(
@@ -50,7 +75,7 @@ export async function enterCode(code: string, address: string): Promise<CodeAcce
 
 /** Whether an access cookie's code version is still the current one (rotate-code ends the others). */
 export async function accessValid(access: CodeAccess): Promise<boolean> {
-  const p = await getPortal(access.workshop);
+  const p = await portalForStudents(access.workshop);
   return Boolean(p && p.codeVersion === access.codeVersion);
 }
 
@@ -70,14 +95,13 @@ function firstName(name: string): string {
 }
 
 export async function board(workshop: string): Promise<{ open: boolean; labs: BoardLab[] }> {
-  const { store } = useDeps();
   const [hosts, claims, portal] = await Promise.all([
-    store.host.query.byWorkshop({ workshop }).go({ pages: "all", attributes: ["hostId", "state"] }),
-    store.claim.query.byWorkshop({ workshop }).go({ pages: "all", attributes: ["hostId", "name"] }),
-    getPortal(workshop),
+    labStates(workshop),
+    claimRows(workshop),
+    portalForStudents(workshop),
   ]);
-  const claimed = new Map(claims.data.map((c) => [c.hostId, c]));
-  const labs = hosts.data
+  const claimed = new Map(claims.map((c) => [c.hostId, c]));
+  const labs = hosts
     .filter((h) => h.state !== "torn_down")
     .map((h): BoardLab => {
       const c = claimed.get(h.hostId);
@@ -153,21 +177,22 @@ export async function claimLab(
   const tried = new Set<string>();
   let pinHash: string | undefined;
   for (let round = 0; round < 1000; round++) {
-    const [hosts, claims] = await Promise.all([
-      // Only what choosing a lab needs: every claimant reads these, so they stay small.
-      store.host.query.byWorkshop({ workshop }).go({ pages: "all", attributes: ["hostId", "state"] }),
-      store.claim.query.byWorkshop({ workshop }).go({ pages: "all", attributes: ["hostId", "emailHash"] }),
-    ]);
-    if (claims.data.some((c) => c.emailHash === eHash)) throw alreadyHasLab();
-    const taken = new Set(claims.data.map((c) => c.hostId));
-    const free = hosts.data
+    // Only what choosing a lab needs, read once for everyone claiming at this moment.
+    const [hosts, claims] = await Promise.all([labStates(workshop), claimRows(workshop)]);
+    if (claims.some((c) => c.emailHash === eHash)) throw alreadyHasLab();
+    const taken = new Set(claims.map((c) => c.hostId));
+    const free = hosts
       .filter((h) => h.state === "ready" && !taken.has(h.hostId) && !tried.has(h.hostId))
       .map((h) => h.hostId)
       .sort(byNumber);
-    // The lowest free lab first. After a lost race, spread out over the lowest 2, 4, 8... free labs, so a
-    // classroom pressing the button at once does not queue behind one lab (the transaction still decides).
-    const spread = round === 0 ? 1 : Math.min(free.length, 2 ** Math.min(round, 10));
-    const lab = free[spread > 1 ? randomInt(spread) : 0];
+    // The lowest free lab first, skipping labs another claim in this process is trying right now. After a
+    // lost race, spread out over the lowest 2, 4, 8... free labs, so a classroom pressing the button at once
+    // does not queue behind one lab (the transaction still decides).
+    const busy = attempts.get(workshop);
+    const idle = free.filter((id) => !busy?.has(id));
+    const pool = idle.length > 0 ? idle : free;
+    const spread = tried.size === 0 ? 1 : Math.min(pool.length, 2 ** Math.min(tried.size, 10));
+    const lab = pool[spread > 1 ? randomInt(spread) : 0];
     if (!lab) {
       throw new VisibleError(
         "conflict",
@@ -176,15 +201,20 @@ export async function claimLab(
       );
     }
     // Hashed only once a lab is in sight: students turned away cost no scrypt.
-    pinHash ??= await hashPin(input.pin);
+    if (!pinHash) {
+      pinHash = await hashPin(input.pin);
+      continue; // the hash took a while: choose again from what the others have claimed meanwhile
+    }
     const hashed = pinHash;
+    const release = attempt(workshop, lab);
     const r = await store.service.transaction
       .write(({ claim, claimEmail, claimLink }) => [
         claim.create({ ...claimBase, pinHash: hashed, hostId: lab, claimedAt: isoNow(clock) }).commit(),
         claimEmail.create({ workshop, emailHash: eHash, hostId: lab, failedPins: 0, locked: false }).commit(),
         claimLink.create({ linkHash: lHash, workshop, hostId: lab }).commit(),
       ])
-      .go();
+      .go()
+      .finally(release);
     if (!r.canceled) return { lab, token };
     const [labLost, emailLost] = r.data.map((d) => d.rejected);
     if (emailLost) throw alreadyHasLab();
@@ -193,6 +223,21 @@ export async function claimLab(
     else throw new VisibleError("conflict", "portal.busy", "The portal is busy. Try again.");
   }
   throw new VisibleError("conflict", "portal.busy", "The portal is busy. Try again.");
+}
+
+/** Labs a claim in this process is committing right now, so concurrent claims here try different labs. */
+const attempts = new Map<string, Map<string, number>>();
+
+function attempt(workshop: string, lab: string): () => void {
+  const labs = attempts.get(workshop) ?? new Map<string, number>();
+  attempts.set(workshop, labs);
+  labs.set(lab, (labs.get(lab) ?? 0) + 1);
+  return () => {
+    const n = (labs.get(lab) ?? 1) - 1;
+    if (n > 0) labs.set(lab, n);
+    else labs.delete(lab);
+    if (labs.size === 0 && attempts.get(workshop) === labs) attempts.delete(workshop);
+  };
 }
 
 const alreadyHasLab = () =>

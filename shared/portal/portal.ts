@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { assertActor } from "../runtime/actor.ts";
 import { isoNow } from "../runtime/clock.ts";
+import { singleFlight } from "../runtime/concurrency.ts";
 import { open, seal } from "../runtime/crypto.ts";
 import { useDeps } from "../runtime/deps.ts";
 import { VisibleError } from "../runtime/errors.ts";
@@ -20,6 +21,12 @@ async function workshopSpec(workshop: string): Promise<Workshop> {
 export async function getPortal(workshop: string): Promise<PortalItem | undefined> {
   return (await useDeps().store.portal.get({ workshop }).go()).data ?? undefined;
 }
+
+/**
+ * The portal record as the student pages read it: concurrent reads share one request. Operations that
+ * change the portal, and the claim itself, read it with getPortal.
+ */
+export const portalForStudents = singleFlight((workshop: string) => workshop, getPortal);
 
 async function requirePortal(workshop: string): Promise<PortalItem> {
   const p = await getPortal(workshop);

@@ -1,3 +1,4 @@
+import { singleFlight } from "../runtime/concurrency.ts";
 import { useDeps } from "../runtime/deps.ts";
 import { VisibleError } from "../runtime/errors.ts";
 import { RATE } from "./constants.ts";
@@ -12,10 +13,16 @@ function windowOf(now: Date): { window: string; expiresAt: number } {
 }
 
 export async function failures(key: string): Promise<number> {
-  const { store, clock } = useDeps();
-  const { window } = windowOf(clock.now());
-  return (await store.rateCounter.get({ key, window }).go()).data?.count ?? 0;
+  const { window } = windowOf(useDeps().clock.now());
+  return readCount(key, window);
 }
+
+// A classroom behind one address reads the same counters at once: one read serves them all.
+const readCount = singleFlight(
+  (key: string, window: string) => `${key}\n${window}`,
+  async (key: string, window: string) =>
+    (await useDeps().store.rateCounter.get({ key, window }).go()).data?.count ?? 0,
+);
 
 export async function recordFailure(key: string): Promise<number> {
   const { store, clock } = useDeps();
