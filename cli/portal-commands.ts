@@ -9,6 +9,8 @@ import { type Output, writeTable } from "./render.ts";
 
 export const PORTAL_USAGE = `usage: labfleet portal SUBCOMMAND (-f workshop.yaml | NAME) [ARGS] [--output json]
   open | close                claim window
+  publish                     the board goes live (labs appear as they pass health); claiming opens at
+                              portal.open_at_percent, or with open
   rotate-code                 a new workshop code: everyone re-enters it; personal links keep working
   info                        where students go and the code (for the slide)
   status                      every lab and every claim (with emails)
@@ -22,6 +24,7 @@ export const PORTAL_USAGE = `usage: labfleet portal SUBCOMMAND (-f workshop.yaml
 const ARGS: Record<string, string[]> = {
   open: [],
   close: [],
+  publish: [],
   "rotate-code": [],
   info: [],
   status: [],
@@ -91,6 +94,7 @@ export async function run(args: Args, out: Output): Promise<number> {
   switch (sub) {
     case "open":
     case "close":
+    case "publish":
     case "rotate-code":
     case "info": {
       const v =
@@ -100,7 +104,7 @@ export async function run(args: Args, out: Output): Promise<number> {
       if (json) print({ ...v, url: link(v.path) });
       else
         out.write(
-          `portal ${name}: claiming ${v.state}${sub === "rotate-code" ? " · new code: everyone enters it again" : ""}\n` +
+          `portal ${name}: ${v.state === "published" ? "published, claiming not open yet" : `claiming ${v.state}`}${sub === "rotate-code" ? " · new code: everyone enters it again" : ""}\n` +
             `  go to  ${link(v.path)}\n  code   ${v.code}\n`,
         );
       return 0;

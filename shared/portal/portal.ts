@@ -51,8 +51,15 @@ async function putCode(
   return { code, hash };
 }
 
-/** Opens the claim window, creating the portal and its first code on first use. */
-export async function openPortal(workshop: string, open_ = true): Promise<PortalView> {
+/**
+ * Sets the claim window, creating the portal and its first code on first use. `published`: the code works
+ * and the board shows the labs as they pass their health check, but nobody can claim yet; the workflow
+ * opens claiming at `portal.open_at_percent`.
+ */
+export async function openPortal(
+  workshop: string,
+  state: "open" | "closed" | "published" = "open",
+): Promise<PortalView> {
   assertActor("instructor", "system");
   const { store, clock, accessKey } = useDeps();
   const spec = await workshopSpec(workshop);
@@ -62,7 +69,7 @@ export async function openPortal(workshop: string, open_ = true): Promise<Portal
     await store.portal
       .create({
         workshop,
-        state: open_ ? "open" : "closed",
+        state,
         mode: spec.portal.mode,
         codeSealed: seal(accessKey, code),
         codeHash: hash,
@@ -78,12 +85,23 @@ export async function openPortal(workshop: string, open_ = true): Promise<Portal
   await store.portal
     .patch({ workshop })
     // The mode follows workshop.yaml: submit the file again to change it.
-    .set({ state: open_ ? "open" : "closed", mode: spec.portal.mode, updatedAt: isoNow(clock) })
+    .set({ state, mode: spec.portal.mode, updatedAt: isoNow(clock) })
     .go();
   return portalInfo(workshop);
 }
 
-export const closePortal = (workshop: string) => openPortal(workshop, false);
+export const closePortal = (workshop: string) => openPortal(workshop, "closed");
+
+/**
+ * `labfleet portal publish`: the board goes live before claiming opens, so students can enter the code and
+ * watch their labs pass the health check. A portal already open or closed is left as it is.
+ */
+export async function publishPortal(workshop: string): Promise<PortalView> {
+  assertActor("instructor", "system");
+  const p = await getPortal(workshop);
+  if (p) return portalInfo(workshop);
+  return openPortal(workshop, "published");
+}
 
 /** A new code: everyone on the board must enter it again; personal links keep working. */
 export async function rotateCode(workshop: string): Promise<PortalView> {
@@ -109,7 +127,7 @@ export async function rotateCode(workshop: string): Promise<PortalView> {
 
 export interface PortalView {
   workshop: string;
-  state: "open" | "closed";
+  state: "published" | "open" | "closed";
   mode: string;
   code: string;
   codeVersion: number;
@@ -404,12 +422,13 @@ export async function inviteRoster(
 
 /**
  * The workflow opens the portal by itself once `portal.open_at_percent` of the labs are ready, the first
- * time only: a portal the instructor closed stays closed.
+ * time only (or when it was only published): a portal the instructor closed stays closed.
  */
 export async function openWhenReady(spec: Workshop, ready: number, total: number): Promise<boolean> {
   if (!spec.portal.enabled || total === 0 || (ready * 100) / total < spec.portal.open_at_percent)
     return false;
-  if (await getPortal(spec.name)) return false;
+  const p = await getPortal(spec.name);
+  if (p && p.state !== "published") return false;
   await openPortal(spec.name);
   return true;
 }

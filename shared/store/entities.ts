@@ -181,7 +181,7 @@ function entities(client: DynamoDBDocumentClient, table: string) {
       model: { entity: "portal", version: "1", service },
       attributes: {
         workshop: { type: "string", required: true },
-        state: { type: ["open", "closed"] as const, required: true },
+        state: { type: ["published", "open", "closed"] as const, required: true },
         mode: { type: ["open", "roster", "both"] as const, required: true },
         codeSealed: { type: "string", required: true },
         codeHash: { type: "string", required: true },

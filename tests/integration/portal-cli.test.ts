@@ -31,13 +31,17 @@ afterAll(async () => {
 describe("labfleet portal", () => {
   let code = "";
 
-  it("open and info print where to go and the code", async () => {
+  it("publish, open and info print where to go and the code", async () => {
+    const pub = await runCli(["portal", "publish", WS], { env });
+    expect(pub.code, pub.stderr).toBe(0);
+    expect(pub.stdout).toContain(`portal ${WS}: published, claiming not open yet`);
     const open = await runCli(["portal", "open", WS], { env });
     expect(open.code, open.stderr).toBe(0);
     const m = /^ {2}code {3}(LAB-[A-Z]{6}-\d{8})$/m.exec(open.stdout);
     expect(m, open.stdout).toBeTruthy();
     code = m?.[1] ?? "";
     expect(open.stdout).toContain(`portal ${WS}: claiming open`);
+    expect(pub.stdout).toContain(`  code   ${code}`); // the code published is the code opened
     expect(open.stdout).toContain(`go to  ${rt.url}/`);
 
     const info = await runCli(["portal", "info", "-f", file], { env });

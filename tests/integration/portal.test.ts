@@ -12,6 +12,7 @@ import {
   openPortal,
   parseRoster,
   portalInfo,
+  publishPortal,
   reassign,
   releaseLab,
   revokeEmail,
@@ -293,6 +294,29 @@ describe("roster and the workflow", () => {
     const info = await asInstructor(() => portalInfo("auto"));
     expect(info.state).toBe("open");
     expect((await board("auto")).labs.map((l) => l.status)).toEqual(["free", "free"]);
+  });
+
+  it("publish shows the board before claiming opens; the workflow then opens it; an open portal stays open", async () => {
+    await asInstructor(() =>
+      submitWorkshop(
+        `${workshopYaml({ name: "pub", count: 2 })}portal:\n  enabled: true\n  open_at_percent: 100\n`,
+      ),
+    );
+    const published = await asInstructor(() => publishPortal("pub"));
+    expect(published.state).toBe("published");
+    // The code works and the board is there, but nobody can claim yet.
+    expect((await enterCode(published.code, "10.9.0.1")).workshop).toBe("pub");
+    expect((await board("pub")).open).toBe(false);
+    expect(
+      await code(() => claimLab("pub", { name: "A", email: "a@example.test", pin: "503917" }, "10.9.0.1")),
+    ).toBe("portal.closed");
+    await asInstructor(() => startRun("pub", "up"));
+    await rt.executor.idle();
+    expect((await asInstructor(() => portalInfo("pub"))).state).toBe("open");
+    expect((await asInstructor(() => publishPortal("pub"))).state).toBe("open");
+    // The same code as published: students who entered it early stay on the board.
+    expect((await asInstructor(() => portalInfo("pub"))).code).toBe(published.code);
+    expect((await board("pub")).open).toBe(true);
   });
 });
 

@@ -12,6 +12,7 @@ import {
   newAdminLink,
   openPortal,
   portalInfo,
+  publishPortal,
   reassign,
   releaseLab,
   revokeEmail,
@@ -57,6 +58,7 @@ async function body(req: Request): Promise<unknown> {
 export const portalApi = new Hono()
   .post("/:name/portal/open", async (c) => c.json(await openPortal(Name.parse(c.req.param("name")))))
   .post("/:name/portal/close", async (c) => c.json(await closePortal(Name.parse(c.req.param("name")))))
+  .post("/:name/portal/publish", async (c) => c.json(await publishPortal(Name.parse(c.req.param("name")))))
   .post("/:name/portal/rotate-code", async (c) => c.json(await rotateCode(Name.parse(c.req.param("name")))))
   .get("/:name/portal/info", async (c) => c.json(await portalInfo(Name.parse(c.req.param("name")))))
   .get("/:name/portal/status", async (c) => {
