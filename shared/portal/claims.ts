@@ -1,7 +1,6 @@
 import { randomBytes, randomInt } from "node:crypto";
 import { isConditionalFailure } from "../fleet/runs.ts";
 import { isoNow } from "../runtime/clock.ts";
-import { singleFlight } from "../runtime/concurrency.ts";
 import { open, seal } from "../runtime/crypto.ts";
 import { useDeps } from "../runtime/deps.ts";
 import { VisibleError } from "../runtime/errors.ts";
@@ -10,13 +9,14 @@ import type { Workshop } from "../workshop/schema.ts";
 import { codeHash, emailHash, linkHash } from "./codes.ts";
 import { MAX_PIN_FAILURES } from "./constants.ts";
 import { hashPin, pinProblem, verifyPin } from "./pins.ts";
-import { getPortal, portalForStudents } from "./portal.ts";
+import { getPortal } from "./portal.ts";
 import {
   assertAddressAllowed,
   assertCodeAttemptAllowed,
   recordFailure,
   recordWrongCode,
 } from "./rate-limit.ts";
+import { claimRows, codeRecord, forgetStudentReads, labStates, portalRecord } from "./reads.ts";
 
 /**
  * The student's side of the portal. Invariants are DynamoDB's to enforce: a claim is one transaction of
@@ -30,38 +30,13 @@ export interface CodeAccess {
 }
 
 /** A typed workshop code: the workshop and code version it opens, or a counted failure. */
-// The reads every student makes at once (a whole classroom types the same code and loads the same board)
-// share one request each while it is in flight; nothing is cached past it.
-const codeLookup = singleFlight(
-  (hash: string) => hash,
-  async (hash: string) => (await useDeps().store.portalCode.get({ codeHash: hash }).go()).data,
-);
-const labStates = singleFlight(
-  (workshop: string) => workshop,
-  async (workshop: string) =>
-    (
-      await useDeps()
-        .store.host.query.byWorkshop({ workshop })
-        .go({ pages: "all", attributes: ["hostId", "state"] })
-    ).data,
-);
-const claimRows = singleFlight(
-  (workshop: string) => workshop,
-  async (workshop: string) =>
-    (
-      await useDeps()
-        .store.claim.query.byWorkshop({ workshop })
-        .go({ pages: "all", attributes: ["hostId", "name", "emailHash"] })
-    ).data,
-);
-
 export async function enterCode(code: string, address: string): Promise<CodeAccess> {
   const [, lookup] = await Promise.all([
     assertCodeAttemptAllowed(address),
-    code.trim() ? codeLookup(codeHash(code)) : Promise.resolve(null),
+    code.trim() ? codeRecord(codeHash(code)) : Promise.resolve(null),
   ]);
   const found = lookup;
-  const portal = found ? await portalForStudents(found.workshop) : undefined;
+  const portal = found ? await portalRecord(found.workshop) : undefined;
   if (!found || !portal || portal.codeVersion !== found.codeVersion) {
     await recordWrongCode(address);
     throw new VisibleError(
@@ -75,7 +50,7 @@ export async function enterCode(code: string, address: string): Promise<CodeAcce
 
 /** Whether an access cookie's code version is still the current one (rotate-code ends the others). */
 export async function accessValid(access: CodeAccess): Promise<boolean> {
-  const p = await portalForStudents(access.workshop);
+  const p = await portalRecord(access.workshop);
   return Boolean(p && p.codeVersion === access.codeVersion);
 }
 
@@ -98,7 +73,7 @@ export async function board(workshop: string): Promise<{ open: boolean; labs: Bo
   const [hosts, claims, portal] = await Promise.all([
     labStates(workshop),
     claimRows(workshop),
-    portalForStudents(workshop),
+    portalRecord(workshop),
   ]);
   const claimed = new Map(claims.map((c) => [c.hostId, c]));
   const labs = hosts
@@ -176,9 +151,16 @@ export async function claimLab(
   };
   const tried = new Set<string>();
   let pinHash: string | undefined;
+  let freshRead = false;
   for (let round = 0; round < 1000; round++) {
-    // Only what choosing a lab needs, read once for everyone claiming at this moment.
-    const [hosts, claims] = await Promise.all([labStates(workshop), claimRows(workshop)]);
+    // Only what choosing a lab needs: the shared read first; after a lost race, or when it shows no free lab,
+    // the store's own answer.
+    const read = tried.size === 0 && !freshRead ? "shared" : "fresh";
+    const [hosts, claims] = await Promise.all(
+      read === "shared"
+        ? [labStates(workshop), claimRows(workshop)]
+        : [labStates.fresh(workshop), claimRows.fresh(workshop)],
+    );
     if (claims.some((c) => c.emailHash === eHash)) throw alreadyHasLab();
     const taken = new Set(claims.map((c) => c.hostId));
     const free = hosts
@@ -193,6 +175,10 @@ export async function claimLab(
     const pool = idle.length > 0 ? idle : free;
     const spread = tried.size === 0 ? 1 : Math.min(pool.length, 2 ** Math.min(tried.size, 10));
     const lab = pool[spread > 1 ? randomInt(spread) : 0];
+    if (!lab && read === "shared") {
+      freshRead = true;
+      continue;
+    }
     if (!lab) {
       throw new VisibleError(
         "conflict",
@@ -215,7 +201,10 @@ export async function claimLab(
       ])
       .go()
       .finally(release);
-    if (!r.canceled) return { lab, token };
+    if (!r.canceled) {
+      forgetStudentReads(workshop);
+      return { lab, token };
+    }
     const [labLost, emailLost] = r.data.map((d) => d.rejected);
     if (emailLost) throw alreadyHasLab();
     if (labLost)

@@ -38,3 +38,10 @@ export const RETENTION = {
   // A counter lives through its 10-minute window and one more, then the table's TTL removes it.
   rateCounters: `up to ${(2 * RATE.windowSeconds) / 60} minutes`,
 } as const;
+
+/**
+ * How old the student pages' shared reads may be (the portal record, the code, the board's labs and claims,
+ * failure counts). A classroom of thirty then reads each once a second, not thirty times; instructor changes
+ * made through another process reach the pages within this time. Claims themselves decide by transaction.
+ */
+export const STUDENT_READ_TTL_MS = 1000;

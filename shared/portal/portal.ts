@@ -1,13 +1,13 @@
 import { randomBytes } from "node:crypto";
 import { assertActor } from "../runtime/actor.ts";
 import { isoNow } from "../runtime/clock.ts";
-import { singleFlight } from "../runtime/concurrency.ts";
 import { open, seal } from "../runtime/crypto.ts";
 import { useDeps } from "../runtime/deps.ts";
 import { VisibleError } from "../runtime/errors.ts";
 import type { PortalItem } from "../store/entities.ts";
 import type { Workshop } from "../workshop/schema.ts";
 import { codeHash, emailHash, generateCode, linkHash } from "./codes.ts";
+import { forgetStudentReads } from "./reads.ts";
 
 /** The instructor's side of the portal: the claim window, the code, the claims and what to do with them. */
 
@@ -21,12 +21,6 @@ async function workshopSpec(workshop: string): Promise<Workshop> {
 export async function getPortal(workshop: string): Promise<PortalItem | undefined> {
   return (await useDeps().store.portal.get({ workshop }).go()).data ?? undefined;
 }
-
-/**
- * The portal record as the student pages read it: concurrent reads share one request. Operations that
- * change the portal, and the claim itself, read it with getPortal.
- */
-export const portalForStudents = singleFlight((workshop: string) => workshop, getPortal);
 
 async function requirePortal(workshop: string): Promise<PortalItem> {
   const p = await getPortal(workshop);
@@ -87,6 +81,7 @@ export async function openPortal(
     // The mode follows workshop.yaml: submit the file again to change it.
     .set({ state, mode: spec.portal.mode, updatedAt: isoNow(clock) })
     .go();
+  forgetStudentReads(workshop);
   return portalInfo(workshop);
 }
 
@@ -122,6 +117,7 @@ export async function rotateCode(workshop: string): Promise<PortalView> {
     .where((a, op) => op.eq(a.codeVersion, p.codeVersion))
     .go();
   await store.portalCode.delete({ codeHash: p.codeHash }).go();
+  forgetStudentReads(workshop);
   return portalInfo(workshop);
 }
 
@@ -218,6 +214,7 @@ export async function releaseLab(workshop: string, hostId: string): Promise<{ la
       claimLink.delete({ linkHash: c.linkHash }).commit(),
     ])
     .go();
+  forgetStudentReads(workshop);
   return { lab: hostId };
 }
 
@@ -273,6 +270,7 @@ export async function reassign(
       claimLink.create({ linkHash: hash, workshop, hostId }).commit(),
     ])
     .go();
+  forgetStudentReads(workshop);
   if (r.canceled) throw new VisibleError("conflict", "portal.lab_taken", `lab ${hostId} is already claimed`);
   return { lab: hostId, token };
 }
@@ -309,6 +307,7 @@ export async function purgePortal(workshop: string): Promise<void> {
     await store.portalCode.delete({ codeHash: portal.codeHash }).go();
     await store.portal.delete({ workshop }).go();
   }
+  forgetStudentReads(workshop);
 }
 
 export async function checkAdminLink(workshop: string, token: string): Promise<boolean> {
@@ -417,6 +416,7 @@ export async function inviteRoster(
     if (r.canceled) skipped.push({ email: row.email, reason: "claimed meanwhile; run invite again" });
     else invites.push({ name: row.name, email: row.email.trim().toLowerCase(), lab, token });
   }
+  forgetStudentReads(workshop);
   return { invites, skipped };
 }
 

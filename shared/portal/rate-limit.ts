@@ -1,7 +1,7 @@
-import { singleFlight } from "../runtime/concurrency.ts";
+import { shortCache } from "../runtime/concurrency.ts";
 import { useDeps } from "../runtime/deps.ts";
 import { VisibleError } from "../runtime/errors.ts";
-import { RATE } from "./constants.ts";
+import { RATE, STUDENT_READ_TTL_MS } from "./constants.ts";
 
 /**
  * Failure counters in the store: one item per key and 10-minute window, incremented atomically, removed by
@@ -14,15 +14,18 @@ function windowOf(now: Date): { window: string; expiresAt: number } {
 
 export async function failures(key: string): Promise<number> {
   const { window } = windowOf(useDeps().clock.now());
-  return readCount(key, window);
+  return counts(key, window);
 }
 
-// A classroom behind one address reads the same counters at once: one read serves them all.
-const readCount = singleFlight(
-  (key: string, window: string) => `${key}\n${window}`,
-  async (key: string, window: string) =>
+// A classroom behind one address reads the same counters on every attempt: each is read once a second at
+// most, and this process's own failures update it at once. Limits are checked against counts at most
+// STUDENT_READ_TTL_MS old; every failure is still counted in the store, atomically.
+const counts = shortCache({
+  key: (key: string, window: string) => `${key}\n${window}`,
+  load: async (key: string, window: string) =>
     (await useDeps().store.rateCounter.get({ key, window }).go()).data?.count ?? 0,
-);
+  ttlMs: STUDENT_READ_TTL_MS,
+});
 
 export async function recordFailure(key: string): Promise<number> {
   const { store, clock } = useDeps();
@@ -31,7 +34,9 @@ export async function recordFailure(key: string): Promise<number> {
     .upsert({ key, window, expiresAt })
     .add({ count: 1 })
     .go({ response: "all_new" });
-  return r.data.count ?? 1;
+  const count = r.data.count ?? 1;
+  counts.put(count, key, window);
+  return count;
 }
 
 const limited = () =>

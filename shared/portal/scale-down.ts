@@ -6,6 +6,7 @@ import { useDeps } from "../runtime/deps.ts";
 import { VisibleError } from "../runtime/errors.ts";
 import { log } from "../runtime/logger.ts";
 import { getPortal, releaseLab } from "./portal.ts";
+import { forgetStudentReads } from "./reads.ts";
 
 const byNumberDesc = (a: string, b: string) => b.localeCompare(a, undefined, { numeric: true });
 
@@ -31,10 +32,12 @@ export async function scaleDownUnclaimed(
           .go()
       : undefined;
   await pause(true);
+  forgetStudentReads(workshop);
   try {
     return await pickAndRemove(workshop, count, force);
   } finally {
     await pause(false);
+    forgetStudentReads(workshop);
   }
 }
 

@@ -35,3 +35,57 @@ export function singleFlight<A extends unknown[], R>(
     return p;
   };
 }
+
+export interface ShortCache<A extends unknown[], R> {
+  (...args: A): Promise<R>;
+  /** Reads through to the store, and keeps what it read. */
+  fresh(...args: A): Promise<R>;
+  /** Replaces the kept value (after this process wrote it). */
+  put(value: R, ...args: A): void;
+  /** Drops what is kept for these arguments, or everything. */
+  forget(...args: A | []): void;
+}
+
+/**
+ * Keeps each result for `ttlMs` (and joins concurrent loads), for reads where a second-old answer is as good
+ * as a fresh one. Writes made in this process should `put` or `forget`; other processes' writes show
+ * within `ttlMs`. Entries past their time are dropped as the cache grows.
+ */
+export function shortCache<A extends unknown[], R>(opts: {
+  key: (...args: A) => string;
+  load: (...args: A) => Promise<R>;
+  ttlMs: number;
+  max?: number;
+}): ShortCache<A, R> {
+  const kept = new Map<string, { value: Promise<R>; at: number }>();
+  const max = opts.max ?? 10_000;
+  const keep = (key: string, value: Promise<R>) => {
+    if (kept.size >= max) {
+      const now = performance.now();
+      for (const [k, e] of kept) if (now - e.at >= opts.ttlMs) kept.delete(k);
+      if (kept.size >= max) kept.clear();
+    }
+    const entry = { value, at: performance.now() };
+    kept.set(key, entry);
+    // A failed load is not kept: the next call tries again.
+    value.catch(() => kept.get(key) === entry && kept.delete(key));
+  };
+  const fresh = (...args: A) => {
+    const value = opts.load(...args);
+    keep(opts.key(...args), value);
+    return value;
+  };
+  const read = (...args: A) => {
+    const e = kept.get(opts.key(...args));
+    if (e && performance.now() - e.at < opts.ttlMs) return e.value;
+    return fresh(...args);
+  };
+  return Object.assign(read, {
+    fresh,
+    put: (value: R, ...args: A) => keep(opts.key(...args), Promise.resolve(value)),
+    forget: (...args: A | []) => {
+      if (args.length === 0) kept.clear();
+      else kept.delete(opts.key(...(args as A)));
+    },
+  });
+}
