@@ -1,6 +1,6 @@
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
-import type { HostView, RunView, WorkshopStatus } from "../shared/fleet/workshops.ts";
+import type { HostView, RunView, WorkshopPlan, WorkshopStatus } from "../shared/fleet/workshops.ts";
 import type { ErrorDetail } from "../shared/runtime/errors.ts";
 
 /** Where the CLI finds the API: LABFLEET_URL + LABFLEET_TOKEN, else the local runtime's 0600 file. */
@@ -100,6 +100,9 @@ export class ApiClient {
   submit(yaml: string, baseDir: string) {
     return this.call<{ name: string; created: boolean }>("POST", "/workshops", { yaml, baseDir });
   }
+  plan(yaml: string, baseDir: string) {
+    return this.call<WorkshopPlan>("POST", "/workshops/plan", { yaml, baseDir });
+  }
   up(name: string, force = false) {
     return this.call<{ run: RunView }>("POST", `/workshops/${encodeURIComponent(name)}/up`, { force });
   }
@@ -111,4 +114,4 @@ export class ApiClient {
   }
 }
 
-export type { HostView, RunView, WorkshopStatus };
+export type { HostView, RunView, WorkshopPlan, WorkshopStatus };

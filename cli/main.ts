@@ -2,8 +2,8 @@ import { readFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { formatErrors, validateWorkshopYaml } from "../shared/workshop/load.ts";
-import { ApiClient, CliError, resolveTarget, type WorkshopStatus } from "./client.ts";
-import { type Output, ProgressView, paint, runLine, stdoutOutput } from "./render.ts";
+import { ApiClient, CliError, resolveTarget, type WorkshopPlan, type WorkshopStatus } from "./client.ts";
+import { type Output, ProgressView, paint, runLine, stdoutOutput, writeTable } from "./render.ts";
 
 const HELP = `labfleet: run hands-on workshop lab fleets
 
@@ -11,6 +11,7 @@ Usage:
   labfleet dev [-f workshop.yaml] [--port N] [--data-dir DIR]   start the local runtime (and run a workshop)
   labfleet validate -f workshop.yaml                            check a file offline; exit 1 on any error
   labfleet up -f workshop.yaml [--force]                        submit, run up, follow until every lab is ready
+  labfleet up -f workshop.yaml --plan                           what up would create or reuse, per host; changes nothing
   labfleet status (-f workshop.yaml | NAME)                     re-read the hosts; phases, errors and runs
   labfleet doctor (-f workshop.yaml | NAME)                     check each host against lab.requires
   labfleet deploy (-f workshop.yaml | NAME) [--ref REF] [--force]  deploy the lab again on the selected hosts
@@ -20,9 +21,10 @@ Usage:
   labfleet hosts keys|pubkey|forget-key (-f workshop.yaml | NAME) [--host ID]
   labfleet down (-f workshop.yaml | NAME)                       tear the workshop down and follow it
   labfleet down (-f workshop.yaml | NAME) --unclaimed N|all [--force]  remove labs nobody claimed
+  labfleet extend (-f workshop.yaml | NAME) --hours N           move the TTL teardown N hours later (N <= 168)
 
 The claim portal (students go to the runtime's URL and type the code):
-  labfleet portal open|close (-f workshop.yaml | NAME)          open or close the claim window
+  labfleet portal open|close|publish (-f workshop.yaml | NAME)  open or close the claim window; publish the board
   labfleet portal info|status (-f workshop.yaml | NAME)         the URL and code for the slide; labs and claims
   labfleet portal rotate-code (-f workshop.yaml | NAME)         a new code (personal links keep working)
   labfleet portal export (-f workshop.yaml | NAME) [--csv FILE] claims as CSV, to stdout or a 0600 file
@@ -43,6 +45,7 @@ Examples:
   npx labfleet retry my-workshop --host student-07
   npx labfleet portal open my-workshop
   npx labfleet portal export my-workshop --csv claims.csv
+  npx labfleet extend my-workshop --hours 2
   LABFLEET_URL=https://... LABFLEET_TOKEN=... npx labfleet status my-workshop
 
 Exit codes: 0 success; 1 a lab, host or run failed, or the file is invalid; 2 bad usage; 3 no runtime reachable.
@@ -53,6 +56,7 @@ const options = {
   file: { type: "string", short: "f" },
   output: { type: "string", short: "o" },
   force: { type: "boolean" },
+  plan: { type: "boolean" },
   port: { type: "string" },
   "data-dir": { type: "string" },
   host: { type: "string", multiple: true },
@@ -63,6 +67,7 @@ const options = {
   "all-selected": { type: "boolean" },
   unclaimed: { type: "string" },
   csv: { type: "string" },
+  hours: { type: "string" },
   help: { type: "boolean", short: "h" },
   version: { type: "boolean" },
 } as const;
@@ -72,6 +77,7 @@ export interface Args {
     file?: string;
     output?: string;
     force?: boolean;
+    plan?: boolean;
     port?: string;
     "data-dir"?: string;
     host?: string[];
@@ -82,6 +88,7 @@ export interface Args {
     "all-selected"?: boolean;
     unclaimed?: string;
     csv?: string;
+    hours?: string;
     help?: boolean;
     version?: boolean;
   };
@@ -198,11 +205,29 @@ async function cmdUp(args: Args, out: Output): Promise<number> {
   const { yaml, baseDir, name } = checkedFile(file);
   const json = jsonOutput(args);
   const client = new ApiClient(resolveTarget());
+  if (args.values.plan) return printPlan(await client.plan(yaml, baseDir), json, out);
   await client.submit(yaml, baseDir);
   const { run } = await client.up(name, args.values.force ?? false);
   if (!json) out.write(`up ${name}: run ${run.id}\n`);
   const s = await follow(client, name, run.id, json ? undefined : out);
   return report(s, run.id, json, out, "ready");
+}
+
+function printPlan(plan: WorkshopPlan, json: boolean, out: Output): number {
+  if (json) {
+    out.write(`${JSON.stringify(plan, null, 2)}\n`);
+    return 0;
+  }
+  const count = (a: string) => plan.items.filter((i) => i.action === a).length;
+  out.write(
+    `plan ${plan.name} (${plan.provider}): ${count("create")} to create, ${count("reuse")} to reuse, ` +
+      `${count("noop")} unchanged · nothing was changed\n`,
+  );
+  writeTable(
+    [["host", "action", "detail"], ...plan.items.map((i) => [i.hostId, i.action, i.detail ?? ""])],
+    out,
+  );
+  return 0;
 }
 
 /** The end of a followed run: the hosts it acted on, and exit 0 only when each is where the run leaves it. */
@@ -351,7 +376,8 @@ export async function main(argv: string[], out: Output = stdoutOutput()): Promis
       case "retry":
       case "diagnose":
       case "access":
-      case "hosts": {
+      case "hosts":
+      case "extend": {
         const fleetCommands = await import("./fleet-commands.ts");
         return await fleetCommands.run(command, args, out);
       }

@@ -1,3 +1,4 @@
+import type { PlanItem, Provider } from "../providers/types.ts";
 import { assertActor } from "../runtime/actor.ts";
 import { isoNow } from "../runtime/clock.ts";
 import { open } from "../runtime/crypto.ts";
@@ -55,6 +56,37 @@ export interface WorkshopStatus extends WorkshopSummary {
  * Creates or updates a workshop from its YAML. A workshop that is being torn down cannot be changed;
  * one that was torn down starts afresh.
  */
+export interface WorkshopPlan {
+  name: string;
+  provider: string;
+  items: PlanItem[];
+}
+
+/** What `up` would do per host (`labfleet up --plan`): the file is checked, nothing is stored or created. */
+export async function planWorkshop(yaml: string, baseDir?: string): Promise<WorkshopPlan> {
+  assertActor("instructor", "system");
+  let spec = parseWorkshopYaml(yaml);
+  if (baseDir) spec = resolveLabSource(spec, baseDir);
+  const provider = providerFor(spec);
+  return { name: spec.name, provider: provider.name, items: await provider.plan(spec) };
+}
+
+function providerFor(spec: Workshop): Provider {
+  const provider = useDeps().providers[spec.provider.type];
+  if (!provider) {
+    throw new VisibleError(
+      "input",
+      "workshop.provider_unavailable",
+      "this runtime cannot use that provider",
+      [{ path: "provider.type", message: `expected one of: ${Object.keys(useDeps().providers).join(", ")}` }],
+    );
+  }
+  const problems = provider.validate(spec);
+  if (problems.length > 0)
+    throw new VisibleError("input", "workshop.invalid", "workshop.yaml is not valid", problems);
+  return provider;
+}
+
 export async function submitWorkshop(
   yaml: string,
   baseDir?: string,
@@ -62,19 +94,8 @@ export async function submitWorkshop(
   assertActor("instructor", "system");
   let spec = parseWorkshopYaml(yaml);
   if (baseDir) spec = resolveLabSource(spec, baseDir);
-  const { store, clock, providers } = useDeps();
-  const provider = providers[spec.provider.type];
-  if (!provider) {
-    throw new VisibleError(
-      "input",
-      "workshop.provider_unavailable",
-      "this runtime cannot use that provider",
-      [{ path: "provider.type", message: `expected one of: ${Object.keys(providers).join(", ")}` }],
-    );
-  }
-  const problems = provider.validate(spec);
-  if (problems.length > 0)
-    throw new VisibleError("input", "workshop.invalid", "workshop.yaml is not valid", problems);
+  const { store, clock } = useDeps();
+  providerFor(spec);
 
   const now = isoNow(clock);
   const existing = (await store.workshop.get({ name: spec.name }).go()).data;

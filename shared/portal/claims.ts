@@ -16,7 +16,14 @@ import {
   recordFailure,
   recordWrongCode,
 } from "./rate-limit.ts";
-import { claimRows, codeRecord, forgetStudentReads, labStates, portalRecord } from "./reads.ts";
+import {
+  claimRows,
+  codeRecord,
+  forgetStudentReads,
+  labStates,
+  portalRecord,
+  workshopRecord,
+} from "./reads.ts";
 
 /**
  * The student's side of the portal. Invariants are DynamoDB's to enforce: a claim is one transaction of
@@ -289,10 +296,10 @@ export async function labForLink(token: string): Promise<LabPage | undefined> {
   const [c, host, w] = await Promise.all([
     store.claim.get({ workshop: link.workshop, hostId: link.hostId }).go(),
     store.host.get({ workshop: link.workshop, hostId: link.hostId }).go(),
-    store.workshop.get({ name: link.workshop }).go(),
+    workshopRecord(link.workshop),
   ]);
   const claim: ClaimItem | null = c.data;
-  if (!claim || claim.linkHash !== hash || !w.data) return undefined;
+  if (!claim || claim.linkHash !== hash || !w) return undefined;
   if (!claim.firstOpenedAt) {
     await store.claim
       .patch({ workshop: link.workshop, hostId: link.hostId })
@@ -301,7 +308,7 @@ export async function labForLink(token: string): Promise<LabPage | undefined> {
       .go()
       .catch(() => undefined);
   }
-  const spec = w.data.spec as Workshop;
+  const spec = w.spec as Workshop;
   let access: LabPage["access"] = null;
   if (host.data?.access) {
     try {
@@ -321,7 +328,7 @@ export async function labForLink(token: string): Promise<LabPage | undefined> {
     access,
     sshCommand,
     guideUrl: spec.portal.guide_url ?? null,
-    expiry: w.data.expiry ?? null,
+    expiry: w.expiry ?? null,
   };
 }
 

@@ -43,10 +43,18 @@ export const claimRows = shortCache({
   ttlMs,
 });
 
+/** The workshop's record as the lab page shows it (its spec's portal section and the expiry). */
+export const workshopRecord = shortCache({
+  key: (name: string) => name,
+  load: async (name: string) => (await useDeps().store.workshop.get({ name }).go()).data,
+  ttlMs,
+});
+
 /** After an instructor operation or a claim in this process: the next student read goes to the store. */
 export function forgetStudentReads(workshop: string): void {
   portalRecord.forget(workshop);
   labStates.forget(workshop);
   claimRows.forget(workshop);
+  workshopRecord.forget(workshop);
   codeRecord.forget(); // keyed by code hash; few entries, so all of them
 }

@@ -47,6 +47,32 @@ describe("labfleet CLI", () => {
     expect(good.stdout).toContain("valid (workshop cli-ok)");
   });
 
+  it("up --plan says what would be created or reused per host and changes nothing", async () => {
+    const yaml = join(work, "plan.yaml");
+    writeFileSync(yaml, workshopYaml({ name: "cli-plan", count: 2 }));
+    const r = await runCli(["up", "-f", yaml, "--plan"], { env });
+    expect(r.stderr).toBe("");
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain(
+      "plan cli-plan (local): 2 to create, 0 to reuse, 0 unchanged · nothing was changed",
+    );
+    expect(r.stdout).toMatch(/^student-01 +create/m);
+    expect(r.stdout).toMatch(/^student-02 +create/m);
+    const json = await runCli(["up", "-f", yaml, "--plan", "--output", "json"], { env });
+    expect(JSON.parse(json.stdout).items.map((i: { action: string }) => i.action)).toEqual([
+      "create",
+      "create",
+    ]);
+    // Nothing was stored: the workshop is unknown to the runtime.
+    const status = await runCli(["status", "cli-plan"], { env });
+    expect(status.code).toBe(1);
+    expect(status.stderr).toContain("cli-plan");
+    // A bad file is refused with its path, as up would.
+    const bad = await runCli(["up", "-f", join(work, "bad.yaml"), "--plan"], { env });
+    expect(bad.code).toBe(1);
+    expect(bad.stdout + bad.stderr).toContain("provider.count");
+  });
+
   it("up exits 0 with every lab ready and prints one JSON document", async () => {
     const r = await runCli(["up", "-f", join(work, "ok.yaml"), "--output", "json"], { env });
     expect(r.stderr).toBe("");

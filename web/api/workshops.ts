@@ -4,6 +4,7 @@ import { getRun, startRun } from "../../shared/fleet/runs.ts";
 import {
   hostAccess,
   listWorkshops,
+  planWorkshop,
   runView,
   submitWorkshop,
   workshopStatus,
@@ -31,6 +32,10 @@ export const workshops = new Hono()
     const body = SubmitBody.parse(await jsonBody(c.req.raw));
     const result = await submitWorkshop(body.yaml, body.baseDir);
     return c.json(result, result.created ? 201 : 200);
+  })
+  .post("/plan", async (c) => {
+    const body = SubmitBody.parse(await jsonBody(c.req.raw));
+    return c.json(await planWorkshop(body.yaml, body.baseDir));
   })
   .get("/:name", async (c) => c.json(await workshopStatus(Name.parse(c.req.param("name")))))
   .post("/:name/up", async (c) => {
