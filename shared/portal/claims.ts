@@ -159,6 +159,7 @@ export async function claimLab(
   const tried = new Set<string>();
   let pinHash: string | undefined;
   let freshRead = false;
+  let waits = 0;
   for (let round = 0; round < 1000; round++) {
     // Only what choosing a lab needs: the shared read first; after a lost race, or when it shows no free lab,
     // the store's own answer.
@@ -174,11 +175,17 @@ export async function claimLab(
       .filter((h) => h.state === "ready" && !taken.has(h.hostId) && !tried.has(h.hostId))
       .map((h) => h.hostId)
       .sort(byNumber);
-    // The lowest free lab first, skipping labs another claim in this process is trying right now. After a
-    // lost race, spread out over the lowest 2, 4, 8... free labs, so a classroom pressing the button at once
-    // does not queue behind one lab (the transaction still decides).
+    // The lowest free lab first, skipping labs another claim in this process is trying right now. When
+    // all of them are, wait for one of those claims to end and look again: a classroom pressing the button
+    // at once then hashes PINs and writes transactions only for the labs there are. After a lost race
+    // (another process), spread out over the lowest 2, 4, 8... free labs (the transaction still decides).
     const busy = attempts.get(workshop);
     const idle = free.filter((id) => !busy?.has(id));
+    if (idle.length === 0 && free.length > 0 && waits < MAX_WAITS) {
+      waits++;
+      await attemptEnded(workshop);
+      continue;
+    }
     const pool = idle.length > 0 ? idle : free;
     const spread = tried.size === 0 ? 1 : Math.min(pool.length, 2 ** Math.min(tried.size, 10));
     const lab = pool[spread > 1 ? randomInt(spread) : 0];
@@ -193,13 +200,17 @@ export async function claimLab(
         "No lab is free right now. Ask your instructor.",
       );
     }
-    // Hashed only once a lab is in sight: students turned away cost no scrypt.
+    const release = attempt(workshop, lab);
+    // Hashed only once a lab is in sight (and held for this claim here): students turned away cost no scrypt.
     if (!pinHash) {
-      pinHash = await hashPin(input.pin);
-      continue; // the hash took a while: choose again from what the others have claimed meanwhile
+      try {
+        pinHash = await hashPin(input.pin);
+      } catch (err) {
+        release();
+        throw err;
+      }
     }
     const hashed = pinHash;
-    const release = attempt(workshop, lab);
     const r = await store.service.transaction
       .write(({ claim, claimEmail, claimLink }) => [
         claim.create({ ...claimBase, pinHash: hashed, hostId: lab, claimedAt: isoNow(clock) }).commit(),
@@ -223,6 +234,26 @@ export async function claimLab(
 
 /** Labs a claim in this process is committing right now, so concurrent claims here try different labs. */
 const attempts = new Map<string, Map<string, number>>();
+/** Claims waiting for one of those to end, per workshop. */
+const waiting = new Map<string, Set<() => void>>();
+const MAX_WAITS = 50;
+const WAIT_MS = 5000;
+
+function attemptEnded(workshop: string): Promise<void> {
+  return new Promise((resolve) => {
+    const set = waiting.get(workshop) ?? new Set<() => void>();
+    waiting.set(workshop, set);
+    const done = () => {
+      clearTimeout(timer);
+      set.delete(done);
+      if (set.size === 0 && waiting.get(workshop) === set) waiting.delete(workshop);
+      resolve();
+    };
+    const timer = setTimeout(done, WAIT_MS);
+    timer.unref?.();
+    set.add(done);
+  });
+}
 
 function attempt(workshop: string, lab: string): () => void {
   const labs = attempts.get(workshop) ?? new Map<string, number>();
@@ -233,6 +264,7 @@ function attempt(workshop: string, lab: string): () => void {
     if (n > 0) labs.set(lab, n);
     else labs.delete(lab);
     if (labs.size === 0 && attempts.get(workshop) === labs) attempts.delete(workshop);
+    for (const wake of [...(waiting.get(workshop) ?? [])]) wake();
   };
 }
 
