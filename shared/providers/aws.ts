@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
 import {
+  CreateTagsCommand,
   DescribeImagesCommand,
   DescribeInstancesCommand,
   type EC2Client,
@@ -12,16 +13,47 @@ import {
   type Tag,
   TerminateInstancesCommand,
 } from "@aws-sdk/client-ec2";
+import { ServiceQuotasClient } from "@aws-sdk/client-service-quotas";
+import { DescribeInstanceInformationCommand, type InstanceInformation, SSMClient } from "@aws-sdk/client-ssm";
 import { mapLimit } from "../runtime/concurrency.ts";
 import { type ErrorDetail, errorMessage, VisibleError } from "../runtime/errors.ts";
+import { log } from "../runtime/logger.ts";
 import type { Workshop } from "../workshop/schema.ts";
+import {
+  CREATED_TAG,
+  chunks,
+  EXPIRY_TAG,
+  errorName,
+  HOST_ID_TAG,
+  OWNER_TAG,
+  parseIsoTime,
+  tagValue,
+  WORKSHOP_TAG,
+} from "./aws-common.ts";
+import { costText } from "./aws-pricing.ts";
+import { checkVcpuQuota, type VcpuQuotaCheck, vcpuQuotaError, vcpuQuotaLine } from "./aws-quota.ts";
+import {
+  accessPorts,
+  byoAccessMessage,
+  describePorts,
+  type IngressRule,
+  ManagedSecurityGroups,
+  operatorCidrProblem,
+  operatorRules,
+  portList,
+  WORLD_V4,
+  WORLD_V6,
+} from "./aws-security-groups.ts";
 import {
   type DeprovisionResult,
   hostIdsOf,
   type PlanItem,
   type Provider,
   type ProvisionedHost,
+  type SweptInstance,
 } from "./types.ts";
+
+export { EXPIRY_TAG, HOST_ID_TAG, OWNER_TAG, WORKSHOP_TAG } from "./aws-common.ts";
 
 /**
  * EC2 hosts, reached through SSM (the host's address is its instance id).
@@ -46,12 +78,21 @@ import {
  * Dead-man switch (see powerOffUserData): `InstanceInitiatedShutdownBehavior=terminate` plus user data that powers
  * the instance off at launch + ttl_hours, so an instance terminates itself at its expiry even when the control
  * plane is down.
+ *
+ * Security groups (see aws-security-groups.ts): with `security_group_ids`, the hosts get those groups and
+ * labfleet changes nothing in them (setOpenAccess says what to open by hand). Without, labfleet manages one
+ * group per workshop in the subnet's VPC that admits `operator_cidrs` only, on 22 and `lab.ui_ports`;
+ * setOpenAccess opens (and closes) the UI ports, never 22, to the world. Deprovision deletes the group once no
+ * instance of the workshop is left; a group still held by instances that are shutting down is left to the
+ * sweeper.
+ *
+ * Before creating: the running On-Demand vCPU quota check (see aws-quota.ts). After running: provision waits
+ * until the SSM agent of every host is online (DescribeInstanceInformation), since SSM is how hosts are reached.
+ *
+ * Expiry: `labfleet-expiry` on every instance is the workshop's end. extendExpiry moves it; sweepExpired
+ * (the rate(5 minutes) sweeper) terminates any labfleet instance past it, in any workshop, and deletes the
+ * security groups of workshops that have no instance left.
  */
-
-export const OWNER_TAG = { key: "ManagedBy", value: "labfleet" } as const;
-export const WORKSHOP_TAG = "labfleet-workshop";
-export const HOST_ID_TAG = "labfleet-host-id";
-export const EXPIRY_TAG = "labfleet-expiry";
 
 /** `instance_tier` -> instance type: fixed-performance (non-burstable) general purpose, 4 GiB per vCPU. */
 export const INSTANCE_TIERS = {
@@ -89,22 +130,50 @@ const SUBNET = /^subnet-[0-9a-f]{8,17}$/;
 const SECURITY_GROUP = /^sg-[0-9a-f]{8,17}$/;
 const AMI = /^ami-[0-9a-f]{8,17}$/;
 const LIVE_STATES: InstanceStateName[] = ["pending", "running"];
-const NOT_TERMINATED: InstanceStateName[] = ["pending", "running", "stopping", "stopped", "shutting-down"];
+/** Instances that still hold the workshop (shutting-down ones are on their way out). */
+const PRESENT_STATES: InstanceStateName[] = ["pending", "running", "stopping", "stopped"];
+const NOT_TERMINATED: InstanceStateName[] = [...PRESENT_STATES, "shutting-down"];
 const FILTER_CHUNK = 100;
 const CONCURRENCY = 8;
+/** DescribeInstanceInformation's InstanceIds filter takes at most 50 ids. */
+const SSM_FILTER_CHUNK = 50;
+const SSM_MAX_POLL_MS = 30_000;
+/** The sweeper leaves a managed security group alone this long after its creation (a provision in flight). */
+const GROUP_SWEEP_GRACE_MS = 60 * 60_000;
 
 type AwsSpec = Extract<Workshop["provider"], { type: "aws" }>;
 
 export interface AwsProviderOptions {
   ec2: EC2Client;
+  /** For the SSM agent wait. Default: an SSMClient for the EC2 client's region and credentials. */
+  ssm?: SSMClient;
+  /** For the vCPU quota check. Default: a ServiceQuotasClient for the EC2 client's region and credentials. */
+  serviceQuotas?: ServiceQuotasClient;
   clock?: { now(): Date };
   sleep?: (ms: number) => Promise<void>;
   /** How long provision waits for new instances to run, in total (default 10 minutes). */
   waitTimeoutMs?: number;
   /** Between two DescribeInstances polls while waiting (default 5 s). */
   pollIntervalMs?: number;
+  /** How long provision waits, in total, for the SSM agents of running hosts to come online (default 10 minutes). */
+  ssmWaitTimeoutMs?: number;
+  /** The first wait between DescribeInstanceInformation polls; it doubles up to 30 s (default 5 s). */
+  ssmPollIntervalMs?: number;
   /** The instance profile the hosts get (it must allow the SSM agent, e.g. AmazonSSMManagedInstanceCore). */
   instanceProfileArn?: string;
+}
+
+/** What setOpenAccess did. */
+export interface OpenAccessResult {
+  /** "managed": labfleet's own group of the workshop; "byo": the workshop's `security_group_ids`, left unchanged. */
+  mode: "managed" | "byo";
+  /** True when labfleet added or removed a rule. */
+  changed: boolean;
+  groupIds: string[];
+  /** The lab UI ports concerned (never 22). */
+  ports: number[];
+  /** For the instructor: what changed, or with BYO groups, what to open or close by hand. */
+  message: string;
 }
 
 /** The instance type a spec asks for, after the tier map; undefined when neither or both are given. */
@@ -219,7 +288,7 @@ systemctl enable --now labfleet-deadman.timer
 }
 
 function tagOf(instance: Instance, key: string): string | undefined {
-  return instance.Tags?.find((t) => t.Key === key)?.Value;
+  return tagValue(instance.Tags, key);
 }
 
 /** Why an instance is not this workshop's host, or undefined when it carries all three ownership tags. */
@@ -240,16 +309,6 @@ function ownershipProblem(instance: Instance, workshop: string, hostId: string):
   return undefined;
 }
 
-function chunks<T>(items: readonly T[], size: number): T[][] {
-  const out: T[][] = [];
-  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
-  return out;
-}
-
-function errorName(err: unknown): string | undefined {
-  return typeof err === "object" && err !== null && "name" in err ? String(err.name) : undefined;
-}
-
 interface Lookup {
   /** Instances carrying all three tags, by host id. */
   owned: Map<string, Instance[]>;
@@ -262,18 +321,30 @@ export class AwsProvider implements Provider {
   readonly transport = "ssm" as const;
 
   private readonly ec2: EC2Client;
+  private readonly ssm: SSMClient;
+  private readonly serviceQuotas: ServiceQuotasClient;
+  private readonly groups: ManagedSecurityGroups;
   private readonly clock: { now(): Date };
   private readonly sleep: (ms: number) => Promise<void>;
   private readonly waitTimeoutMs: number;
   private readonly pollIntervalMs: number;
+  private readonly ssmWaitTimeoutMs: number;
+  private readonly ssmPollIntervalMs: number;
   private readonly instanceProfileArn: string | undefined;
 
   constructor(opts: AwsProviderOptions) {
     this.ec2 = opts.ec2;
+    // The same region (and credentials) as the EC2 client, so every call of one provider hits one region.
+    const same = { region: opts.ec2.config.region, credentials: opts.ec2.config.credentials };
+    this.ssm = opts.ssm ?? new SSMClient(same);
+    this.serviceQuotas = opts.serviceQuotas ?? new ServiceQuotasClient(same);
+    this.groups = new ManagedSecurityGroups(opts.ec2);
     this.clock = opts.clock ?? { now: () => new Date() };
     this.sleep = opts.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms)));
     this.waitTimeoutMs = opts.waitTimeoutMs ?? 10 * 60_000;
     this.pollIntervalMs = opts.pollIntervalMs ?? 5_000;
+    this.ssmWaitTimeoutMs = opts.ssmWaitTimeoutMs ?? 10 * 60_000;
+    this.ssmPollIntervalMs = opts.ssmPollIntervalMs ?? 5_000;
     this.instanceProfileArn = opts.instanceProfileArn;
   }
 
@@ -321,6 +392,12 @@ export class AwsProvider implements Provider {
     if (p.ami !== undefined && !AMI.test(p.ami)) {
       add("ami", `expected an AMI id such as ami-0123456789abcdef0, got "${p.ami}"`);
     }
+    if (p.security_group_ids !== undefined && p.security_group_ids.length === 0) {
+      add(
+        "security_group_ids",
+        "expected at least one security group id, or leave security_group_ids out to let labfleet manage a group",
+      );
+    }
     (p.security_group_ids ?? []).forEach((sg, i) => {
       if (!SECURITY_GROUP.test(sg)) {
         add(
@@ -329,6 +406,24 @@ export class AwsProvider implements Provider {
         );
       }
     });
+    if (p.security_group_ids?.length) {
+      if (p.operator_cidrs !== undefined) {
+        add(
+          "operator_cidrs",
+          "operator_cidrs applies only to the group labfleet manages: with security_group_ids, leave it out and allow the operator's addresses in your own groups",
+        );
+      }
+    } else if (p.operator_cidrs === undefined || p.operator_cidrs.length === 0) {
+      add(
+        "operator_cidrs",
+        "expected the operator's addresses as CIDRs (e.g. [203.0.113.7/32]): labfleet's security group admits only them on SSH and the lab UI ports; it is required without security_group_ids",
+      );
+    } else {
+      p.operator_cidrs.forEach((cidr, i) => {
+        const problem = operatorCidrProblem(cidr);
+        if (problem) add(`operator_cidrs[${i}]`, problem);
+      });
+    }
     if (p.student_access !== undefined && p.student_access !== "operator" && p.student_access !== "open") {
       add("student_access", `expected operator or open, got "${String(p.student_access)}"`);
     }
@@ -351,6 +446,8 @@ export class AwsProvider implements Provider {
     const expiry = this.expiryOf(p);
     const hostIds = hostIdsOf(spec);
     const { owned } = await this.lookup(spec.name, hostIds, LIVE_STATES);
+    const creates = hostIds.filter((h) => (owned.get(h) ?? []).length === 0).length;
+    const quota = creates > 0 ? `; ${vcpuQuotaLine(await this.vcpuQuota(p, type, creates))}` : "";
     return hostIds.map((hostId) => {
       const live = owned.get(hostId) ?? [];
       const first = live[0];
@@ -359,10 +456,14 @@ export class AwsProvider implements Provider {
         return {
           hostId,
           action: "reuse" as const,
-          detail: `${first.InstanceId} (${first.State?.Name}, ${first.InstanceType}), expires ${tagOf(first, EXPIRY_TAG) ?? "(no expiry tag)"}${extra}`,
+          detail: `${first.InstanceId} (${first.State?.Name}, ${first.InstanceType}), expires ${tagOf(first, EXPIRY_TAG) ?? "(no expiry tag)"}, ${costText(p.region, first.InstanceType)}${extra}`,
         };
       }
-      return { hostId, action: "create" as const, detail: `${type}, expires ${expiry.toISOString()}` };
+      return {
+        hostId,
+        action: "create" as const,
+        detail: `${type}, expires ${expiry.toISOString()}, ${costText(p.region, type)}${quota}`,
+      };
     });
   }
 
@@ -398,22 +499,51 @@ export class AwsProvider implements Provider {
       }
     }
 
+    // Nothing is created (not even the security group) when the new hosts would not fit the vCPU quota.
+    if (toCreate.length > 0) {
+      const check = await this.vcpuQuota(p, resolveInstanceType(p) as string, toCreate.length);
+      if (check.status === "exceeds") throw vcpuQuotaError(check);
+      if (check.status === "unknown") {
+        log.warn("the EC2 vCPU quota was not checked; launching anyway", {
+          workshop: spec.name,
+          reason: check.reason,
+        });
+      }
+    }
+
+    // The managed group is reconciled on every provision (a changed operator_cidrs or lab.ui_ports applies).
+    let groupIds: string[] | undefined = p.security_group_ids?.length ? p.security_group_ids : undefined;
+    let groupError: string | undefined;
+    if (!groupIds) {
+      try {
+        groupIds = [await this.ensureManagedGroup(spec, p)];
+      } catch (err) {
+        groupError = `security group: ${errorMessage(err)}`;
+        log.warn("the workshop's security group could not be set up", {
+          workshop: spec.name,
+          error: errorMessage(err),
+        });
+      }
+    }
+
     if (toCreate.length > 0) {
       const expiry = this.expiryOf(p);
       let image: Image | undefined;
-      let imageError: string | undefined;
-      try {
-        image = await this.image(p);
-      } catch (err) {
-        imageError = errorMessage(err);
+      let launchError = groupError;
+      if (!launchError) {
+        try {
+          image = await this.image(p);
+        } catch (err) {
+          launchError = errorMessage(err);
+        }
       }
       await mapLimit(toCreate, CONCURRENCY, async (hostId) => {
-        if (!image) {
-          results.set(hostId, { hostId, address: "", labels, error: imageError ?? "no image" });
+        if (!image || !groupIds) {
+          results.set(hostId, { hostId, address: "", labels, error: launchError ?? "no image" });
           return;
         }
         try {
-          instanceOf.set(hostId, await this.launch(spec, p, hostId, image, expiry));
+          instanceOf.set(hostId, await this.launch(spec, p, hostId, image, expiry, groupIds));
         } catch (err) {
           results.set(hostId, { hostId, address: "", labels, error: `RunInstances: ${errorMessage(err)}` });
         }
@@ -421,15 +551,22 @@ export class AwsProvider implements Provider {
     }
 
     const waited = await this.waitRunning([...instanceOf.values()].filter((id) => !running.has(id)));
+    const up = [...instanceOf.values()].filter((id) => {
+      const outcome = running.get(id) ?? waited.get(id);
+      return outcome !== undefined && typeof outcome !== "string";
+    });
+    const offline = await this.waitSsmOnline(up);
     for (const [hostId, instanceId] of instanceOf) {
       const outcome = running.get(instanceId) ?? waited.get(instanceId);
       const base: ProvisionedHost = { hostId, address: instanceId, providerId: instanceId, labels };
       if (outcome === undefined || typeof outcome === "string") {
         results.set(hostId, { ...base, error: outcome ?? `${instanceId} never answered` });
       } else {
+        const ssmError = offline.get(instanceId);
         results.set(hostId, {
           ...base,
           ...(outcome.PublicIpAddress ? { publicIp: outcome.PublicIpAddress } : {}),
+          ...(ssmError ? { error: ssmError } : {}),
         });
       }
     }
@@ -437,10 +574,10 @@ export class AwsProvider implements Provider {
   }
 
   async deprovision(spec: Workshop, hostIds: string[]): Promise<DeprovisionResult[]> {
-    await this.ready(spec, false);
+    const p = await this.ready(spec, false);
     const wanted = [...new Set(hostIds)];
     const { owned, foreign } = await this.lookup(spec.name, wanted, NOT_TERMINATED);
-    return mapLimit(wanted, CONCURRENCY, async (hostId): Promise<DeprovisionResult> => {
+    const results = await mapLimit(wanted, CONCURRENCY, async (hostId): Promise<DeprovisionResult> => {
       const mine = owned.get(hostId) ?? [];
       const refused = (foreign.get(hostId) ?? []).map(
         ({ instance, problem }) => `refused to terminate ${instance.InstanceId}: ${problem}`,
@@ -465,6 +602,177 @@ export class AwsProvider implements Provider {
       if (live.length > 0) return { hostId, result: "destroyed", detail: notes.join("; ") };
       return { hostId, result: "skipped", detail: notes[0] ?? "no instance found" };
     });
+    // The managed group goes with the workshop's last instance. What happened to it is appended to the last
+    // host's detail (it is no host's own result, and never turns a host into an error).
+    const last = results[results.length - 1];
+    if (!p.security_group_ids?.length && last) {
+      const note = await this.deleteManagedGroups(spec.name);
+      if (note) last.detail = last.detail ? `${last.detail}; ${note}` : note;
+    }
+    return results;
+  }
+
+  /**
+   * Moves the expiry of these hosts: rewrites the `labfleet-expiry` tag of their instances, only those that
+   * carry all three ownership tags for this workshop (anything else is left as it is). The in-instance
+   * dead-man switch is moved separately, on the host (through the transport).
+   */
+  async extendExpiry(spec: Workshop, hostIds: string[], expiry: Date): Promise<void> {
+    await this.ready(spec, false);
+    if (Number.isNaN(expiry.getTime())) {
+      throw new VisibleError("input", "provider.expiry_invalid", "the new expiry is not a valid time");
+    }
+    const { owned, foreign } = await this.lookup(spec.name, [...new Set(hostIds)], PRESENT_STATES);
+    for (const [hostId, found] of foreign) {
+      log.warn("not moving the expiry of an instance that is not this workshop's", {
+        workshop: spec.name,
+        hostId,
+        instances: found.map((f) => `${f.instance.InstanceId}: ${f.problem}`),
+      });
+    }
+    const ids = [...owned.values()].flat().map((i) => i.InstanceId as string);
+    for (const chunk of chunks(ids, FILTER_CHUNK)) {
+      await this.ec2.send(
+        new CreateTagsCommand({ Resources: chunk, Tags: [{ Key: EXPIRY_TAG, Value: expiry.toISOString() }] }),
+      );
+    }
+  }
+
+  /**
+   * The sweeper's pass: lists every instance tagged `ManagedBy=labfleet` (any workshop, not terminated) and
+   * terminates those whose `labfleet-expiry` is at or before `now`. An instance with a missing or garbled expiry
+   * (or without its workshop or host-id tag) is never terminated: it is reported as an error. Returns one entry
+   * per instance it acted on or refused; instances not yet expired, or already shutting down, are not listed.
+   * Then, best effort, deletes the managed security groups of workshops that have no instance left.
+   */
+  async sweepExpired(now: Date): Promise<SweptInstance[]> {
+    const instances = await this.describeAll([
+      { Name: `tag:${OWNER_TAG.key}`, Values: [OWNER_TAG.value] },
+      { Name: "instance-state-name", Values: NOT_TERMINATED },
+    ]);
+    const present = new Set<string>();
+    const swept: SweptInstance[] = [];
+    const expired: SweptInstance[] = [];
+    for (const instance of instances) {
+      if (!instance.InstanceId || tagOf(instance, OWNER_TAG.key) !== OWNER_TAG.value) continue;
+      const workshop = tagOf(instance, WORKSHOP_TAG);
+      const hostId = tagOf(instance, HOST_ID_TAG);
+      const expiryTag = tagOf(instance, EXPIRY_TAG);
+      if (workshop !== undefined) present.add(workshop);
+      if (instance.State?.Name === "shutting-down") continue;
+      const entry = {
+        providerId: instance.InstanceId,
+        workshop: workshop ?? "",
+        hostId: hostId ?? "",
+        expiry: expiryTag ?? "",
+      };
+      const missing = [
+        workshop === undefined ? WORKSHOP_TAG : undefined,
+        hostId === undefined ? HOST_ID_TAG : undefined,
+      ].filter(Boolean);
+      if (missing.length > 0) {
+        swept.push({
+          ...entry,
+          result: "error",
+          detail: `not terminated: it has no ${missing.join(" or ")} tag`,
+        });
+        continue;
+      }
+      const expiry = parseIsoTime(expiryTag);
+      if (!expiry) {
+        swept.push({
+          ...entry,
+          result: "error",
+          detail:
+            expiryTag === undefined
+              ? `not terminated: it has no ${EXPIRY_TAG} tag`
+              : `not terminated: its ${EXPIRY_TAG} tag "${expiryTag}" is not an ISO time`,
+        });
+        continue;
+      }
+      if (expiry.getTime() > now.getTime()) continue;
+      const item: SweptInstance = { ...entry, result: "terminated" };
+      expired.push(item);
+      swept.push(item);
+    }
+    await this.terminateSwept(expired);
+    await this.sweepOrphanGroups(present, now);
+    return swept;
+  }
+
+  /**
+   * Opens (`open: true`) or closes the lab UI ports of the workshop to the whole internet (0.0.0.0/0 and ::/0),
+   * in the security group labfleet manages. Port 22 is never opened to the world; the operator's rules are
+   * left as they are. Closing revokes every world rule of the group. Idempotent: a rule that is already there
+   * (or already gone) is no error, and a second call changes nothing.
+   *
+   * The caller must check, before opening, that every lab of the workshop is ready and passed its health gate:
+   * this method does not look at the labs.
+   *
+   * With `security_group_ids` (bring-your-own groups), labfleet changes nothing and the message says which
+   * ports to open (or close) from which sources. Not part of the Provider interface: only EC2 has groups.
+   */
+  async setOpenAccess(spec: Workshop, open: boolean): Promise<OpenAccessResult> {
+    const p = await this.ready(spec, false);
+    const ports = accessPorts(spec).world;
+    if (p.security_group_ids?.length) {
+      return {
+        mode: "byo",
+        changed: false,
+        groupIds: p.security_group_ids,
+        ports,
+        message: byoAccessMessage(p.security_group_ids, ports, open),
+      };
+    }
+    const groups = await this.groups.find(spec.name);
+    const groupIds = groups.map((g) => g.GroupId as string);
+    if (groups.length === 0) {
+      if (!open) {
+        return {
+          mode: "managed",
+          changed: false,
+          groupIds,
+          ports,
+          message: "no labfleet security group: nothing to close",
+        };
+      }
+      throw new VisibleError(
+        "not_found",
+        "provider.security_group_missing",
+        `workshop ${spec.name} has no labfleet security group in ${p.region ?? "this region"}: provision it first`,
+      );
+    }
+    if (open && ports.length === 0) {
+      return {
+        mode: "managed",
+        changed: false,
+        groupIds,
+        ports,
+        message: "lab.ui_ports lists no port to open (port 22 is never opened to the world)",
+      };
+    }
+    let added = 0;
+    const revoked: IngressRule[] = [];
+    for (const group of groups) {
+      const change = await this.groups.setWorld(group, ports, open);
+      added += change.added.length;
+      revoked.push(...change.revoked);
+    }
+    const sources = `${WORLD_V4} and ${WORLD_V6}`;
+    const where = groupIds.join(", ");
+    let message: string;
+    if (open) {
+      message =
+        added > 0
+          ? `opened TCP ${portList(ports)} to ${sources} in ${where}`
+          : `TCP ${portList(ports)} was already open to ${sources} in ${where}`;
+    } else {
+      message =
+        revoked.length > 0
+          ? `closed ${describePorts(revoked)} to ${sources} in ${where}`
+          : `nothing was open to the world in ${where}`;
+    }
+    return { mode: "managed", changed: open ? added > 0 : revoked.length > 0, groupIds, ports, message };
   }
 
   /** Checks the spec (fully for plan/provision) and that the EC2 client talks to the spec's region. */
@@ -524,6 +832,222 @@ export class AwsProvider implements Provider {
     return { owned, foreign };
   }
 
+  private vcpuQuota(p: AwsSpec, instanceType: string, count: number): Promise<VcpuQuotaCheck> {
+    return checkVcpuQuota({
+      ec2: this.ec2,
+      quotas: this.serviceQuotas,
+      region: p.region as string,
+      instanceType,
+      count,
+    });
+  }
+
+  /** Finds or creates the workshop's group in the subnet's VPC and reconciles its rules; returns its id. */
+  private async ensureManagedGroup(spec: Workshop, p: AwsSpec): Promise<string> {
+    const vpc = await this.groups.vpcOf(p.subnet_id as string);
+    const group = await this.groups.ensure(spec.name, vpc, this.clock.now());
+    const ports = accessPorts(spec);
+    await this.groups.reconcile(group, operatorRules(p.operator_cidrs ?? [], ports.operator), ports.world);
+    return group.GroupId as string;
+  }
+
+  /**
+   * Deletes the workshop's managed groups when no instance of the workshop is left (shutting-down ones aside:
+   * they still hold the group, which EC2 then refuses to delete, and the sweeper deletes it later). Returns a
+   * note for the instructor, or undefined when there was nothing to say. Never throws.
+   */
+  private async deleteManagedGroups(workshop: string): Promise<string | undefined> {
+    try {
+      const left = await this.describeAll([
+        { Name: `tag:${OWNER_TAG.key}`, Values: [OWNER_TAG.value] },
+        { Name: `tag:${WORKSHOP_TAG}`, Values: [workshop] },
+        { Name: "instance-state-name", Values: PRESENT_STATES },
+      ]);
+      if (
+        left.some((i) => tagOf(i, WORKSHOP_TAG) === workshop && tagOf(i, OWNER_TAG.key) === OWNER_TAG.value)
+      ) {
+        return undefined;
+      }
+      const notes: string[] = [];
+      for (const group of await this.groups.find(workshop)) {
+        const id = group.GroupId as string;
+        const outcome = await this.groups.delete(id);
+        if (outcome === "deleted") notes.push(`deleted security group ${id}`);
+        else if (outcome === "in_use") {
+          notes.push(
+            `security group ${id} is still in use (its instances are shutting down): the sweeper deletes it once they are gone`,
+          );
+        }
+      }
+      return notes.length > 0 ? notes.join("; ") : undefined;
+    } catch (err) {
+      log.warn("deleting the workshop's security group failed", { workshop, error: errorMessage(err) });
+      return `security group: ${errorMessage(err)}; the sweeper deletes it later`;
+    }
+  }
+
+  /** Every instance matching these filters, all pages. */
+  private async describeAll(Filters: Filter[]): Promise<Instance[]> {
+    const out: Instance[] = [];
+    let NextToken: string | undefined;
+    do {
+      const page = await this.ec2.send(
+        new DescribeInstancesCommand(NextToken ? { Filters, NextToken } : { Filters }),
+      );
+      out.push(...(page.Reservations ?? []).flatMap((r) => r.Instances ?? []));
+      NextToken = page.NextToken;
+    } while (NextToken);
+    return out;
+  }
+
+  /**
+   * Terminates the expired instances in batches; when a batch fails (one instance a policy refuses fails the
+   * whole call), each of its instances is tried alone so one refusal never spares the others.
+   */
+  private async terminateSwept(items: SweptInstance[]): Promise<void> {
+    for (const batch of chunks(items, FILTER_CHUNK)) {
+      try {
+        await this.ec2.send(new TerminateInstancesCommand({ InstanceIds: batch.map((i) => i.providerId) }));
+        continue;
+      } catch (err) {
+        if (batch.length === 1) {
+          Object.assign(batch[0] as SweptInstance, {
+            result: "error",
+            detail: `TerminateInstances: ${errorMessage(err)}`,
+          });
+          continue;
+        }
+      }
+      for (const item of batch) {
+        try {
+          await this.ec2.send(new TerminateInstancesCommand({ InstanceIds: [item.providerId] }));
+        } catch (err) {
+          Object.assign(item, { result: "error", detail: `TerminateInstances: ${errorMessage(err)}` });
+        }
+      }
+    }
+  }
+
+  /**
+   * Best effort: deletes labfleet's groups of workshops with no instance left (not even one shutting down),
+   * except groups created within the last hour (a provision may be about to launch into them). Failures
+   * are logged and retried by the next pass.
+   */
+  private async sweepOrphanGroups(present: Set<string>, now: Date): Promise<void> {
+    try {
+      for (const group of await this.groups.find()) {
+        const workshop = tagValue(group.Tags, WORKSHOP_TAG) as string;
+        if (present.has(workshop)) continue;
+        const created = parseIsoTime(tagValue(group.Tags, CREATED_TAG));
+        if (created && now.getTime() - created.getTime() < GROUP_SWEEP_GRACE_MS) continue;
+        const id = group.GroupId as string;
+        try {
+          const outcome = await this.groups.delete(id);
+          if (outcome === "deleted")
+            log.info("deleted an orphaned labfleet security group", { workshop, group: id });
+          else if (outcome === "in_use")
+            log.info("an orphaned labfleet security group is still in use", { workshop, group: id });
+        } catch (err) {
+          log.warn("deleting an orphaned labfleet security group failed", {
+            workshop,
+            group: id,
+            error: errorMessage(err),
+          });
+        }
+      }
+    } catch (err) {
+      log.warn("listing labfleet security groups failed", { error: errorMessage(err) });
+    }
+  }
+
+  /**
+   * Polls DescribeInstanceInformation until the SSM agent of every instance is Online, with backoff (from
+   * ssmPollIntervalMs, doubling up to 30 s) and a deadline of ssmWaitTimeoutMs counted in sleeps, as
+   * waitRunning does. Returns why each instance that never came online is unusable; the others are absent.
+   */
+  private async waitSsmOnline(ids: string[]): Promise<Map<string, string>> {
+    const failed = new Map<string, string>();
+    const pending = new Set(ids);
+    const lastStatus = new Map<string, string>();
+    let waited = 0;
+    let delay = this.ssmPollIntervalMs;
+    while (pending.size > 0) {
+      for (const chunk of chunks([...pending], SSM_FILTER_CHUNK)) {
+        const { infos, failure } = await this.pingStatuses(chunk);
+        if (failure !== undefined) {
+          for (const id of chunk) {
+            failed.set(id, `DescribeInstanceInformation ${id}: ${failure}; provision again to keep waiting`);
+            pending.delete(id);
+          }
+        }
+        for (const info of infos) {
+          const id = info.InstanceId;
+          if (!id || !pending.has(id)) continue;
+          if (info.PingStatus) lastStatus.set(id, info.PingStatus);
+          if (info.PingStatus === "Online") pending.delete(id);
+        }
+      }
+      if (pending.size === 0) break;
+      if (waited >= this.ssmWaitTimeoutMs) {
+        for (const id of pending) {
+          const status = lastStatus.get(id);
+          failed.set(
+            id,
+            `the SSM agent of ${id} was not online after ${Math.round(waited / 1000)} s (${status ? `ping status ${status}` : "not registered with Systems Manager"}): ` +
+              "check that the instance profile allows SSM (AmazonSSMManagedInstanceCore) and that the subnet reaches the SSM endpoints " +
+              "(a public IP and an internet gateway, a NAT gateway, or VPC endpoints); provision again to keep waiting",
+          );
+        }
+        break;
+      }
+      const step = Math.min(delay, this.ssmWaitTimeoutMs - waited);
+      await this.sleep(step);
+      waited += step;
+      delay = Math.min(delay * 2, SSM_MAX_POLL_MS);
+    }
+    return failed;
+  }
+
+  /**
+   * The agents' statuses; an instance SSM does not know yet is simply absent. Throttling is waited out.
+   * SSM answers InvalidInstanceId for a whole request when one instance is not registered yet: the ids are then
+   * asked one by one, so one late agent never hides the others. `failure` when SSM refuses the call (access
+   * denied...), which waiting will not fix.
+   */
+  private async pingStatuses(ids: string[]): Promise<{ infos: InstanceInformation[]; failure?: string }> {
+    try {
+      return { infos: await this.instanceInformation(ids) };
+    } catch (err) {
+      const name = errorName(err);
+      if (name === "ThrottlingException") return { infos: [] };
+      if (name === "InvalidInstanceId") {
+        if (ids.length === 1) return { infos: [] };
+        const infos: InstanceInformation[] = [];
+        for (const id of ids) {
+          const one = await this.pingStatuses([id]);
+          if (one.failure !== undefined) return one;
+          infos.push(...one.infos);
+        }
+        return { infos };
+      }
+      return { infos: [], failure: errorMessage(err) };
+    }
+  }
+
+  private async instanceInformation(ids: string[]): Promise<InstanceInformation[]> {
+    const out: InstanceInformation[] = [];
+    const Filters = [{ Key: "InstanceIds", Values: ids }];
+    let NextToken: string | undefined;
+    do {
+      const page = await this.ssm.send(
+        new DescribeInstanceInformationCommand(NextToken ? { Filters, NextToken } : { Filters }),
+      );
+      out.push(...(page.InstanceInformationList ?? []));
+      NextToken = page.NextToken;
+    } while (NextToken);
+    return out;
+  }
+
   /** The image to launch: `ami` (checked to exist), or the newest of the default family for the architecture. */
   private async image(p: AwsSpec): Promise<Image> {
     if (p.ami !== undefined) {
@@ -558,6 +1082,7 @@ export class AwsProvider implements Provider {
     hostId: string,
     image: Image,
     expiry: Date,
+    securityGroupIds: string[],
   ): Promise<string> {
     const type = resolveInstanceType(p) as string;
     const volumeSize = p.volume_size_gib ?? DEFAULT_VOLUME_SIZE_GIB;
@@ -583,7 +1108,7 @@ export class AwsProvider implements Provider {
       MinCount: 1,
       MaxCount: 1,
       ClientToken: clientTokenFor(spec.name, hostId, expiry),
-      ...(p.security_group_ids?.length ? { SecurityGroupIds: p.security_group_ids } : {}),
+      SecurityGroupIds: securityGroupIds,
       ...(this.instanceProfileArn ? { IamInstanceProfile: { Arn: this.instanceProfileArn } } : {}),
       ...(nested ? { CpuOptions: { NestedVirtualization: "enabled" as const } } : {}),
       MetadataOptions: { HttpTokens: "required", HttpEndpoint: "enabled" },

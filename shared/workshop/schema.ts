@@ -143,7 +143,28 @@ export const AwsProvider = z.strictObject({
   instance_type: text("an EC2 instance type").optional(),
   instance_tier: text("an instance tier").optional(),
   ami: text("an AMI id").optional(),
-  security_group_ids: z.array(text("a security group id")).optional(),
+  security_group_ids: z
+    .array(text("a security group id"))
+    .min(1, { error: "expected at least one security group id, or no security_group_ids" })
+    .optional()
+    .describe(
+      "Bring-your-own security groups for the hosts; labfleet changes nothing in them. Without it, labfleet manages one group per workshop that admits operator_cidrs only.",
+    ),
+  operator_cidrs: z
+    .array(
+      z
+        .union([z.cidrv4(), z.cidrv6()], {
+          error: "expected an IPv4 or IPv6 CIDR such as 203.0.113.7/32 or 2001:db8::/64",
+        })
+        .refine((cidr) => !cidr.endsWith("/0"), {
+          error: "refused: a /0 is the whole internet; give the operator's own addresses",
+        }),
+    )
+    .min(1, { error: "expected at least one CIDR" })
+    .optional()
+    .describe(
+      "The operator's addresses: the only sources labfleet's security group admits, on SSH (22) and the lab UI ports. Required without security_group_ids (the EC2 provider checks it).",
+    ),
   student_access: z.enum(["operator", "open"], { error: "expected operator or open" }).optional(),
   volume_size_gib: int("a volume size in GiB", 8, 16384).optional(),
   nested_virtualization: z.boolean().optional(),

@@ -3,16 +3,33 @@ import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "nod
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
+  AuthorizeSecurityGroupIngressCommand,
+  type AuthorizeSecurityGroupIngressCommandInput,
+  CreateSecurityGroupCommand,
+  type CreateSecurityGroupCommandInput,
   DescribeImagesCommand,
   DescribeInstancesCommand,
   type DescribeInstancesCommandInput,
+  DescribeInstanceTypesCommand,
+  type DescribeInstanceTypesCommandInput,
+  DescribeSecurityGroupsCommand,
+  type DescribeSecurityGroupsCommandInput,
+  DescribeSubnetsCommand,
+  type DescribeSubnetsCommandInput,
   EC2Client,
   type Instance,
   type InstanceStateName,
   RunInstancesCommand,
   type RunInstancesCommandInput,
+  type SecurityGroup,
   TerminateInstancesCommand,
 } from "@aws-sdk/client-ec2";
+import { GetServiceQuotaCommand, ServiceQuotasClient } from "@aws-sdk/client-service-quotas";
+import {
+  DescribeInstanceInformationCommand,
+  type DescribeInstanceInformationCommandInput,
+  SSMClient,
+} from "@aws-sdk/client-ssm";
 import { mockClient } from "aws-sdk-client-mock";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import {
@@ -26,35 +43,53 @@ import { isVisibleError } from "../../shared/runtime/errors.ts";
 import { Workshop, type WorkshopInput } from "../../shared/workshop/schema.ts";
 
 const ec2Mock = mockClient(EC2Client);
+const ssmMock = mockClient(SSMClient);
+const quotasMock = mockClient(ServiceQuotasClient);
 const REGION = "eu-west-1";
 const SUBNET = "subnet-0123456789abcdef0";
+const VPC = "vpc-0123456789abcdef0";
+const OPERATOR = "198.51.100.0/24";
 const NOW = new Date("2030-01-01T00:00:00.000Z");
 const EXPIRY = "2030-01-01T06:00:00.000Z";
 
 type AwsInput = Extract<WorkshopInput["provider"], { type: "aws" }>;
 
-function spec(provider: Partial<AwsInput> = {}, name = "k8s-intro"): Workshop {
+/** A valid aws spec; without security_group_ids, labfleet manages a group for OPERATOR. */
+function spec(provider: Partial<AwsInput> = {}, name = "k8s-intro", uiPorts: number[] = []): Workshop {
   return Workshop.parse({
     name,
-    lab: { source: "./lab", setup: "bash setup.sh" },
+    lab: {
+      source: "./lab",
+      setup: "bash setup.sh",
+      ui_ports: uiPorts.map((port) => ({ name: `ui-${port}`, port })),
+    },
     provider: {
       type: "aws",
       count: 3,
       region: REGION,
       subnet_id: SUBNET,
       instance_type: "m7i.large",
+      ...("security_group_ids" in provider ? {} : { operator_cidrs: [OPERATOR] }),
       ...provider,
     },
   });
 }
 
+const credentials = { accessKeyId: "AKIDTEST", secretAccessKey: "test" };
 function client(region = REGION) {
-  return new EC2Client({ region, credentials: { accessKeyId: "AKIDTEST", secretAccessKey: "test" } });
+  return new EC2Client({ region, credentials });
 }
 
 function provider(opts: Partial<AwsProviderOptions> = {}) {
   const sleep = vi.fn(async (_ms: number) => {});
-  const p = new AwsProvider({ ec2: client(), clock: { now: () => NOW }, sleep, ...opts });
+  const p = new AwsProvider({
+    ec2: client(),
+    ssm: new SSMClient({ region: REGION, credentials }),
+    serviceQuotas: new ServiceQuotasClient({ region: REGION, credentials }),
+    clock: { now: () => NOW },
+    sleep,
+    ...opts,
+  });
   return { p, sleep };
 }
 
@@ -85,9 +120,70 @@ function instance(
  * An account whose DescribeInstances honours tag, state and id filters the way EC2 does, whose RunInstances
  * launches pending instances, and where each sleep lets every pending instance reach running.
  */
-function fakeAccount(initial: Instance[] = []) {
+function fakeAccount(
+  initial: Instance[] = [],
+  account: { vcpuQuota?: number; groups?: SecurityGroup[] } = {},
+) {
   const instances = [...initial];
+  const groups = account.groups ?? [];
   let next = 1;
+  let nextGroup = 1;
+  ec2Mock.on(DescribeSubnetsCommand).callsFake((input: DescribeSubnetsCommandInput) => ({
+    Subnets: (input.SubnetIds ?? []).map((SubnetId) => ({ SubnetId, VpcId: VPC })),
+  }));
+  ec2Mock.on(DescribeSecurityGroupsCommand).callsFake((input: DescribeSecurityGroupsCommandInput) => {
+    let found = groups;
+    for (const f of input.Filters ?? []) {
+      const values = f.Values ?? [];
+      if (f.Name === "vpc-id") found = found.filter((g) => values.includes(g.VpcId as string));
+      else if (f.Name === "group-name") found = found.filter((g) => values.includes(g.GroupName as string));
+      else if (f.Name?.startsWith("tag:")) {
+        const key = f.Name.slice(4);
+        found = found.filter((g) => values.includes(g.Tags?.find((t) => t.Key === key)?.Value as string));
+      } else throw new Error(`unexpected filter ${f.Name}`);
+    }
+    return { SecurityGroups: structuredClone(found) };
+  });
+  ec2Mock.on(CreateSecurityGroupCommand).callsFake((input: CreateSecurityGroupCommandInput) => {
+    if (groups.some((g) => g.GroupName === input.GroupName && g.VpcId === input.VpcId)) {
+      throw Object.assign(new Error("already exists"), { name: "InvalidGroup.Duplicate" });
+    }
+    const GroupId = `sg-0managed${String(nextGroup++).padStart(8, "0")}`;
+    groups.push({
+      GroupId,
+      GroupName: input.GroupName,
+      VpcId: input.VpcId,
+      Tags: input.TagSpecifications?.[0]?.Tags ?? [],
+      IpPermissions: [],
+    });
+    return { GroupId };
+  });
+  ec2Mock
+    .on(AuthorizeSecurityGroupIngressCommand)
+    .callsFake((input: AuthorizeSecurityGroupIngressCommandInput) => {
+      const g = groups.find((x) => x.GroupId === input.GroupId);
+      if (!g) throw Object.assign(new Error("no such group"), { name: "InvalidGroup.NotFound" });
+      g.IpPermissions = [...(g.IpPermissions ?? []), ...(input.IpPermissions ?? [])];
+      return { Return: true };
+    });
+  ec2Mock.on(DescribeInstanceTypesCommand).callsFake((input: DescribeInstanceTypesCommandInput) => ({
+    InstanceTypes: (input.InstanceTypes ?? []).map((t) => ({
+      InstanceType: t,
+      VCpuInfo: { DefaultVCpus: vcpus(t) },
+    })),
+  }));
+  quotasMock.on(GetServiceQuotaCommand).resolves({ Quota: { Value: account.vcpuQuota ?? 1000 } });
+  // The SSM agent of every running instance is online.
+  ssmMock
+    .on(DescribeInstanceInformationCommand)
+    .callsFake((input: DescribeInstanceInformationCommandInput) => {
+      const ids = input.Filters?.find((f) => f.Key === "InstanceIds")?.Values ?? [];
+      return {
+        InstanceInformationList: instances
+          .filter((i) => ids.includes(i.InstanceId as string) && i.State?.Name === "running")
+          .map((i) => ({ InstanceId: i.InstanceId, PingStatus: "Online" })),
+      };
+    });
   ec2Mock.on(DescribeInstancesCommand).callsFake((input: DescribeInstancesCommandInput) => {
     let found = instances;
     if (input.InstanceIds) {
@@ -135,12 +231,16 @@ function fakeAccount(initial: Instance[] = []) {
       },
     ],
   });
-  ec2Mock.on(TerminateInstancesCommand).callsFake((input: { InstanceIds: string[] }) => ({
-    TerminatingInstances: input.InstanceIds.map((InstanceId) => ({
-      InstanceId,
-      CurrentState: { Name: "shutting-down" },
-    })),
-  }));
+  ec2Mock.on(TerminateInstancesCommand).callsFake((input: { InstanceIds: string[] }) => {
+    for (const i of instances)
+      if (input.InstanceIds.includes(i.InstanceId as string)) i.State = { Name: "shutting-down" };
+    return {
+      TerminatingInstances: input.InstanceIds.map((InstanceId) => ({
+        InstanceId,
+        CurrentState: { Name: "shutting-down" },
+      })),
+    };
+  });
   const boot = () => {
     for (const i of instances) {
       if (i.State?.Name === "pending") {
@@ -149,14 +249,34 @@ function fakeAccount(initial: Instance[] = []) {
       }
     }
   };
-  return { instances, boot };
+  return { instances, boot, groups };
 }
 
-/** The inputs EC2 received for one command, in order. */
-function calls<T>(command: new (...args: never[]) => { input: T }): T[] {
-  // biome-ignore lint/suspicious/noExplicitAny: aws-sdk-client-mock's command-class parameter is loosely typed
-  return ec2Mock.commandCalls(command as any).map((c) => c.args[0].input as T);
+/** vCPUs by size, as DescribeInstanceTypes reports them. */
+function vcpus(type: string): number {
+  const size = type.split(".")[1] ?? "";
+  const sizes: Record<string, number> = {
+    large: 2,
+    xlarge: 4,
+    "2xlarge": 8,
+    "4xlarge": 16,
+    "metal-24xl": 96,
+  };
+  return sizes[size] ?? 2;
 }
+
+/** The inputs EC2 (or SSM, or Service Quotas) received for one command, in order. */
+function calls<T>(
+  command: new (...args: never[]) => { input: T },
+  mock: { commandCalls: unknown } = ec2Mock,
+): T[] {
+  // biome-ignore lint/suspicious/noExplicitAny: aws-sdk-client-mock's command-class parameter is loosely typed
+  const m = mock as { commandCalls(c: any): { args: [{ input: unknown }] }[] };
+  return m.commandCalls(command).map((c) => c.args[0].input as T);
+}
+
+/** The quota pre-check's DescribeInstances: every pending or running instance of the account. */
+const usageFilters = { Filters: [{ Name: "instance-state-name", Values: ["pending", "running"] }] };
 
 const ownerFilters = (workshop: string, hostIds: string[], states: string[]) => [
   { Name: "tag:ManagedBy", Values: ["labfleet"] },
@@ -165,7 +285,11 @@ const ownerFilters = (workshop: string, hostIds: string[], states: string[]) => 
   { Name: "instance-state-name", Values: states },
 ];
 
-beforeEach(() => ec2Mock.reset());
+beforeEach(() => {
+  ec2Mock.reset();
+  ssmMock.reset();
+  quotasMock.reset();
+});
 afterEach(() => vi.restoreAllMocks());
 
 describe("AwsProvider.validate", () => {
@@ -279,17 +403,22 @@ describe("AwsProvider.plan", () => {
     ]);
     const { p } = provider();
     const plan = await p.plan(spec());
+    // The quota line counts the account's three pending or running m7i.large (2 vCPUs each), any workshop.
     expect(plan).toEqual([
-      { hostId: "student-01", action: "create", detail: `m7i.large, expires ${EXPIRY}` },
+      {
+        hostId: "student-01",
+        action: "create",
+        detail: `m7i.large, expires ${EXPIRY}, cost unknown; vCPU quota L-1216C47A: 2 needed + 6 in use of 1000, fits`,
+      },
       {
         hostId: "student-02",
         action: "reuse",
-        detail: "i-0running0000000002 (running, m7i.large), expires 2030-01-01T03:00:00.000Z",
+        detail: "i-0running0000000002 (running, m7i.large), expires 2030-01-01T03:00:00.000Z, cost unknown",
       },
       {
         hostId: "student-03",
         action: "reuse",
-        detail: "i-0pending0000000003 (pending, m7i.large), expires 2030-01-01T03:00:00.000Z",
+        detail: "i-0pending0000000003 (pending, m7i.large), expires 2030-01-01T03:00:00.000Z, cost unknown",
       },
     ]);
     expect(calls(DescribeInstancesCommand)).toEqual([
@@ -300,8 +429,12 @@ describe("AwsProvider.plan", () => {
           ["pending", "running"],
         ),
       },
+      usageFilters,
     ]);
+    // A dry run changes nothing: no launch, no security group.
     expect(calls(RunInstancesCommand)).toEqual([]);
+    expect(calls(CreateSecurityGroupCommand)).toEqual([]);
+    expect(calls(AuthorizeSecurityGroupIngressCommand)).toEqual([]);
   });
 
   it("honours host_id_prefix and the tier map", async () => {
@@ -316,9 +449,11 @@ describe("AwsProvider.plan", () => {
         ttl_hours: 1.5,
       }),
     );
+    const detail =
+      "m7i.2xlarge, expires 2030-01-01T01:30:00.000Z, cost unknown; vCPU quota L-1216C47A: 16 needed + 0 in use of 1000, fits";
     expect(plan).toEqual([
-      { hostId: "lab-01", action: "create", detail: "m7i.2xlarge, expires 2030-01-01T01:30:00.000Z" },
-      { hostId: "lab-02", action: "create", detail: "m7i.2xlarge, expires 2030-01-01T01:30:00.000Z" },
+      { hostId: "lab-01", action: "create", detail },
+      { hostId: "lab-02", action: "create", detail },
     ]);
     expect(calls(DescribeInstancesCommand)[0]?.Filters?.[2]).toEqual({
       Name: "tag:labfleet-host-id",
@@ -428,7 +563,8 @@ describe("AwsProvider.provision", () => {
         ],
       },
     ]);
-    // Lookup by tags, then a poll that still sees pending, one injected sleep, a poll that sees running.
+    // Lookup by tags, the quota's usage count, then a poll that still sees pending, one injected sleep, a
+    // poll that sees running.
     expect(calls(DescribeInstancesCommand)).toEqual([
       {
         Filters: ownerFilters(
@@ -437,10 +573,31 @@ describe("AwsProvider.provision", () => {
           ["pending", "running"],
         ),
       },
+      usageFilters,
       { InstanceIds: ["i-0new0000000000001", "i-0new0000000000002"] },
       { InstanceIds: ["i-0new0000000000001", "i-0new0000000000002"] },
     ]);
     expect(sleep.mock.calls).toEqual([[5000]]);
+    // The quota pre-check for the two new hosts, before any launch.
+    expect(calls(GetServiceQuotaCommand, quotasMock)).toEqual([
+      { ServiceCode: "ec2", QuotaCode: "L-1216C47A" },
+    ]);
+    expect(calls(DescribeInstanceTypesCommand)).toEqual([{ InstanceTypes: ["m7i.large"] }]);
+    // Every running host's SSM agent is checked (online at once here: no extra sleep).
+    expect(calls(DescribeInstanceInformationCommand, ssmMock)).toEqual([
+      {
+        Filters: [
+          {
+            Key: "InstanceIds",
+            Values: ["i-0running0000000002", "i-0new0000000000001", "i-0new0000000000002"],
+          },
+        ],
+      },
+    ]);
+    // Bring-your-own groups: labfleet creates and changes no security group.
+    expect(calls(DescribeSubnetsCommand)).toEqual([]);
+    expect(calls(DescribeSecurityGroupsCommand)).toEqual([]);
+    expect(calls(CreateSecurityGroupCommand)).toEqual([]);
   });
 
   it("is idempotent: a second provision launches nothing and a token is stable per workshop, host and launch", async () => {
@@ -505,7 +662,8 @@ describe("AwsProvider.provision", () => {
       BlockDeviceMappings: [{ DeviceName: "/dev/xvda", Ebs: { VolumeSize: 200 } }],
     });
     expect(run).not.toHaveProperty("IamInstanceProfile");
-    expect(run).not.toHaveProperty("SecurityGroupIds");
+    // Without security_group_ids the host gets the group labfleet manages for the workshop.
+    expect(run?.SecurityGroupIds).toEqual(["sg-0managed00000001"]);
   });
 
   it("looks up the arm64 image for a Graviton type and sets no CpuOptions on bare metal", async () => {
@@ -577,6 +735,247 @@ describe("AwsProvider.provision", () => {
     const hosts = await provider({ sleep }).p.provision(spec({ count: 1 }));
     expect(hosts[0]?.error).toBeUndefined();
     expect(sleep).toHaveBeenCalledTimes(1);
+  });
+});
+
+describe("AwsProvider.provision: the SSM agent wait", () => {
+  it("polls DescribeInstanceInformation with backoff until the agent is online", async () => {
+    const account = fakeAccount();
+    ssmMock
+      .on(DescribeInstanceInformationCommand)
+      .resolvesOnce({ InstanceInformationList: [] })
+      .resolvesOnce({
+        InstanceInformationList: [{ InstanceId: "i-0new0000000000001", PingStatus: "ConnectionLost" }],
+      })
+      .resolves({ InstanceInformationList: [{ InstanceId: "i-0new0000000000001", PingStatus: "Online" }] });
+    const sleep = vi.fn(async (_ms: number) => account.boot());
+    const hosts = await provider({ sleep }).p.provision(spec({ count: 1 }));
+    expect(hosts[0]).toMatchObject({ hostId: "student-01", address: "i-0new0000000000001" });
+    expect(hosts[0]?.error).toBeUndefined();
+    // One sleep while the instance is pending, then 5 s and 10 s while its agent is not online yet.
+    expect(sleep.mock.calls).toEqual([[5000], [5000], [10000]]);
+    const byId = { Filters: [{ Key: "InstanceIds", Values: ["i-0new0000000000001"] }] };
+    expect(calls(DescribeInstanceInformationCommand, ssmMock)).toEqual([byId, byId, byId]);
+  });
+
+  it("gives a host whose agent never comes online an error at the deadline, and the others go on", async () => {
+    const account = fakeAccount();
+    // Only the first instance ever registers with Systems Manager.
+    ssmMock
+      .on(DescribeInstanceInformationCommand)
+      .callsFake((input: DescribeInstanceInformationCommandInput) => {
+        const ids = input.Filters?.[0]?.Values ?? [];
+        return {
+          InstanceInformationList: ids
+            .filter((id) => id === "i-0new0000000000001")
+            .map((InstanceId) => ({ InstanceId, PingStatus: "Online" })),
+        };
+      });
+    const sleep = vi.fn(async (_ms: number) => account.boot());
+    const hosts = await provider({ sleep, ssmWaitTimeoutMs: 60_000 }).p.provision(spec({ count: 2 }));
+    expect(hosts[0]?.error).toBeUndefined();
+    expect(hosts[1]).toEqual({
+      hostId: "student-02",
+      address: "i-0new0000000000002",
+      providerId: "i-0new0000000000002",
+      publicIp: "203.0.113.02",
+      labels: {},
+      error:
+        "the SSM agent of i-0new0000000000002 was not online after 60 s (not registered with Systems Manager): " +
+        "check that the instance profile allows SSM (AmazonSSMManagedInstanceCore) and that the subnet reaches the SSM endpoints " +
+        "(a public IP and an internet gateway, a NAT gateway, or VPC endpoints); provision again to keep waiting",
+    });
+    // Backoff 5, 10, 20 s, then the 25 s left until the 60 s deadline.
+    expect(sleep.mock.calls).toEqual([[5000], [5000], [10000], [20000], [25000]]);
+    const asked = calls(DescribeInstanceInformationCommand, ssmMock).map((c) => c.Filters?.[0]?.Values);
+    expect(asked).toEqual([
+      ["i-0new0000000000001", "i-0new0000000000002"],
+      ["i-0new0000000000002"],
+      ["i-0new0000000000002"],
+      ["i-0new0000000000002"],
+      ["i-0new0000000000002"],
+    ]);
+  });
+
+  it("reports a denied DescribeInstanceInformation on every host at once, without waiting", async () => {
+    const account = fakeAccount();
+    ssmMock.on(DescribeInstanceInformationCommand).rejects(
+      Object.assign(new Error("not authorized to perform ssm:DescribeInstanceInformation"), {
+        name: "AccessDeniedException",
+      }),
+    );
+    const sleep = vi.fn(async (_ms: number) => account.boot());
+    const hosts = await provider({ sleep }).p.provision(spec({ count: 2 }));
+    expect(hosts.map((h) => h.error)).toEqual([
+      "DescribeInstanceInformation i-0new0000000000001: not authorized to perform ssm:DescribeInstanceInformation; provision again to keep waiting",
+      "DescribeInstanceInformation i-0new0000000000002: not authorized to perform ssm:DescribeInstanceInformation; provision again to keep waiting",
+    ]);
+    expect(sleep.mock.calls).toEqual([[5000]]);
+  });
+
+  it("asks one by one when SSM refuses a request for an instance it does not know yet (InvalidInstanceId)", async () => {
+    const account = fakeAccount();
+    const invalid = Object.assign(new Error("Instance i-0new0000000000002 is not valid"), {
+      name: "InvalidInstanceId",
+    });
+    ssmMock
+      .on(DescribeInstanceInformationCommand)
+      .callsFake((input: DescribeInstanceInformationCommandInput) => {
+        const ids = input.Filters?.[0]?.Values ?? [];
+        if (ids.includes("i-0new0000000000002")) throw invalid;
+        return { InstanceInformationList: ids.map((InstanceId) => ({ InstanceId, PingStatus: "Online" })) };
+      });
+    const sleep = vi.fn(async (_ms: number) => account.boot());
+    const hosts = await provider({ sleep, ssmWaitTimeoutMs: 5_000 }).p.provision(spec({ count: 2 }));
+    expect(hosts[0]?.error).toBeUndefined();
+    expect(hosts[1]?.error).toMatch(
+      /^the SSM agent of i-0new0000000000002 was not online after 5 s \(not registered with Systems Manager\)/,
+    );
+    const asked = calls(DescribeInstanceInformationCommand, ssmMock).map((c) => c.Filters?.[0]?.Values);
+    expect(asked).toEqual([
+      ["i-0new0000000000001", "i-0new0000000000002"],
+      ["i-0new0000000000001"],
+      ["i-0new0000000000002"],
+      ["i-0new0000000000002"],
+    ]);
+  });
+
+  it("keeps polling through throttling", async () => {
+    const account = fakeAccount();
+    ssmMock
+      .on(DescribeInstanceInformationCommand)
+      .rejectsOnce(Object.assign(new Error("Rate exceeded"), { name: "ThrottlingException" }))
+      .resolves({ InstanceInformationList: [{ InstanceId: "i-0new0000000000001", PingStatus: "Online" }] });
+    const sleep = vi.fn(async (_ms: number) => account.boot());
+    const hosts = await provider({ sleep }).p.provision(spec({ count: 1 }));
+    expect(hosts[0]?.error).toBeUndefined();
+    expect(sleep.mock.calls).toEqual([[5000], [5000]]);
+  });
+});
+
+describe("AwsProvider.provision: the managed security group", () => {
+  const operatorCidrs = ["198.51.100.0/24", "2001:db8:1::/48"];
+  const managedSpec = () => spec({ count: 1, operator_cidrs: operatorCidrs }, "k8s-intro", [8443, 30080]);
+  const operatorRange = { CidrIp: "198.51.100.0/24", Description: "labfleet operator" };
+  const operatorRange6 = { CidrIpv6: "2001:db8:1::/48", Description: "labfleet operator" };
+
+  it("creates one group in the subnet's VPC that admits only the operator on 22 and the UI ports", async () => {
+    const account = fakeAccount();
+    const sleep = vi.fn(async (_ms: number) => account.boot());
+    const hosts = await provider({ sleep }).p.provision(managedSpec());
+    expect(hosts[0]?.error).toBeUndefined();
+
+    expect(calls(DescribeSubnetsCommand)).toEqual([{ SubnetIds: [SUBNET] }]);
+    expect(calls(DescribeSecurityGroupsCommand)).toEqual([
+      {
+        Filters: [
+          { Name: "vpc-id", Values: [VPC] },
+          { Name: "tag:ManagedBy", Values: ["labfleet"] },
+          { Name: "tag:labfleet-workshop", Values: ["k8s-intro"] },
+        ],
+      },
+    ]);
+    expect(calls(CreateSecurityGroupCommand)).toEqual([
+      {
+        GroupName: "labfleet-k8s-intro",
+        Description:
+          "labfleet workshop k8s-intro: SSH and lab UI ports from operator addresses (managed by labfleet)",
+        VpcId: VPC,
+        TagSpecifications: [
+          {
+            ResourceType: "security-group",
+            Tags: [
+              { Key: "ManagedBy", Value: "labfleet" },
+              { Key: "labfleet-workshop", Value: "k8s-intro" },
+              { Key: "labfleet-created", Value: NOW.toISOString() },
+              { Key: "Name", Value: "labfleet-k8s-intro" },
+            ],
+          },
+        ],
+      },
+    ]);
+    expect(calls(AuthorizeSecurityGroupIngressCommand)).toEqual([
+      {
+        GroupId: "sg-0managed00000001",
+        IpPermissions: [22, 8443, 30080].map((port) => ({
+          IpProtocol: "tcp",
+          FromPort: port,
+          ToPort: port,
+          IpRanges: [operatorRange],
+          Ipv6Ranges: [operatorRange6],
+        })),
+      },
+    ]);
+    expect(calls(RunInstancesCommand)[0]?.SecurityGroupIds).toEqual(["sg-0managed00000001"]);
+    // Nothing is open to the world.
+    const sources = JSON.stringify(account.groups[0]?.IpPermissions);
+    expect(sources).not.toContain("0.0.0.0/0");
+    expect(sources).not.toContain("::/0");
+  });
+
+  it("is idempotent: a second provision finds the group by its tags and changes nothing", async () => {
+    const account = fakeAccount();
+    const sleep = vi.fn(async (_ms: number) => account.boot());
+    const { p } = provider({ sleep });
+    const first = await p.provision(managedSpec());
+    const second = await p.provision(managedSpec());
+    expect(second).toEqual(first);
+    expect(account.groups).toHaveLength(1);
+    expect(calls(CreateSecurityGroupCommand)).toHaveLength(1);
+    expect(calls(AuthorizeSecurityGroupIngressCommand)).toHaveLength(1);
+    expect(calls(DescribeSecurityGroupsCommand)).toHaveLength(2);
+    expect(calls(RunInstancesCommand)).toHaveLength(1);
+  });
+
+  it("reuses a group created concurrently (InvalidGroup.Duplicate) when it carries the workshop's tags", async () => {
+    const account = fakeAccount();
+    const theirs: SecurityGroup = {
+      GroupId: "sg-0concurrent00001",
+      GroupName: "labfleet-k8s-intro",
+      VpcId: VPC,
+      Tags: [
+        { Key: "ManagedBy", Value: "labfleet" },
+        { Key: "labfleet-workshop", Value: "k8s-intro" },
+      ],
+      IpPermissions: [],
+    };
+    // The tag lookup misses it (eventual consistency), the creation collides with it.
+    ec2Mock
+      .on(DescribeSecurityGroupsCommand)
+      .resolvesOnce({ SecurityGroups: [] })
+      .resolves({ SecurityGroups: [theirs] });
+    ec2Mock
+      .on(CreateSecurityGroupCommand)
+      .rejects(Object.assign(new Error("already exists"), { name: "InvalidGroup.Duplicate" }));
+    ec2Mock.on(AuthorizeSecurityGroupIngressCommand).resolves({ Return: true });
+    const sleep = vi.fn(async (_ms: number) => account.boot());
+    const hosts = await provider({ sleep }).p.provision(managedSpec());
+    expect(hosts[0]?.error).toBeUndefined();
+    expect(calls(DescribeSecurityGroupsCommand)[1]).toEqual({
+      Filters: [
+        { Name: "vpc-id", Values: [VPC] },
+        { Name: "group-name", Values: ["labfleet-k8s-intro"] },
+      ],
+    });
+    expect(calls(AuthorizeSecurityGroupIngressCommand)[0]?.GroupId).toBe("sg-0concurrent00001");
+    expect(calls(RunInstancesCommand)[0]?.SecurityGroupIds).toEqual(["sg-0concurrent00001"]);
+  });
+
+  it("refuses a group of that name that is not labfleet's: no host is created, and says why", async () => {
+    fakeAccount([], {
+      groups: [{ GroupId: "sg-0someoneelse0001", GroupName: "labfleet-k8s-intro", VpcId: VPC, Tags: [] }],
+    });
+    const hosts = await provider().p.provision(managedSpec());
+    expect(hosts).toEqual([
+      {
+        hostId: "student-01",
+        address: "",
+        labels: {},
+        error: `security group: a security group named labfleet-k8s-intro already exists in ${VPC} and is not labfleet's for this workshop: rename or delete it, or give provider.security_group_ids`,
+      },
+    ]);
+    expect(calls(AuthorizeSecurityGroupIngressCommand)).toEqual([]);
+    expect(calls(RunInstancesCommand)).toEqual([]);
   });
 });
 
@@ -663,6 +1062,14 @@ describe("AwsProvider.deprovision", () => {
           ["student-01", "student-02", "student-03"],
           ["pending", "running", "stopping", "stopped", "shutting-down"],
         ),
+      },
+      // Then: is any instance of the workshop left (any host id)? None: its managed group may go (none here).
+      {
+        Filters: [
+          { Name: "tag:ManagedBy", Values: ["labfleet"] },
+          { Name: "tag:labfleet-workshop", Values: ["k8s-intro"] },
+          { Name: "instance-state-name", Values: ["pending", "running", "stopping", "stopped"] },
+        ],
       },
     ]);
     expect(calls(TerminateInstancesCommand)).toEqual([
