@@ -2,12 +2,13 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { gunzipSync } from "node:zlib";
 import { extract } from "tar-stream";
+import type { ExtendResult } from "../shared/fleet/extend.ts";
 import type { DoctorReport } from "../shared/fleet/ops.ts";
 import { ApiClient, CliError, resolveTarget } from "./client.ts";
 import { type Args, checkedFile, follow, jsonOutput, report, selectionBody, workshopName } from "./main.ts";
 import { type Output, paint, writeTable } from "./render.ts";
 
-/** The fleet operations: doctor, deploy, retry, diagnose, access, hosts. Each is a client of the API. */
+/** The fleet operations: doctor, deploy, retry, diagnose, access, hosts, extend. Each is a client of the API. */
 export async function run(command: string, args: Args, out: Output): Promise<number> {
   const client = new ApiClient(resolveTarget());
   // With -f, the file is validated and submitted first, so the operation acts on what the file says.
@@ -155,8 +156,61 @@ export async function run(command: string, args: Args, out: Output): Promise<num
         2,
       );
     }
+    case "extend": {
+      const hours = parseHours(args.values.hours);
+      const r = await client.call<ExtendResult>("POST", `${path}/extend`, { hours });
+      if (json) out.write(`${JSON.stringify(r, null, 2)}\n`);
+      else writeExtend(r, out);
+      return r.ok ? 0 : 1;
+    }
     default:
       throw new CliError(`unknown command ${command}`, 2);
+  }
+}
+
+const EXTEND_USAGE =
+  "usage: labfleet extend (-f workshop.yaml | NAME) --hours N (N > 0, at most 168), e.g. labfleet extend my-workshop --hours 2";
+
+function parseHours(text: string | undefined): number {
+  if (text === undefined) throw new CliError(`extend needs --hours N\n${EXTEND_USAGE}`, 2);
+  const hours = Number(text);
+  if (text.trim() === "" || !Number.isFinite(hours) || hours <= 0 || hours > 168) {
+    throw new CliError(
+      `--hours must be a number greater than 0 and at most 168, got ${text}\n${EXTEND_USAGE}`,
+      2,
+    );
+  }
+  return hours;
+}
+
+function writeExtend(r: ExtendResult, out: Output): void {
+  const part = (p: { result: string; detail?: string }, none: string) =>
+    p.result === "error"
+      ? paint(out, "failed", `error: ${p.detail ?? "failed"}`)
+      : p.result === "none"
+        ? none
+        : p.result;
+  out.write(`${r.workshop}: teardown moved from ${r.previousExpiry} to ${r.expiry} (+${r.hours} h)\n`);
+  out.write(`teardown at: ${r.expiry}\n`);
+  out.write(`schedule mirror: ${part(r.schedule, "none (this runtime's scheduler reads the record)")}\n`);
+  out.write(`provider expiry: ${part(r.provider, "none (this provider keeps no expiry)")}\n`);
+  if (r.hosts.length > 0) {
+    writeTable(
+      [
+        ["host", "power-off", "detail"],
+        ...r.hosts.map((h) => [
+          h.hostId,
+          h.result === "error" ? paint(out, "failed", "error") : h.result,
+          h.detail ?? "-",
+        ]),
+      ],
+      out,
+    );
+  }
+  if (!r.ok) {
+    out.write(
+      `some parts still end at ${r.previousExpiry}: fix the errors above and run extend again (every part is set to the schedule's new time)\n`,
+    );
   }
 }
 

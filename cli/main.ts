@@ -32,6 +32,12 @@ The claim portal (students go to the runtime's URL and type the code):
   labfleet portal release LAB | revoke EMAIL | reassign EMAIL LAB | unlock EMAIL  (-f workshop.yaml | NAME)
   labfleet portal invite (-f workshop.yaml | NAME) ROSTER.csv --csv FILE  reserve labs; invite links into FILE (0600)
 
+Sign-in and API tokens:
+  labfleet login [--url URL]                 sign the CLI in through the browser; the token goes to ~/.labfleet/credentials
+  labfleet login --url URL --token           store a pasted API token (read from stdin) instead
+  labfleet logout                            revoke the stored token and remove the credentials
+  labfleet tokens list | create NAME [--expires-days N] | revoke ID
+
 Selection and output (where they apply):
   --host ID        only this host (repeatable)
   --label k=v      only hosts with this label (repeatable; all must match)
@@ -68,6 +74,9 @@ const options = {
   unclaimed: { type: "string" },
   csv: { type: "string" },
   hours: { type: "string" },
+  url: { type: "string" },
+  token: { type: "boolean" },
+  "expires-days": { type: "string" },
   help: { type: "boolean", short: "h" },
   version: { type: "boolean" },
 } as const;
@@ -89,6 +98,9 @@ export interface Args {
     unclaimed?: string;
     csv?: string;
     hours?: string;
+    url?: string;
+    token?: boolean;
+    "expires-days"?: string;
     help?: boolean;
     version?: boolean;
   };
@@ -380,6 +392,12 @@ export async function main(argv: string[], out: Output = stdoutOutput()): Promis
       case "extend": {
         const fleetCommands = await import("./fleet-commands.ts");
         return await fleetCommands.run(command, args, out);
+      }
+      case "login":
+      case "logout":
+      case "tokens": {
+        const login = await import("./login.ts");
+        return await login.run(command, args, out);
       }
       case "portal": {
         const portalCommands = await import("./portal-commands.ts");

@@ -6,6 +6,7 @@ import { useDeps } from "../runtime/deps.ts";
 import { errorMessage, VisibleError } from "../runtime/errors.ts";
 import { log } from "../runtime/logger.ts";
 import type { Workshop } from "../workshop/schema.ts";
+import { forgetAllHostKeys } from "./host-keys.ts";
 import { transportFor } from "./hosts.ts";
 import { stopLab } from "./lab.ts";
 import { releaseWorkshop } from "./runs.ts";
@@ -42,6 +43,14 @@ export async function deprovisionHosts(workshop: string): Promise<{ results: Dep
   return { results };
 }
 
+/**
+ * Records the teardown's outcome. A host that could not be removed keeps its record, with the error. Otherwise:
+ * - hosts the provider made (local, aws) are gone for good: their records and pinned SSH host keys are deleted
+ *   (the run keeps each host's result), so a later `up` starts from nothing and never trusts an old key for a
+ *   new machine at a reused address;
+ * - bring-your-own hosts (static) are the operator's long-lived machines: their records stay, marked
+ *   `torn_down` without address or access details, and their pinned keys stay.
+ */
 export async function finishTeardown(
   workshop: string,
   runId: string,
@@ -49,6 +58,8 @@ export async function finishTeardown(
 ): Promise<{ state: "succeeded" | "failed" }> {
   const { store, clock } = useDeps();
   const now = isoNow(clock);
+  const spec = (await getWorkshop(workshop)).spec as Workshop;
+  const providerMade = spec.provider.type !== "static";
   const byHost = new Map(results.map((r) => [r.hostId, r]));
   const errors = results.filter((r) => r.result === "error");
   for (const h of await listHosts(workshop)) {
@@ -58,6 +69,9 @@ export async function finishTeardown(
         .patch({ workshop, hostId: h.hostId })
         .set({ error: `teardown: ${r.detail ?? "failed"}`, updatedAt: now })
         .go();
+    } else if (providerMade) {
+      await store.host.delete({ workshop, hostId: h.hostId }).go();
+      await store.hostKey.delete({ workshop, hostId: h.hostId }).go();
     } else {
       await store.host
         .patch({ workshop, hostId: h.hostId })
@@ -66,6 +80,8 @@ export async function finishTeardown(
         .go();
     }
   }
+  // With every host gone, the workshop's remaining pins (a bastion's) go too.
+  if (providerMade && errors.length === 0) await forgetAllHostKeys(workshop);
   await cancelSchedules(workshop);
   await purgePortal(workshop);
   const state = errors.length === 0 ? "succeeded" : "failed";

@@ -20,6 +20,18 @@ export interface SecretStore {
 }
 
 /**
+ * The cloud's copy of the TTL teardown schedules (EventBridge Scheduler, see shared/fleet/eventbridge-schedules.ts).
+ * The store's schedule record stays the source of truth: the mirror only makes the teardown start on time,
+ * and a lost or stale mirror is caught by the record's `pending -> fired` guard and the sweeper.
+ */
+export interface ScheduleMirror {
+  /** Creates or moves the workshop's teardown schedule to fire at `at`. */
+  put(workshop: string, at: Date): Promise<void>;
+  /** Deletes it; one that is already gone is fine. */
+  remove(workshop: string): Promise<void>;
+}
+
+/**
  * The adapters, chosen once at start-up by the composition root (cli/dev for the local runtime, the
  * Lambda entries in the cloud). Domain code reads them here and never asks which runtime it is in.
  */
@@ -34,6 +46,8 @@ export interface Deps {
   secrets: SecretStore;
   /** The public key line hosts must authorize for labfleet's managed SSH key (created if missing). */
   sshPublicKey?: () => Promise<string>;
+  /** Cloud only: the EventBridge Scheduler copy of the teardown schedules (the local scheduler reads the records). */
+  scheduleMirror?: ScheduleMirror;
 }
 
 let current: Deps | undefined;

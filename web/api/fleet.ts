@@ -1,5 +1,6 @@
 import { Hono } from "hono";
 import { z } from "zod";
+import { ExtendInput, extendWorkshop } from "../../shared/fleet/extend.ts";
 import { forgetHostKey, listHostKeys, sshPublicKey } from "../../shared/fleet/host-keys.ts";
 import { parseLabels } from "../../shared/fleet/hosts.ts";
 import {
@@ -40,7 +41,7 @@ const sel = (b: { hosts?: string[] | undefined; labels?: Record<string, string> 
   ...(b.labels ? { labels: b.labels } : {}),
 });
 
-/** Instructor routes for fleet operations: doctor, refresh, deploy, retry, diagnose, access, host keys. */
+/** Instructor routes for fleet operations: doctor, refresh, deploy, retry, diagnose, access, host keys, extend. */
 export const fleet = new Hono()
   .post("/:name/doctor", async (c) => {
     const b = SelectionBody.parse(await body(c.req.raw));
@@ -96,4 +97,9 @@ export const fleet = new Hono()
   .get("/:name/host-keys", async (c) => c.json({ keys: await listHostKeys(Name.parse(c.req.param("name"))) }))
   .delete("/:name/host-keys/:hostId", async (c) =>
     c.json({ forgotten: await forgetHostKey(Name.parse(c.req.param("name")), c.req.param("hostId")) }),
-  );
+  )
+  .post("/:name/extend", async (c) => {
+    const name = Name.parse(c.req.param("name"));
+    const b = ExtendInput.parse(await body(c.req.raw));
+    return c.json(await extendWorkshop(name, b.hours));
+  });
