@@ -9,7 +9,7 @@ import { onError } from "./api/errors.ts";
 import { fleet } from "./api/fleet.ts";
 import { adminPage, portalApi } from "./api/portal.ts";
 import { workshops } from "./api/workshops.ts";
-import { consolePage } from "./console/page.ts";
+import { consoleRoutes } from "./console/index.tsx";
 import { portal } from "./portal/index.tsx";
 
 /** Decides who an API token belongs to; local mode checks the bootstrap token, the cloud a hashed token table. */
@@ -33,7 +33,8 @@ export function logPath(path: string): string {
   return path.replace(/^\/l\/[^/]*/, "/l/:token").replace(/^\/admin\/([^/]*)\/[^/]*/, "/admin/$1/:token");
 }
 
-export function createApp(opts: { auth: InstructorAuth }) {
+/** What every variant of the app shares: request logs, security headers, the error mapping, /api/health. */
+function baseApp() {
   const app = new Hono();
   app.use(async (c, next) => {
     const requestId = createID("request");
@@ -69,7 +70,11 @@ export function createApp(opts: { auth: InstructorAuth }) {
   );
 
   app.get("/api/health", (c) => c.json({ ok: true }));
+  return app;
+}
 
+/** The instructor's side: the JSON API behind the bearer token, the console, the portal's admin page. */
+function addInstructorRoutes(app: Hono, auth: InstructorAuth): void {
   const api = new Hono();
   api.use(async (c, next) => {
     const header = c.req.header("authorization") ?? "";
@@ -80,7 +85,7 @@ export function createApp(opts: { auth: InstructorAuth }) {
         "auth.missing",
         "an instructor token is required (Authorization: Bearer ...)",
       );
-    const who = await opts.auth.verify(match[1]);
+    const who = await auth.verify(match[1]);
     if (!who) throw new VisibleError("auth", "auth.invalid", "the instructor token is not valid");
     c.header("Cache-Control", "no-store");
     await withActor({ type: "instructor", id: who.id }, () => next());
@@ -90,10 +95,49 @@ export function createApp(opts: { auth: InstructorAuth }) {
   api.route("/workshops", portalApi);
   app.route("/api", api);
 
-  app.route("/console", consolePage);
+  app.route("/console", consoleRoutes(auth));
   app.route("/admin", adminPage);
+}
+
+/**
+ * The whole app in one process: the instructor's side and the student portal. The local runtime serves it
+ * (`labfleet dev`); the cloud splits it in two functions, createInstructorApp and createPortalApp.
+ */
+export function createApp(opts: { auth: InstructorAuth }) {
+  const app = baseApp();
+  addInstructorRoutes(app, opts.auth);
   // The student portal owns the root (/, /board, /l/:token, ...): registered last, route by route.
   app.route("/", portal);
+  return app;
+}
+
+/** The student portal alone: what the cloud's portal function serves (it holds no host or cloud permissions). */
+export function createPortalApp() {
+  const app = baseApp();
+  app.route("/", portal);
+  return app;
+}
+
+const INSTRUCTOR_PREFIXES = ["/api/", "/console", "/admin/"];
+
+/**
+ * The instructor's side alone: what the cloud's API function serves. With `portalUrl` (the portal function's
+ * URL), a GET for any other path is sent there with its path and query, so links the CLI prints with the API's
+ * URL (`portal info`, invites, personal links) still reach the portal.
+ */
+export function createInstructorApp(opts: { auth: InstructorAuth; portalUrl?: string }) {
+  const app = baseApp();
+  addInstructorRoutes(app, opts.auth);
+  const portalUrl = opts.portalUrl;
+  if (portalUrl) {
+    app.get("*", (c) => {
+      const path = c.req.path;
+      if (path === "/api" || INSTRUCTOR_PREFIXES.some((p) => path.startsWith(p))) return c.notFound();
+      const target = new URL(path, portalUrl);
+      target.search = new URL(c.req.url).search;
+      return c.redirect(target.toString(), 302);
+    });
+  }
   return app;
 }
 

@@ -13,14 +13,14 @@ import {
 } from "@aws-sdk/client-sfn";
 import { mockClient } from "aws-sdk-client-mock";
 import { beforeEach, describe, expect, it } from "vitest";
-import type { RunInput, RunKind } from "../../shared/fleet/workflows.ts";
 import {
   executionArnOf,
   STOP_CAUSE,
   STOP_ERROR,
   StepFunctionsWorkflows,
   transitionsOf,
-} from "../../stepfunctions/sfn-workflows.ts";
+} from "../../shared/fleet/sfn-workflows.ts";
+import type { RunInput, RunKind } from "../../shared/fleet/workflows.ts";
 
 const sfnMock = mockClient(SFNClient);
 const PREFIX = "arn:aws:states:eu-west-1:123456789012";

@@ -8,9 +8,19 @@ import {
   StartExecutionCommand,
   StopExecutionCommand,
 } from "@aws-sdk/client-sfn";
-import type { RunInput, RunKind, Workflows } from "../shared/fleet/workflows.ts";
-import { log } from "../shared/runtime/logger.ts";
-import { type DefinitionName, definitionOf } from "./definitions.ts";
+import { log } from "../runtime/logger.ts";
+import type { RunInput, RunKind, Workflows } from "./workflows.ts";
+
+/**
+ * The two state machines, named after the ASL files in stepfunctions/ (`up.asl.json`, `teardown.asl.json`).
+ * shared/ imports nothing from stepfunctions/, so the kind -> definition rule of stepfunctions/definitions.ts
+ * is restated here: deploy and retry are runs of `up`.
+ */
+export type DefinitionName = "up" | "teardown";
+
+export function definitionOf(kind: RunKind): DefinitionName {
+  return kind === "teardown" ? "teardown" : "up";
+}
 
 export interface StepFunctionsWorkflowsOptions {
   client: SFNClient;

@@ -1,0 +1,46 @@
+import { Resource } from "sst/resource";
+import { cloudDeps } from "../shared/cloud/deps.ts";
+import { linkedFrom } from "../shared/cloud/secrets.ts";
+import { configure } from "../shared/runtime/deps.ts";
+import { handler as beginUp } from "./begin-up.ts";
+import { handler as deployHost } from "./deploy-host.ts";
+import { handler as deprovision } from "./deprovision.ts";
+import { handler as failRun } from "./fail-run.ts";
+import { handler as failUnfinished } from "./fail-unfinished.ts";
+import { handler as finishTeardown } from "./finish-teardown.ts";
+import { handler as finishUp } from "./finish-up.ts";
+import { handler as poll } from "./poll.ts";
+import { handler as provision } from "./provision.ts";
+import { handler as recordHostFailure } from "./record-host-failure.ts";
+import { handler as sweep } from "./sweep.ts";
+
+/**
+ * The Lambda entries of the control plane: one export per function sst.config.ts deploys (infra/permissions.ts
+ * lists them; `${XFunction}` in the ASL names export X). Each Lambda instance composes the cloud runtime once,
+ * on its first invocation, from its environment and the secrets linked to it, then runs the same handler the
+ * local executor calls in-process.
+ */
+let configured = false;
+
+function cloud<R>(handler: (event: unknown) => Promise<R>): (event: unknown) => Promise<R> {
+  return async (event) => {
+    if (!configured) {
+      configure(cloudDeps(process.env, { linked: linkedFrom(Resource) }));
+      configured = true;
+    }
+    return handler(event);
+  };
+}
+
+export const BeginUp = cloud(beginUp);
+export const Provision = cloud(provision);
+export const DeployHost = cloud(deployHost);
+export const RecordHostFailure = cloud(recordHostFailure);
+export const Poll = cloud(poll);
+export const FailUnfinished = cloud(failUnfinished);
+export const FinishUp = cloud(finishUp);
+export const FailRun = cloud(failRun);
+export const Deprovision = cloud(deprovision);
+export const FinishTeardown = cloud(finishTeardown);
+/** The rate(5 minutes) sweeper, and the target of each workshop's one-time TTL schedule. */
+export const Sweep = cloud(sweep);

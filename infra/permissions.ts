@@ -1,0 +1,663 @@
+import { CLOUD_ENV, type LinkedSecretName } from "../shared/cloud/env.ts";
+
+/**
+ * What sst.config.ts deploys, as plain data: every Lambda (handler, limits, secrets, environment) and its IAM
+ * statements. sst.config.ts maps this onto resources; tests/unit/infra.test.ts checks it (every ASL Task has its
+ * function, every statement is scoped, the portal touches only its table items).
+ *
+ * Resources are templates: `{partition}`, `{region}`, `{account}`, `{stage}` and `{table}` (the table's ARN)
+ * are filled in by `resolveStatements`. The other resources labfleet creates have fixed names per stage
+ * (`names`), so their ARNs are known before they exist and no function depends on another's ARN.
+ *
+ * Imports nothing but the environment names: sst.config.ts loads it without the application code.
+ */
+
+export interface Condition {
+  test: string;
+  variable: string;
+  values: string[];
+}
+
+export interface Statement {
+  sid: string;
+  actions: string[];
+  resources: string[];
+  conditions?: Condition[];
+}
+
+export const MANAGED_BY = { key: "ManagedBy", value: "labfleet" } as const;
+
+/** EC2 and SSM resources of labfleet's own (instances, volumes, security groups) carry this tag. */
+const managedResource: Condition = {
+  test: "StringEquals",
+  variable: `aws:ResourceTag/${MANAGED_BY.key}`,
+  values: [MANAGED_BY.value],
+};
+/** At creation the tag is in the request: nothing untagged can be created. */
+const managedRequest: Condition = {
+  test: "StringEquals",
+  variable: `aws:RequestTag/${MANAGED_BY.key}`,
+  values: [MANAGED_BY.value],
+};
+
+/** The names of what sst.config.ts creates besides the functions and the table, per stage. */
+export function names(app: string, stage: string) {
+  const base = `${app}-${stage}`;
+  return {
+    upStateMachine: `${base}-up`,
+    teardownStateMachine: `${base}-teardown`,
+    /** The role and instance profile of EC2 lab hosts (AmazonSSMManagedInstanceCore only). */
+    hostRole: `${base}-host`,
+    /** The role EventBridge Scheduler assumes for the one-time TTL schedules. */
+    schedulerRole: `${base}-scheduler`,
+    scheduleGroup: base,
+    /** The sweeper: the cron's target and every TTL schedule's target. */
+    sweepFunction: `${base}-sweep`,
+  };
+}
+
+/** Placeholders in resource templates, filled in at deploy time. */
+export type Refs = Record<"partition" | "region" | "account" | "stage" | "app" | "table", string>;
+
+const ec2 = (type: string) => `arn:{partition}:ec2:{region}:{account}:${type}/*`;
+const stateMachine = (which: "up" | "teardown") =>
+  `arn:{partition}:states:{region}:{account}:stateMachine:{app}-{stage}-${which}`;
+const executions = (which: "up" | "teardown") =>
+  `arn:{partition}:states:{region}:{account}:execution:{app}-{stage}-${which}:*`;
+
+const TABLE_ITEM_ACTIONS = [
+  "dynamodb:BatchGetItem",
+  "dynamodb:BatchWriteItem",
+  "dynamodb:ConditionCheckItem",
+  "dynamodb:DeleteItem",
+  "dynamodb:GetItem",
+  "dynamodb:PutItem",
+  "dynamodb:Query",
+  "dynamodb:UpdateItem",
+];
+
+/**
+ * The partition keys (ElectroDB's `$labfleet#<first composite>_<value>`) of the records the portal reads, and of
+ * the ones it writes. Reads: the workshop (`name_`), its portal, hosts and claims (`workshop_`), the code lookup
+ * (`codehash_`), personal links (`linkhash_`) and rate counters (`key_`). Writes: claims and claim emails
+ * (`workshop_`), personal links, rate counters. A record of any other partition (instructor tokens and sessions,
+ * when issue 6 adds them) is out of the portal's reach. Runs, schedules and pinned host keys share the
+ * workshop's partition, so DynamoDB cannot keep the portal from them: the portal's code never reads them,
+ * and its function can reach no host and start no workflow whatever those records say.
+ */
+export const PORTAL_LEADING_KEYS = {
+  read: [
+    "$labfleet#name_*",
+    "$labfleet#workshop_*",
+    "$labfleet#codehash_*",
+    "$labfleet#linkhash_*",
+    "$labfleet#key_*",
+  ],
+  write: ["$labfleet#workshop_*", "$labfleet#linkhash_*", "$labfleet#key_*"],
+} as const;
+
+/**
+ * Actions AWS only grants on `Resource: "*"` (they take no resource ARN), with why each is safe unscoped.
+ * Every other statement names its resources; the test allows `*` only for these.
+ */
+export const UNSCOPED_ACTIONS: Record<string, string> = {
+  "ec2:DescribeInstances": "read only",
+  "ec2:DescribeImages": "read only",
+  "ec2:DescribeInstanceTypes": "read only",
+  "ec2:DescribeSubnets": "read only",
+  "ec2:DescribeSecurityGroups": "read only",
+  "ssm:DescribeInstanceInformation": "read only: whether a host's SSM agent is online",
+  "ssm:GetCommandInvocation": "read only: the output of a command labfleet sent",
+  "ssm:CancelCommand":
+    "takes a command id, not a resource: it can only stop a command that is running, and labfleet cancels its own after their timeout",
+};
+
+/** Capabilities, each a set of statements; a function gets the grants it needs (FUNCTIONS). */
+export const GRANTS = {
+  /** Every item action on the table and its index, nothing on the table itself (no Scan, no DescribeTable). */
+  table: [{ sid: "TableItems", actions: TABLE_ITEM_ACTIONS, resources: ["{table}", "{table}/index/*"] }],
+
+  /** The student portal: item reads and writes on the base table, limited to its partitions. */
+  portalTable: [
+    {
+      sid: "PortalReads",
+      actions: ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:ConditionCheckItem"],
+      resources: ["{table}"],
+      conditions: [
+        {
+          test: "ForAllValues:StringLike",
+          variable: "dynamodb:LeadingKeys",
+          values: [...PORTAL_LEADING_KEYS.read],
+        },
+      ],
+    },
+    {
+      sid: "PortalWrites",
+      actions: ["dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"],
+      resources: ["{table}"],
+      conditions: [
+        {
+          test: "ForAllValues:StringLike",
+          variable: "dynamodb:LeadingKeys",
+          values: [...PORTAL_LEADING_KEYS.write],
+        },
+      ],
+    },
+  ],
+
+  /** Looking at EC2: instances, images, instance types, subnets, security groups. */
+  ec2Read: [
+    {
+      sid: "Ec2Read",
+      actions: [
+        "ec2:DescribeInstances",
+        "ec2:DescribeImages",
+        "ec2:DescribeInstanceTypes",
+        "ec2:DescribeSubnets",
+        "ec2:DescribeSecurityGroups",
+      ],
+      resources: ["*"],
+    },
+  ],
+
+  /** The vCPU quota check before creating hosts. */
+  quota: [
+    {
+      sid: "Ec2Quotas",
+      actions: ["servicequotas:GetServiceQuota"],
+      resources: ["arn:{partition}:servicequotas:{region}:{account}:ec2/*"],
+    },
+  ],
+
+  /**
+   * Creating lab hosts: RunInstances makes only tagged instances and volumes, tags only at creation, and
+   * passes only the host role to EC2. The image, subnet, security groups (a BYO group is untagged) and the
+   * network interface it creates are named by type.
+   */
+  hostsLaunch: [
+    {
+      sid: "RunTaggedInstances",
+      actions: ["ec2:RunInstances"],
+      resources: [ec2("instance"), ec2("volume")],
+      conditions: [managedRequest],
+    },
+    {
+      sid: "RunInstancesUsing",
+      actions: ["ec2:RunInstances"],
+      resources: [
+        "arn:{partition}:ec2:{region}::image/*",
+        ec2("subnet"),
+        ec2("security-group"),
+        ec2("network-interface"),
+      ],
+    },
+    {
+      sid: "TagAtCreation",
+      actions: ["ec2:CreateTags"],
+      resources: [ec2("instance"), ec2("volume"), ec2("security-group")],
+      conditions: [
+        {
+          test: "StringEquals",
+          variable: "ec2:CreateAction",
+          values: ["RunInstances", "CreateSecurityGroup"],
+        },
+        managedRequest,
+      ],
+    },
+    {
+      sid: "PassHostRole",
+      actions: ["iam:PassRole"],
+      resources: ["arn:{partition}:iam::{account}:role/{app}-{stage}-host"],
+      conditions: [{ test: "StringEquals", variable: "iam:PassedToService", values: ["ec2.amazonaws.com"] }],
+    },
+    {
+      sid: "SsmAgentOnline",
+      actions: ["ssm:DescribeInstanceInformation"],
+      resources: ["*"],
+    },
+  ],
+
+  /** Ending lab hosts: only instances tagged ManagedBy=labfleet (the provider checks all three tags too). */
+  hostsTerminate: [
+    {
+      sid: "TerminateManaged",
+      actions: ["ec2:TerminateInstances"],
+      resources: [ec2("instance")],
+      conditions: [managedResource],
+    },
+  ],
+
+  /** `labfleet extend`: moves the `labfleet-expiry` tag of labfleet's instances; no other tag key. */
+  hostsRetag: [
+    {
+      sid: "RetagManaged",
+      actions: ["ec2:CreateTags"],
+      resources: [ec2("instance"), ec2("volume")],
+      conditions: [
+        managedResource,
+        { test: "ForAllValues:StringLike", variable: "aws:TagKeys", values: ["labfleet-*"] },
+      ],
+    },
+  ],
+
+  /**
+   * The workshop's managed security group (operator address only, lab UI ports opened by `open-access`):
+   * created tagged, changed and deleted only when tagged. A BYO group is never changed.
+   */
+  securityGroups: [
+    {
+      sid: "CreateTaggedGroup",
+      actions: ["ec2:CreateSecurityGroup"],
+      resources: [ec2("security-group")],
+      conditions: [managedRequest],
+    },
+    { sid: "CreateGroupInVpc", actions: ["ec2:CreateSecurityGroup"], resources: [ec2("vpc")] },
+    {
+      sid: "ChangeManagedGroup",
+      actions: [
+        "ec2:AuthorizeSecurityGroupIngress",
+        "ec2:RevokeSecurityGroupIngress",
+        "ec2:DeleteSecurityGroup",
+      ],
+      resources: [ec2("security-group")],
+      conditions: [managedResource],
+    },
+  ],
+
+  /** Commands on labfleet's instances through SSM Run Command, with AWS-RunShellScript only. */
+  ssmCommands: [
+    {
+      sid: "SendToManagedInstances",
+      actions: ["ssm:SendCommand"],
+      resources: [ec2("instance")],
+      conditions: [
+        { test: "StringEquals", variable: `ssm:resourceTag/${MANAGED_BY.key}`, values: [MANAGED_BY.value] },
+      ],
+    },
+    {
+      sid: "SendRunShellScript",
+      actions: ["ssm:SendCommand"],
+      resources: ["arn:{partition}:ssm:{region}::document/AWS-RunShellScript"],
+    },
+    {
+      sid: "CommandResults",
+      actions: ["ssm:GetCommandInvocation", "ssm:CancelCommand"],
+      resources: ["*"],
+    },
+  ],
+
+  /** Operator secrets (`lab.operator_secrets`): this stage's SecureStrings, read only. */
+  operatorSecrets: [
+    {
+      sid: "OperatorSecrets",
+      actions: ["ssm:GetParameters"],
+      resources: ["arn:{partition}:ssm:{region}:{account}:parameter/labfleet/{stage}/secrets/*"],
+    },
+  ],
+
+  /**
+   * The parameter operator secrets reach SSM hosts through (shared/fleet/secret-parameters.ts): written before
+   * a lab's setup starts, deleted when the run ends and at teardown. This stage's workshops only.
+   */
+  secretParameters: [
+    {
+      sid: "WorkshopSecretParameters",
+      actions: ["ssm:PutParameter", "ssm:DeleteParameter"],
+      resources: ["arn:{partition}:ssm:{region}:{account}:parameter/labfleet/{stage}/workshops/*"],
+    },
+  ],
+
+  /** Starting runs: the two state machines, nothing else. */
+  workflowsStart: [
+    {
+      sid: "StartRuns",
+      actions: ["states:StartExecution"],
+      resources: [stateMachine("up"), stateMachine("teardown")],
+    },
+  ],
+
+  /** Stopping runs and reading their executions (a teardown stops a running up). */
+  workflowsControl: [
+    {
+      sid: "ControlRuns",
+      actions: ["states:StopExecution", "states:DescribeExecution", "states:GetExecutionHistory"],
+      resources: [executions("up"), executions("teardown")],
+    },
+  ],
+
+  /** The one-time TTL schedules of this stage's group, and handing them their role. */
+  schedules: [
+    {
+      sid: "TtlSchedules",
+      actions: [
+        "scheduler:CreateSchedule",
+        "scheduler:UpdateSchedule",
+        "scheduler:DeleteSchedule",
+        "scheduler:GetSchedule",
+      ],
+      resources: ["arn:{partition}:scheduler:{region}:{account}:schedule/{app}-{stage}/*"],
+    },
+    {
+      sid: "PassSchedulerRole",
+      actions: ["iam:PassRole"],
+      resources: ["arn:{partition}:iam::{account}:role/{app}-{stage}-scheduler"],
+      conditions: [
+        { test: "StringEquals", variable: "iam:PassedToService", values: ["scheduler.amazonaws.com"] },
+      ],
+    },
+  ],
+} satisfies Record<string, Statement[]>;
+
+export type GrantName = keyof typeof GRANTS;
+
+/**
+ * The role of the EC2 lab hosts. Students are root on their lab, so anything this role may do, they may do: it
+ * is the SSM agent's own calls (registering, fetching and answering Run Command messages) and reading this
+ * stage's workshop secret parameters (shared/fleet/secret-parameters.ts). Not AmazonSSMManagedInstanceCore:
+ * that policy also allows ssm:GetParameter(s) on every parameter of the account.
+ */
+export const HOST_ROLE: Statement[] = [
+  {
+    sid: "SsmAgent",
+    actions: ["ssm:UpdateInstanceInformation", "ssm:ListInstanceAssociations"],
+    resources: ["*"],
+  },
+  {
+    sid: "SsmAgentMessages",
+    actions: [
+      "ec2messages:AcknowledgeMessage",
+      "ec2messages:DeleteMessage",
+      "ec2messages:FailMessage",
+      "ec2messages:GetEndpoint",
+      "ec2messages:GetMessages",
+      "ec2messages:SendReply",
+      "ssmmessages:CreateControlChannel",
+      "ssmmessages:CreateDataChannel",
+      "ssmmessages:OpenControlChannel",
+      "ssmmessages:OpenDataChannel",
+    ],
+    resources: ["*"],
+  },
+  {
+    sid: "WorkshopSecretParameters",
+    actions: ["ssm:GetParameter"],
+    resources: ["arn:{partition}:ssm:{region}:{account}:parameter/labfleet/{stage}/workshops/*"],
+  },
+];
+
+/** An IAM policy document from statements, resources filled in (for roles sst.config.ts makes itself). */
+export function policyDocument(statements: Statement[], refs: Refs): string {
+  return JSON.stringify({
+    Version: "2012-10-17",
+    Statement: statements.map((s) => ({
+      Sid: s.sid,
+      Effect: "Allow",
+      Action: s.actions,
+      Resource: s.resources.map((r) => fill(r, refs)),
+      ...(s.conditions
+        ? {
+            Condition: s.conditions.reduce<Record<string, Record<string, string[]>>>((all, c) => {
+              all[c.test] = { ...all[c.test], [c.variable]: c.values };
+              return all;
+            }, {}),
+          }
+        : {}),
+    })),
+  });
+}
+
+/** Environment a grant needs besides the common variables (its resources' names). */
+const GRANT_ENV: Partial<Record<GrantName, string[]>> = {
+  hostsLaunch: [CLOUD_ENV.hostInstanceProfileArn],
+  schedules: [CLOUD_ENV.scheduleGroup, CLOUD_ENV.schedulerRoleArn, CLOUD_ENV.scheduleTargetArn],
+};
+
+export interface FunctionSpec {
+  /** `file.export`, relative to the project root, as sst.aws.Function takes it. */
+  handler: string;
+  /** The handler's own module (what the entry export wraps), for the tests. */
+  source: string;
+  description: string;
+  timeout: `${number} second${"" | "s"}` | `${number} minute${"" | "s"}`;
+  memory: `${number} MB`;
+  grants: GrantName[];
+  secrets: LinkedSecretName[];
+  /** A Function URL (the web functions). */
+  url?: boolean;
+  /** The portal function: its own Deps (shared/cloud/portal-deps.ts) and only the portal's environment. */
+  portal?: boolean;
+  /** A fixed function name (its ARN is known before it exists: the TTL schedules' target). */
+  fixedName?: "sweepFunction";
+}
+
+/** What every function that reaches hosts has: the table, SSM commands and the SSH key (read when needed). */
+const reachesHosts = {
+  grants: ["table", "ssmCommands"] as GrantName[],
+  secrets: ["AccessKey", "SshPrivateKey"],
+};
+
+/**
+ * Every Lambda. The task functions are keyed by the X of `${XFunction}` in the ASL (stepfunctions/handlers.ts
+ * lists the same ten); `Sweep`, `Api` and `Portal` are the others.
+ */
+export const FUNCTIONS = {
+  BeginUp: {
+    handler: "functions/lambda.BeginUp",
+    source: "functions/begin-up.ts",
+    description: "labfleet up: claim the workshop for the run, read its settings",
+    timeout: "1 minute",
+    memory: "512 MB",
+    grants: ["table"],
+    secrets: ["AccessKey"],
+  },
+  Provision: {
+    handler: "functions/lambda.Provision",
+    source: "functions/provision.ts",
+    description: "labfleet up: create or reuse the hosts, wait for them, schedule the TTL teardown",
+    timeout: "15 minutes",
+    memory: "512 MB",
+    grants: [
+      ...reachesHosts.grants,
+      "ec2Read",
+      "quota",
+      "hostsLaunch",
+      "hostsTerminate",
+      "securityGroups",
+      "schedules",
+    ],
+    secrets: reachesHosts.secrets as LinkedSecretName[],
+  },
+  DeployHost: {
+    handler: "functions/lambda.DeployHost",
+    source: "functions/deploy-host.ts",
+    description: "labfleet up: sync the lab source to one host and start its setup",
+    timeout: "15 minutes",
+    memory: "512 MB",
+    grants: [...reachesHosts.grants, "operatorSecrets", "secretParameters"],
+    secrets: reachesHosts.secrets as LinkedSecretName[],
+  },
+  RecordHostFailure: {
+    handler: "functions/lambda.RecordHostFailure",
+    source: "functions/record-host-failure.ts",
+    description: "labfleet up: record why a host failed (operator secrets redacted)",
+    timeout: "1 minute",
+    memory: "512 MB",
+    grants: ["table", "operatorSecrets"],
+    secrets: ["AccessKey"],
+  },
+  Poll: {
+    handler: "functions/lambda.Poll",
+    source: "functions/poll.ts",
+    description: "labfleet up: check every building lab once (progress, health, access)",
+    timeout: "5 minutes",
+    memory: "512 MB",
+    grants: [...reachesHosts.grants, "operatorSecrets"],
+    secrets: reachesHosts.secrets as LinkedSecretName[],
+  },
+  FailUnfinished: {
+    handler: "functions/lambda.FailUnfinished",
+    source: "functions/fail-unfinished.ts",
+    description: "labfleet up: stop and fail the labs still building at the deadline",
+    timeout: "5 minutes",
+    memory: "512 MB",
+    grants: reachesHosts.grants,
+    secrets: reachesHosts.secrets as LinkedSecretName[],
+  },
+  FinishUp: {
+    handler: "functions/lambda.FinishUp",
+    source: "functions/finish-up.ts",
+    description: "labfleet up: record the run's outcome, delete the run's secrets parameter",
+    timeout: "1 minute",
+    memory: "512 MB",
+    grants: ["table", "secretParameters"],
+    secrets: ["AccessKey"],
+  },
+  FailRun: {
+    handler: "functions/lambda.FailRun",
+    source: "functions/fail-run.ts",
+    description: "labfleet up: fail the run with the step's error",
+    timeout: "1 minute",
+    memory: "512 MB",
+    grants: ["table"],
+    secrets: ["AccessKey"],
+  },
+  Deprovision: {
+    handler: "functions/lambda.Deprovision",
+    source: "functions/deprovision.ts",
+    description: "labfleet teardown: stop the labs, terminate labfleet's instances",
+    timeout: "5 minutes",
+    memory: "512 MB",
+    grants: [...reachesHosts.grants, "ec2Read", "hostsTerminate", "securityGroups"],
+    secrets: reachesHosts.secrets as LinkedSecretName[],
+  },
+  FinishTeardown: {
+    handler: "functions/lambda.FinishTeardown",
+    source: "functions/finish-teardown.ts",
+    description:
+      "labfleet teardown: record the outcome, delete the TTL schedule, the portal and the secrets parameter",
+    timeout: "1 minute",
+    memory: "512 MB",
+    grants: ["table", "schedules", "secretParameters"],
+    secrets: ["AccessKey"],
+  },
+  Sweep: {
+    handler: "functions/lambda.Sweep",
+    source: "functions/sweep.ts",
+    description: "labfleet sweeper: fire due TTL schedules, terminate expired labfleet instances",
+    timeout: "5 minutes",
+    memory: "512 MB",
+    grants: [
+      "table",
+      "ec2Read",
+      "hostsTerminate",
+      "securityGroups",
+      "workflowsStart",
+      "workflowsControl",
+      "operatorSecrets",
+    ],
+    secrets: ["AccessKey"],
+    fixedName: "sweepFunction",
+  },
+  Api: {
+    handler: "web/lambda.api",
+    source: "web/lambda.ts",
+    description: "labfleet instructor API and console",
+    timeout: "5 minutes",
+    memory: "1024 MB",
+    grants: [
+      ...reachesHosts.grants,
+      "ec2Read",
+      "quota",
+      "hostsTerminate",
+      "hostsRetag",
+      "securityGroups",
+      "operatorSecrets",
+      "workflowsStart",
+      "workflowsControl",
+      "schedules",
+    ],
+    secrets: [
+      ...(reachesHosts.secrets as LinkedSecretName[]),
+      "InstructorToken",
+      "GithubClientSecret",
+      "GoogleClientSecret",
+    ],
+    url: true,
+  },
+  Portal: {
+    handler: "web/lambda.portal",
+    source: "web/lambda.ts",
+    description: "labfleet student portal (table items only)",
+    timeout: "30 seconds",
+    memory: "1024 MB",
+    grants: ["portalTable"],
+    secrets: ["AccessKey"],
+    url: true,
+    portal: true,
+  },
+} satisfies Record<string, FunctionSpec>;
+
+export type FunctionName = keyof typeof FUNCTIONS;
+
+/** The functions Step Functions invokes: every one but the sweeper and the web's two. */
+export const TASK_FUNCTIONS = (Object.keys(FUNCTIONS) as FunctionName[]).filter(
+  (n) => !["Sweep", "Api", "Portal"].includes(n),
+);
+
+export function specOf(name: FunctionName): FunctionSpec {
+  return FUNCTIONS[name] as FunctionSpec;
+}
+
+/** A function's statements, templates unresolved. */
+export function statementsOf(name: FunctionName): Statement[] {
+  return specOf(name).grants.flatMap((g) => GRANTS[g] as Statement[]);
+}
+
+/** Fills `{partition}`, `{region}`, `{account}`, `{stage}`, `{app}` and `{table}`; an unknown one throws. */
+export function fill(template: string, refs: Refs): string {
+  return template.replace(/\{(\w+)\}/g, (whole, key: string) => {
+    if (!Object.hasOwn(refs, key)) throw new Error(`unknown placeholder ${whole} in ${template}`);
+    return refs[key as keyof Refs];
+  });
+}
+
+/** A function's statements with their resources filled in, in the shape sst.aws.Function's `permissions` takes. */
+export function resolveStatements(name: FunctionName, refs: Refs) {
+  return statementsOf(name).map((s) => ({
+    actions: s.actions,
+    resources: s.resources.map((r) => fill(r, refs)),
+    ...(s.conditions ? { conditions: s.conditions } : {}),
+  }));
+}
+
+/** The environment variable names a function gets (values: sst.config.ts). */
+export function envNamesOf(name: FunctionName): string[] {
+  const spec = specOf(name);
+  if (spec.portal) return [CLOUD_ENV.table, CLOUD_ENV.stage];
+  const common: string[] = [
+    CLOUD_ENV.table,
+    CLOUD_ENV.stage,
+    CLOUD_ENV.upStateMachineArn,
+    CLOUD_ENV.teardownStateMachineArn,
+  ];
+  const extra = spec.grants.flatMap((g) => GRANT_ENV[g] ?? []);
+  const web = spec.url ? [CLOUD_ENV.portalUrl] : [];
+  return [...new Set([...common, ...extra, ...web])];
+}
+
+/**
+ * The ASL with each `${XFunction}` replaced by the ARN of function X. A placeholder without a function is an
+ * error, so a Task cannot reach AWS pointing nowhere.
+ */
+export function substituteFunctionArns(asl: string, arns: Partial<Record<string, string>>): string {
+  return asl.replace(/\$\{(\w+)Function\}/g, (whole, key: string) => {
+    const arn = arns[key];
+    if (!arn) throw new Error(`the ASL names ${whole}, which is not a deployed function`);
+    return arn;
+  });
+}
+
+/** Every `${XFunction}` placeholder in an ASL text, as X. */
+export function functionPlaceholders(asl: string): string[] {
+  return [...new Set([...asl.matchAll(/\$\{(\w+)Function\}/g)].map((m) => m[1] as string))];
+}

@@ -1,0 +1,43 @@
+/**
+ * The environment contract between sst.config.ts and the cloud composition root (shared/cloud/deps.ts). Plain
+ * constants, no imports: infra/ reads them to set each Lambda's environment, deps.ts to read it back.
+ *
+ * Secrets are not here: they are `sst.Secret`s linked to the functions that need them, read through SST's
+ * `Resource` (which also reads `SST_RESOURCE_<Name>` variables, the form tests and scripts use).
+ */
+export const CLOUD_ENV = {
+  /** The DynamoDB table's name. */
+  table: "LABFLEET_TABLE",
+  /** The SST stage: names the Parameter Store prefix `/labfleet/<stage>/secrets/` and the schedule group. */
+  stage: "LABFLEET_STAGE",
+  upStateMachineArn: "LABFLEET_UP_STATE_MACHINE_ARN",
+  teardownStateMachineArn: "LABFLEET_TEARDOWN_STATE_MACHINE_ARN",
+  /** The instance profile EC2 hosts get, so their SSM agent can register (AmazonSSMManagedInstanceCore). */
+  hostInstanceProfileArn: "LABFLEET_HOST_INSTANCE_PROFILE_ARN",
+  /** The EventBridge Scheduler group TTL schedules are created in (`labfleet-<stage>`). */
+  scheduleGroup: "LABFLEET_SCHEDULE_GROUP",
+  /** The role EventBridge Scheduler assumes to invoke the schedules' target. */
+  schedulerRoleArn: "LABFLEET_SCHEDULER_ROLE_ARN",
+  /** What a TTL schedule invokes: the sweep function (functions/sweep.ts fires that workshop's record). */
+  scheduleTargetArn: "LABFLEET_SCHEDULE_TARGET_ARN",
+  /** The portal function's URL: the instructor function sends students there. */
+  portalUrl: "LABFLEET_PORTAL_URL",
+} as const;
+
+/** The `sst.Secret`s, by the name they are linked under (`npx sst secret set <Name> ...`). */
+export const LINKED_SECRETS = [
+  "AccessKey",
+  "InstructorToken",
+  "SshPrivateKey",
+  "GithubClientSecret",
+  "GoogleClientSecret",
+] as const;
+export type LinkedSecretName = (typeof LINKED_SECRETS)[number];
+
+/** The value sst.config.ts gives the OAuth client secrets until they are set (issue 6 uses them). */
+export const SECRET_NOT_SET = "not-set";
+
+/** Where operator secrets (`lab.operator_secrets`) live in Parameter Store: one SecureString per key. */
+export function operatorSecretsPrefix(stage: string): string {
+  return `/labfleet/${stage}/secrets/`;
+}

@@ -1,0 +1,46 @@
+import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import { type Clock, systemClock } from "../runtime/clock.ts";
+import type { Deps } from "../runtime/deps.ts";
+import { VisibleError } from "../runtime/errors.ts";
+import { createStore } from "../store/entities.ts";
+import { CLOUD_ENV } from "./env.ts";
+import { accessKeyFrom, type Env, envLinkedSecrets, type LinkedSecrets, required } from "./secrets.ts";
+
+const notHere = (what: string) =>
+  new VisibleError("forbidden", "portal.not_here", `the portal function cannot ${what}`);
+
+/**
+ * Deps for the student portal's function: the table, the clock and the access key, nothing else. It has no
+ * providers, transports, workflows or operator secrets, in code as in IAM (infra/permissions.ts): a portal
+ * bug cannot reach a host. Kept apart from deps.ts so the portal's bundle holds no EC2, SSM or SSH code.
+ */
+export function portalDeps(
+  env: Env,
+  options: { linked?: LinkedSecrets; dynamodb?: DynamoDBClient; clock?: Clock } = {},
+): Deps {
+  required(env, [CLOUD_ENV.table, CLOUD_ENV.stage]);
+  const linked = options.linked ?? envLinkedSecrets(env);
+  const dynamodb = options.dynamodb ?? new DynamoDBClient(env.AWS_REGION ? { region: env.AWS_REGION } : {});
+  return {
+    store: createStore(dynamodb, env[CLOUD_ENV.table] as string),
+    clock: options.clock ?? systemClock,
+    providers: {},
+    transport: (host) => {
+      throw notHere(`reach host ${host.hostId}`);
+    },
+    workflows: {
+      start: async () => {
+        throw notHere("start workflows");
+      },
+      stop: async () => {
+        throw notHere("stop workflows");
+      },
+    },
+    accessKey: accessKeyFrom(linked),
+    secrets: {
+      get: async () => {
+        throw notHere("read operator secrets");
+      },
+    },
+  };
+}

@@ -1,0 +1,83 @@
+import type { SSMClient } from "@aws-sdk/client-ssm";
+import { storePins } from "../fleet/host-keys.ts";
+import type { HostAddress } from "../runtime/deps.ts";
+import { VisibleError } from "../runtime/errors.ts";
+import { lazyTransport } from "../transports/lazy.ts";
+import { SshTransport } from "../transports/ssh.ts";
+import { publicKeyLine, type SshIdentity } from "../transports/ssh-identity.ts";
+import { SsmTransport } from "../transports/ssm.ts";
+import type { Transport } from "../transports/types.ts";
+
+/** What messages call the managed key in the cloud: the secret's name, never its content. */
+export const MANAGED_KEY_LABEL = "the managed key (secret SshPrivateKey)";
+
+/**
+ * labfleet's managed SSH key in the cloud: the `SshPrivateKey` secret (an unencrypted OpenSSH or PEM private
+ * key), read when first needed, so a function that never reaches an SSH host never needs the secret.
+ */
+export function secretSshIdentity(read: () => string | undefined): () => SshIdentity {
+  let identity: SshIdentity | undefined;
+  return () => {
+    if (identity) return identity;
+    const value = read();
+    if (!value) {
+      throw new VisibleError(
+        "input",
+        "ssh.identity_missing",
+        "SSH hosts need labfleet's managed key: set it with `npx sst secret set SshPrivateKey < KEYFILE --stage STAGE` and deploy again",
+      );
+    }
+    const candidate: SshIdentity = { privateKey: Buffer.from(value, "utf8"), keyLabel: MANAGED_KEY_LABEL };
+    publicKeyLine(candidate); // throws ssh.identity_invalid, naming the label only, for anything unreadable
+    identity = candidate;
+    return identity;
+  };
+}
+
+/**
+ * The cloud's transports: EC2 hosts (provider aws) over SSM Run Command, bring-your-own hosts (provider
+ * static) over SSH with the managed key from the secret and host keys pinned in the table. There are no
+ * local sandboxes in the cloud, and no key files: `identity_file` is refused with the remedy.
+ */
+export function cloudTransportFactory(opts: {
+  ssm: SSMClient;
+  sshIdentity: () => SshIdentity;
+}): (host: HostAddress) => Transport {
+  return (host) => {
+    if (host.transport === "ssm") {
+      return new SsmTransport({
+        workshop: host.workshop,
+        hostId: host.hostId,
+        instanceId: host.address,
+        client: opts.ssm,
+      });
+    }
+    if (host.transport === "ssh") {
+      if (host.ssh?.identityFile !== undefined) {
+        throw new VisibleError(
+          "input",
+          "ssh.identity_file_cloud",
+          `${host.hostId}: identity_file names a file on your machine, which the cloud deployment cannot read: remove it and authorize labfleet's managed key on the host (labfleet hosts pubkey)`,
+        );
+      }
+      return lazyTransport(
+        async () =>
+          new SshTransport({
+            workshop: host.workshop,
+            hostId: host.hostId,
+            address: host.address,
+            identity: opts.sshIdentity(),
+            pins: storePins(host.workshop),
+            ...(host.ssh?.defaultUser ? { defaultUser: host.ssh.defaultUser } : {}),
+            ...(host.ssh?.via ? { via: host.ssh.via } : {}),
+            ...(host.ssh?.connectTimeoutMs ? { connectTimeoutMs: host.ssh.connectTimeoutMs } : {}),
+          }),
+      );
+    }
+    throw new VisibleError(
+      "input",
+      "transport.unavailable",
+      `${host.hostId}: ${host.transport} hosts exist only in the local runtime (labfleet dev)`,
+    );
+  };
+}

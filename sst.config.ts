@@ -1,0 +1,208 @@
+/// <reference path="./.sst/platform/config.d.ts" />
+
+/**
+ * labfleet on AWS. This file only wires: what each function is, may do and is given lives in
+ * infra/permissions.ts (plain data the tests check), the workflows are the ASL files in stepfunctions/.
+ * docs/deploy-aws.md walks through deploying, using and removing it.
+ */
+export default $config({
+  app(input) {
+    return {
+      name: "labfleet",
+      home: "aws",
+      removal: input?.stage === "production" ? "retain" : "remove",
+      protect: input?.stage === "production",
+    };
+  },
+  async run() {
+    const { readFileSync } = await import("node:fs");
+    const { join } = await import("node:path");
+    const infra = await import("./infra/permissions.ts");
+    const { CLOUD_ENV, LINKED_SECRETS, SECRET_NOT_SET } = await import("./shared/cloud/env.ts");
+
+    const app = $app.name;
+    const stage = $app.stage;
+    const named = infra.names(app, stage);
+    const partition = aws.getPartitionOutput().partition;
+    const region = aws.getRegionOutput().region;
+    const account = aws.getCallerIdentityOutput().accountId;
+    const known = $resolve({ partition, region, account });
+    /** An ARN of something with a fixed name, from an infra template. */
+    const arnOf = (template: string) =>
+      known.apply((k) => infra.fill(template, { ...k, app, stage, table: "" }));
+
+    // The one table, as shared/store/table.ts creates it locally: pk/sk, gsi1, TTL on expiresAt.
+    const table = new sst.aws.Dynamo("Table", {
+      fields: { pk: "string", sk: "string", gsi1pk: "string", gsi1sk: "string" },
+      primaryIndex: { hashKey: "pk", rangeKey: "sk" },
+      globalIndexes: { gsi1: { hashKey: "gsi1pk", rangeKey: "gsi1sk" } },
+      ttl: "expiresAt",
+      deletionProtection: stage === "production",
+    });
+
+    // `npx sst secret set NAME VALUE --stage STAGE`. AccessKey and InstructorToken must be set before the
+    // first deploy; the others may stay unset until a workshop needs them (SSH hosts, OAuth sign-in).
+    const optional = new Set<string>(["SshPrivateKey", "GithubClientSecret", "GoogleClientSecret"]);
+    const secrets = Object.fromEntries(
+      LINKED_SECRETS.map((name) => [
+        name,
+        optional.has(name) ? new sst.Secret(name, SECRET_NOT_SET) : new sst.Secret(name),
+      ]),
+    ) as Record<(typeof LINKED_SECRETS)[number], sst.Secret>;
+
+    // EC2 lab hosts: the SSM agent and the workshop secret parameters, nothing else (students are root there).
+    const hostRole = new aws.iam.Role("HostRole", {
+      name: named.hostRole,
+      description: "labfleet lab hosts: the SSM agent and this stage's workshop secret parameters",
+      assumeRolePolicy: JSON.stringify({
+        Version: "2012-10-17",
+        Statement: [
+          { Effect: "Allow", Principal: { Service: "ec2.amazonaws.com" }, Action: "sts:AssumeRole" },
+        ],
+      }),
+    });
+    new aws.iam.RolePolicy("HostRolePolicy", {
+      role: hostRole.id,
+      policy: known.apply((k) => infra.policyDocument(infra.HOST_ROLE, { ...k, app, stage, table: "" })),
+    });
+    const hostProfile = new aws.iam.InstanceProfile("HostProfile", {
+      name: named.hostRole,
+      role: hostRole.name,
+    });
+
+    // The TTL schedules: one-time schedules in this stage's group invoke the sweep function, which fires the
+    // workshop's schedule record (shared/fleet/eventbridge-schedules.ts says why not the state machine).
+    const sweepArn = arnOf(`arn:{partition}:lambda:{region}:{account}:function:${named.sweepFunction}`);
+    new aws.scheduler.ScheduleGroup("ScheduleGroup", { name: named.scheduleGroup });
+    const schedulerRole = new aws.iam.Role("SchedulerRole", {
+      name: named.schedulerRole,
+      description: "labfleet TTL schedules: invoke the sweep function",
+      assumeRolePolicy: account.apply((id) =>
+        JSON.stringify({
+          Version: "2012-10-17",
+          Statement: [
+            {
+              Effect: "Allow",
+              Principal: { Service: "scheduler.amazonaws.com" },
+              Action: "sts:AssumeRole",
+              Condition: { StringEquals: { "aws:SourceAccount": id } },
+            },
+          ],
+        }),
+      ),
+    });
+    new aws.iam.RolePolicy("SchedulerRoleInvoke", {
+      role: schedulerRole.id,
+      policy: $jsonStringify({
+        Version: "2012-10-17",
+        Statement: [{ Effect: "Allow", Action: "lambda:InvokeFunction", Resource: [sweepArn] }],
+      }),
+    });
+
+    const refs = $resolve({ partition, region, account, table: table.arn }).apply((r) => ({
+      ...r,
+      app,
+      stage,
+    }));
+    const values: Record<string, $util.Input<string>> = {
+      [CLOUD_ENV.table]: table.name,
+      [CLOUD_ENV.stage]: stage,
+      [CLOUD_ENV.upStateMachineArn]: arnOf(
+        `arn:{partition}:states:{region}:{account}:stateMachine:${named.upStateMachine}`,
+      ),
+      [CLOUD_ENV.teardownStateMachineArn]: arnOf(
+        `arn:{partition}:states:{region}:{account}:stateMachine:${named.teardownStateMachine}`,
+      ),
+      [CLOUD_ENV.hostInstanceProfileArn]: hostProfile.arn,
+      [CLOUD_ENV.scheduleGroup]: named.scheduleGroup,
+      [CLOUD_ENV.schedulerRoleArn]: schedulerRole.arn,
+      [CLOUD_ENV.scheduleTargetArn]: sweepArn,
+    };
+
+    const fn = (
+      name: import("./infra/permissions.ts").FunctionName,
+      extra: Record<string, $util.Input<string>> = {},
+    ) => {
+      const spec = infra.specOf(name);
+      const all = { ...values, ...extra };
+      return new sst.aws.Function(name, {
+        ...(spec.fixedName ? { name: named[spec.fixedName] } : {}),
+        handler: spec.handler,
+        description: spec.description,
+        runtime: "nodejs22.x",
+        timeout: spec.timeout,
+        memory: spec.memory,
+        environment: Object.fromEntries(
+          infra.envNamesOf(name).map((n) => {
+            const value = all[n];
+            if (value === undefined) throw new Error(`sst.config.ts gives ${name} no value for ${n}`);
+            return [n, value];
+          }),
+        ),
+        link: spec.secrets.map((s) => secrets[s]),
+        permissions: refs.apply((r) => infra.resolveStatements(name, r)),
+        // ssh2 carries optional native addons esbuild cannot bundle: installed beside the bundle instead.
+        nodejs: { install: ["ssh2"] },
+        ...(spec.url ? { url: true } : {}),
+      });
+    };
+
+    // One Lambda per Task function; the state machines invoke them and nothing else.
+    const tasks = Object.fromEntries(infra.TASK_FUNCTIONS.map((name) => [name, fn(name)]));
+    const taskArns = $resolve(Object.fromEntries(Object.entries(tasks).map(([name, f]) => [name, f.arn])));
+    const machineRole = new aws.iam.Role("StateMachineRole", {
+      description: "labfleet workflows: invoke the task functions",
+      assumeRolePolicy: account.apply((id) =>
+        JSON.stringify({
+          Version: "2012-10-17",
+          Statement: [
+            {
+              Effect: "Allow",
+              Principal: { Service: "states.amazonaws.com" },
+              Action: "sts:AssumeRole",
+              Condition: { StringEquals: { "aws:SourceAccount": id } },
+            },
+          ],
+        }),
+      ),
+    });
+    const invoke = new aws.iam.RolePolicy("StateMachineInvoke", {
+      role: machineRole.id,
+      policy: taskArns.apply((arns) =>
+        JSON.stringify({
+          Version: "2012-10-17",
+          Statement: [
+            {
+              Effect: "Allow",
+              Action: "lambda:InvokeFunction",
+              Resource: Object.values(arns).flatMap((arn) => [arn, `${arn}:*`]),
+            },
+          ],
+        }),
+      ),
+    });
+    for (const which of ["up", "teardown"] as const) {
+      const asl = readFileSync(join($cli.paths.root, "stepfunctions", `${which}.asl.json`), "utf8");
+      new aws.sfn.StateMachine(
+        which === "up" ? "UpStateMachine" : "TeardownStateMachine",
+        {
+          name: which === "up" ? named.upStateMachine : named.teardownStateMachine,
+          type: "STANDARD",
+          roleArn: machineRole.arn,
+          definition: taskArns.apply((arns) => infra.substituteFunctionArns(asl, arns)),
+        },
+        { dependsOn: [invoke] },
+      );
+    }
+
+    // The sweeper: every 5 minutes, and the target of each workshop's TTL schedule.
+    const sweep = fn("Sweep");
+    new sst.aws.CronV2("Sweeper", { function: sweep, schedule: "rate(5 minutes)" });
+
+    // The web: the portal (students) and the instructor API and console, each with its own Function URL.
+    const portal = fn("Portal");
+    const api = fn("Api", { [CLOUD_ENV.portalUrl]: portal.url });
+
+    return { api: api.url, portal: portal.url, table: table.name };
+  },
+});
