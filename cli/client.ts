@@ -1,9 +1,22 @@
-import { existsSync, readFileSync } from "node:fs";
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
+import { homedir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import type { HostView, RunView, WorkshopPlan, WorkshopStatus } from "../shared/fleet/workshops.ts";
 import type { ErrorDetail } from "../shared/runtime/errors.ts";
 
-/** Where the CLI finds the API: LABFLEET_URL + LABFLEET_TOKEN, else the local runtime's 0600 file. */
+/**
+ * Where the CLI finds the API: LABFLEET_URL + LABFLEET_TOKEN, else the credentials `labfleet login` stored,
+ * else the local runtime's 0600 file.
+ */
 export interface Target {
   url: string;
   token: string;
@@ -39,15 +52,78 @@ export function resolveTarget(): Target {
   const token = process.env.LABFLEET_TOKEN;
   if (url && token) return { url: url.replace(/\/$/, ""), token };
   if (url || token) throw new CliError("set both LABFLEET_URL and LABFLEET_TOKEN, or neither", 2);
+  const credentials = readCredentials();
+  if (credentials) return credentials;
   const file = findRuntimeFile();
   if (!file) {
     throw new CliError(
-      "no labfleet runtime found: start one with `npx labfleet dev` (or set LABFLEET_URL and LABFLEET_TOKEN)",
+      "no labfleet runtime found: start one with `npx labfleet dev`, sign in with `labfleet login --url URL` (or set LABFLEET_URL and LABFLEET_TOKEN)",
       3,
     );
   }
   const info = JSON.parse(readFileSync(file, "utf8")) as { url: string; token: string };
   return { url: info.url, token: info.token };
+}
+
+// --- ~/.labfleet/credentials: what `labfleet login` stores ------------------------------------------------
+
+/** The operator's own folder: $LABFLEET_HOME, else ~/.labfleet. */
+export function labfleetHome(): string {
+  return process.env.LABFLEET_HOME ? resolve(process.env.LABFLEET_HOME) : join(homedir(), ".labfleet");
+}
+
+export function credentialsFile(): string {
+  return join(labfleetHome(), "credentials");
+}
+
+/** The stored {url, token}, or undefined when nobody logged in. A damaged file is an error, not a guess. */
+export function readCredentials(): Target | undefined {
+  const file = credentialsFile();
+  let text: string;
+  try {
+    text = readFileSync(file, "utf8");
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    throw new CliError(`cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? "error"}`, 2);
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    parsed = undefined;
+  }
+  const c = parsed as Partial<Target> | undefined;
+  if (typeof c?.url !== "string" || !/^https?:\/\//.test(c.url) || typeof c.token !== "string" || !c.token) {
+    throw new CliError(`${file} is damaged: run \`labfleet login\` again (or \`labfleet logout\`)`, 2);
+  }
+  if ((statSync(file).mode & 0o077) !== 0) {
+    process.stderr.write(`labfleet: warning: ${file} is readable by others; run chmod 600 on it\n`);
+  }
+  return { url: c.url.replace(/\/+$/, ""), token: c.token };
+}
+
+/** Writes {url, token} with mode 0600 (in a 0700 folder), replacing the file in one rename. */
+export function writeCredentials(target: Target): string {
+  const file = credentialsFile();
+  mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
+  const tmp = `${file}.${process.pid}.tmp`;
+  // A new file ("wx"), so the 0600 mode holds from its first byte; a stale one from a crash goes first.
+  rmSync(tmp, { force: true });
+  writeFileSync(tmp, `${JSON.stringify({ url: target.url, token: target.token }, null, 2)}\n`, {
+    mode: 0o600,
+    flag: "wx",
+  });
+  chmodSync(tmp, 0o600); // in case the umask took bits away from 0600 (it cannot add any)
+  renameSync(tmp, file);
+  return file;
+}
+
+/** Removes the credentials file; false when there was none. */
+export function removeCredentials(): boolean {
+  const file = credentialsFile();
+  if (!existsSync(file)) return false;
+  rmSync(file, { force: true });
+  return true;
 }
 
 export class ApiClient {

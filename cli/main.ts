@@ -12,6 +12,7 @@ Usage:
   labfleet validate -f workshop.yaml                            check a file offline; exit 1 on any error
   labfleet up -f workshop.yaml [--force]                        submit, run up, follow until every lab is ready
   labfleet up -f workshop.yaml --plan                           what up would create or reuse, per host; changes nothing
+  labfleet provision -f workshop.yaml --plan                    the same plan (provisioning alone is not available yet: use up)
   labfleet status (-f workshop.yaml | NAME)                     re-read the hosts; phases, errors and runs
   labfleet doctor (-f workshop.yaml | NAME)                     check each host against lab.requires
   labfleet deploy (-f workshop.yaml | NAME) [--ref REF] [--force]  deploy the lab again on the selected hosts
@@ -22,6 +23,8 @@ Usage:
   labfleet down (-f workshop.yaml | NAME)                       tear the workshop down and follow it
   labfleet down (-f workshop.yaml | NAME) --unclaimed N|all [--force]  remove labs nobody claimed
   labfleet extend (-f workshop.yaml | NAME) --hours N           move the TTL teardown N hours later (N <= 168)
+  labfleet open-access (-f workshop.yaml | NAME) [--close]      open the lab UIs to the internet once every lab is
+                                                                ready (aws hosts; never port 22); --close shuts them
 
 The claim portal (students go to the runtime's URL and type the code):
   labfleet portal open|close|publish (-f workshop.yaml | NAME)  open or close the claim window; publish the board
@@ -53,6 +56,7 @@ Examples:
   npx labfleet portal export my-workshop --csv claims.csv
   npx labfleet extend my-workshop --hours 2
   LABFLEET_URL=https://... LABFLEET_TOKEN=... npx labfleet status my-workshop
+  npx labfleet login --url https://labfleet.example.org
 
 Exit codes: 0 success; 1 a lab, host or run failed, or the file is invalid; 2 bad usage; 3 no runtime reachable.
 On the machine running \`labfleet dev\`, the CLI finds it through .labfleet/runtime.json.
@@ -63,6 +67,7 @@ const options = {
   output: { type: "string", short: "o" },
   force: { type: "boolean" },
   plan: { type: "boolean" },
+  close: { type: "boolean" },
   port: { type: "string" },
   "data-dir": { type: "string" },
   host: { type: "string", multiple: true },
@@ -87,6 +92,7 @@ export interface Args {
     output?: string;
     force?: boolean;
     plan?: boolean;
+    close?: boolean;
     port?: string;
     "data-dir"?: string;
     host?: string[];
@@ -225,6 +231,23 @@ async function cmdUp(args: Args, out: Output): Promise<number> {
   return report(s, run.id, json, out, "ready");
 }
 
+/**
+ * `labfleet provision -f FILE --plan`: the plan `up --plan` prints. Provisioning alone (hosts created and
+ * recorded, nothing deployed) is not a run kind yet, so without --plan it is refused with what to do instead.
+ */
+async function cmdProvision(args: Args, out: Output): Promise<number> {
+  const file = args.values.file;
+  if (!file) throw new CliError("provision needs -f workshop.yaml", 2);
+  if (!args.values.plan) {
+    throw new CliError(
+      "provision without --plan is not available yet: `labfleet provision -f FILE --plan` shows what would be created or reused, and `labfleet up -f FILE` provisions and deploys",
+      2,
+    );
+  }
+  const { yaml, baseDir } = checkedFile(file);
+  return printPlan(await new ApiClient(resolveTarget()).plan(yaml, baseDir), jsonOutput(args), out);
+}
+
 function printPlan(plan: WorkshopPlan, json: boolean, out: Output): number {
   if (json) {
     out.write(`${JSON.stringify(plan, null, 2)}\n`);
@@ -265,7 +288,8 @@ export function report(
     for (const h of s.hostList.filter((h) => h.state === "failed")) {
       out.write(`${paint(out, "failed", `${h.id} failed`)}: ${h.error ?? "no reason recorded"}\n`);
     }
-    if (run?.error && !success) out.write(`${run.error}\n`);
+    // A succeeded run may still carry a note (student access that could not be opened): it is shown too.
+    if (run?.error) out.write(`${run.error}\n`);
   }
   return success ? 0 : 1;
 }
@@ -379,6 +403,8 @@ export async function main(argv: string[], out: Output = stdoutOutput()): Promis
         return await cmdValidate(args, out);
       case "up":
         return await cmdUp(args, out);
+      case "provision":
+        return await cmdProvision(args, out);
       case "status":
         return await cmdStatus(args, out);
       case "down":
@@ -389,7 +415,8 @@ export async function main(argv: string[], out: Output = stdoutOutput()): Promis
       case "diagnose":
       case "access":
       case "hosts":
-      case "extend": {
+      case "extend":
+      case "open-access": {
         const fleetCommands = await import("./fleet-commands.ts");
         return await fleetCommands.run(command, args, out);
       }

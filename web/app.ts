@@ -9,6 +9,9 @@ import { onError } from "./api/errors.ts";
 import { fleet } from "./api/fleet.ts";
 import { adminPage, portalApi } from "./api/portal.ts";
 import { workshops } from "./api/workshops.ts";
+import { type AuthConfig, authConfigFromEnv } from "./auth/config.ts";
+import { authRoutes, signInLinks } from "./auth/routes.ts";
+import { tokensApi } from "./auth/tokens-api.ts";
 import { consoleRoutes } from "./console/index.tsx";
 import { portal } from "./portal/index.tsx";
 
@@ -74,7 +77,7 @@ function baseApp() {
 }
 
 /** The instructor's side: the JSON API behind the bearer token, the console, the portal's admin page. */
-function addInstructorRoutes(app: Hono, auth: InstructorAuth): void {
+function addInstructorRoutes(app: Hono, auth: InstructorAuth, authConfig: AuthConfig): void {
   const api = new Hono();
   api.use(async (c, next) => {
     const header = c.req.header("authorization") ?? "";
@@ -93,9 +96,11 @@ function addInstructorRoutes(app: Hono, auth: InstructorAuth): void {
   api.route("/workshops", workshops);
   api.route("/workshops", fleet);
   api.route("/workshops", portalApi);
+  api.route("/tokens", tokensApi);
   app.route("/api", api);
 
-  app.route("/console", consoleRoutes(auth));
+  app.route("/auth", authRoutes(authConfig));
+  app.route("/console", consoleRoutes(auth, { providers: signInLinks(authConfig) }));
   app.route("/admin", adminPage);
 }
 
@@ -103,9 +108,9 @@ function addInstructorRoutes(app: Hono, auth: InstructorAuth): void {
  * The whole app in one process: the instructor's side and the student portal. The local runtime serves it
  * (`labfleet dev`); the cloud splits it in two functions, createInstructorApp and createPortalApp.
  */
-export function createApp(opts: { auth: InstructorAuth }) {
+export function createApp(opts: { auth: InstructorAuth; authConfig?: AuthConfig }) {
   const app = baseApp();
-  addInstructorRoutes(app, opts.auth);
+  addInstructorRoutes(app, opts.auth, opts.authConfig ?? authConfigFromEnv({}));
   // The student portal owns the root (/, /board, /l/:token, ...): registered last, route by route.
   app.route("/", portal);
   return app;
@@ -118,16 +123,20 @@ export function createPortalApp() {
   return app;
 }
 
-const INSTRUCTOR_PREFIXES = ["/api/", "/console", "/admin/"];
+const INSTRUCTOR_PREFIXES = ["/api/", "/console", "/admin/", "/auth/"];
 
 /**
  * The instructor's side alone: what the cloud's API function serves. With `portalUrl` (the portal function's
  * URL), a GET for any other path is sent there with its path and query, so links the CLI prints with the API's
  * URL (`portal info`, invites, personal links) still reach the portal.
  */
-export function createInstructorApp(opts: { auth: InstructorAuth; portalUrl?: string }) {
+export function createInstructorApp(opts: {
+  auth: InstructorAuth;
+  authConfig?: AuthConfig;
+  portalUrl?: string;
+}) {
   const app = baseApp();
-  addInstructorRoutes(app, opts.auth);
+  addInstructorRoutes(app, opts.auth, opts.authConfig ?? authConfigFromEnv({}));
   const portalUrl = opts.portalUrl;
   if (portalUrl) {
     app.get("*", (c) => {

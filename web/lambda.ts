@@ -1,10 +1,12 @@
 import { handle, type LambdaContext, type LambdaEvent } from "hono/aws-lambda";
 import { Resource } from "sst/resource";
+import { instructorAuth } from "../shared/auth/tokens.ts";
 import { cloudConfig, cloudDeps } from "../shared/cloud/deps.ts";
 import { portalDeps } from "../shared/cloud/portal-deps.ts";
 import { instructorTokenFrom, linkedFrom } from "../shared/cloud/secrets.ts";
 import { configure } from "../shared/runtime/deps.ts";
 import { bootstrapAuth, createInstructorApp, createPortalApp } from "./app.ts";
+import { authConfigFromEnv } from "./auth/config.ts";
 
 /**
  * The web's Lambda entries, behind Function URLs. The portal and the instructor side are separate functions,
@@ -26,8 +28,8 @@ export const portal = (event: LambdaEvent, context?: LambdaContext) => {
 };
 
 /**
- * The instructor API and console. Until issue 6 brings OAuth sign-in and hashed API tokens, the one
- * instructor token is the `InstructorToken` secret, compared by hash in constant time.
+ * The instructor API and console: hashed API tokens (`labfleet login`), OAuth sign-in for the console, and
+ * the bootstrap `InstructorToken` secret, compared by hash in constant time.
  */
 export const api = (event: LambdaEvent, context?: LambdaContext) => {
   if (!apiHandler) {
@@ -35,8 +37,18 @@ export const api = (event: LambdaEvent, context?: LambdaContext) => {
     const token = instructorTokenFrom(linked);
     configure(cloudDeps(process.env, { linked }));
     const { portalUrl } = cloudConfig(process.env);
+    // OAuth client secrets come linked (sst.Secret), never as plain environment variables.
+    const authConfig = authConfigFromEnv({
+      ...process.env,
+      LABFLEET_GITHUB_CLIENT_SECRET: linked("GithubClientSecret"),
+      LABFLEET_GOOGLE_CLIENT_SECRET: linked("GoogleClientSecret"),
+    });
     apiHandler = handle(
-      createInstructorApp({ auth: bootstrapAuth(token), ...(portalUrl ? { portalUrl } : {}) }),
+      createInstructorApp({
+        auth: instructorAuth(bootstrapAuth(token)),
+        authConfig,
+        ...(portalUrl ? { portalUrl } : {}),
+      }),
     );
   }
   return apiHandler(event, context);

@@ -5,6 +5,7 @@ import { homedir } from "node:os";
 import { join, resolve } from "node:path";
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { serve } from "@hono/node-server";
+import { instructorAuth } from "../../shared/auth/tokens.ts";
 import { stopLab } from "../../shared/fleet/lab.ts";
 import { unfinishedRuns } from "../../shared/fleet/runs.ts";
 import { runDueSchedules } from "../../shared/fleet/schedules.ts";
@@ -22,6 +23,7 @@ import { ensureTable } from "../../shared/store/table.ts";
 import { LocalTransport } from "../../shared/transports/local.ts";
 import { LocalExecutor } from "../../stepfunctions/local-executor.ts";
 import { bootstrapAuth, createApp } from "../../web/app.ts";
+import { authConfigFromEnv } from "../../web/auth/config.ts";
 import { localClient, startDynamoLocal } from "./dynamodb.ts";
 import { fileSecretStore } from "./secrets.ts";
 
@@ -120,7 +122,10 @@ export async function startLocalRuntime(opts: LocalRuntimeOptions): Promise<Loca
     });
 
     const token = opts.token ?? randomBytes(24).toString("base64url");
-    const app = createApp({ auth: bootstrapAuth(token) });
+    const app = createApp({
+      auth: instructorAuth(bootstrapAuth(token)),
+      authConfig: authConfigFromEnv(process.env),
+    });
     const port = await new Promise<number>((res, rej) => {
       server = serve({ fetch: app.fetch, hostname: "127.0.0.1", port: opts.port ?? 0 }, (info: AddressInfo) =>
         res(info.port),

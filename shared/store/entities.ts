@@ -295,6 +295,87 @@ function entities(client: DynamoDBDocumentClient, table: string) {
     config,
   );
 
+  /**
+   * An instructor's console session (web/console/session.ts). The cookie holds 32 random bytes; only their
+   * SHA-256 is the key. The profile is sealed like claim emails; `csrf` is the session's own CSRF secret.
+   */
+  const session = new Entity(
+    {
+      model: { entity: "session", version: "1", service },
+      attributes: {
+        idHash: { type: "string", required: true },
+        userId: { type: "string", required: true },
+        via: { type: ["token", "github", "google", "oidc"] as const, required: true },
+        /** `{email?, name?}` as JSON, AES-256-GCM with the access key. */
+        profileSealed: { type: "string" },
+        csrf: { type: "string", required: true },
+        createdAt: { type: "string", required: true },
+        /** Epoch seconds: the session ends then, and the table's TTL removes the item. */
+        expiresAt: { type: "number", required: true },
+      },
+      indexes: {
+        byHash: { pk: { field: "pk", composite: ["idHash"] }, sk: { field: "sk", composite: [] } },
+      },
+    },
+    config,
+  );
+
+  // --- instructor auth (shared/auth): API tokens and device logins -------------------------------------
+
+  /** An instructor API token: its SHA-256 is the key (one strong read verifies it); the token itself is never kept. */
+  const apiToken = new Entity(
+    {
+      model: { entity: "apiToken", version: "1", service },
+      attributes: {
+        hash: { type: "string", required: true },
+        tokenId: { type: "string", required: true },
+        name: { type: "string", required: true },
+        /** The instructor the token acts for (`github:123`, `oidc:sub`, `bootstrap`). */
+        owner: { type: "string", required: true },
+        createdAt: { type: "string", required: true, readOnly: true },
+        lastUsedAt: { type: "string" },
+        /** Epoch seconds: the token stops working then, and the table's TTL removes it. None: until revoked. */
+        expiresAt: { type: "number" },
+      },
+      indexes: {
+        byHash: { pk: { field: "pk", composite: ["hash"] }, sk: { field: "sk", composite: [] } },
+        all: {
+          index: "gsi1",
+          pk: { field: "gsi1pk", composite: [] },
+          sk: { field: "gsi1sk", composite: ["tokenId"] },
+        },
+      },
+    },
+    config,
+  );
+
+  /** A `labfleet login` waiting for an instructor to confirm its user code; both codes stored as SHA-256. */
+  const deviceLogin = new Entity(
+    {
+      model: { entity: "deviceLogin", version: "1", service },
+      attributes: {
+        deviceHash: { type: "string", required: true },
+        userCodeHash: { type: "string", required: true },
+        clientName: { type: "string", required: true },
+        state: { type: ["pending", "approved", "denied", "consumed"] as const, required: true },
+        approvedBy: { type: "string" },
+        createdAt: { type: "string", required: true },
+        lastPolledAt: { type: "string" },
+        /** Epoch seconds: the user code expires then, and the table's TTL removes the item. */
+        expiresAt: { type: "number", required: true },
+      },
+      indexes: {
+        byDevice: { pk: { field: "pk", composite: ["deviceHash"] }, sk: { field: "sk", composite: [] } },
+        byUserCode: {
+          index: "gsi1",
+          pk: { field: "gsi1pk", composite: ["userCodeHash"] },
+          sk: { field: "gsi1sk", composite: [] },
+        },
+      },
+    },
+    config,
+  );
+
   return {
     workshop,
     host,
@@ -307,6 +388,9 @@ function entities(client: DynamoDBDocumentClient, table: string) {
     claimEmail,
     claimLink,
     rateCounter,
+    session,
+    apiToken,
+    deviceLogin,
   };
 }
 
@@ -325,5 +409,8 @@ export type RunItem = EntityItem<Entities["run"]>;
 export type ScheduleItem = EntityItem<Entities["schedule"]>;
 export type PortalItem = EntityItem<Entities["portal"]>;
 export type ClaimItem = EntityItem<Entities["claim"]>;
+export type SessionItem = EntityItem<Entities["session"]>;
+export type ApiTokenItem = EntityItem<Entities["apiToken"]>;
+export type DeviceLoginItem = EntityItem<Entities["deviceLogin"]>;
 export type HostState = (typeof HOST_STATES)[number];
 export type WorkshopState = (typeof WORKSHOP_STATES)[number];
