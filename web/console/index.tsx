@@ -1,0 +1,738 @@
+// The pragmas make the JSX runtime explicit: tsx (the CLI's loader) reads tsconfig.json from the current
+// folder, and `labfleet dev` may run from any folder.
+/** @jsxRuntime automatic */
+/** @jsxImportSource hono/jsx */
+import { type Context, Hono } from "hono";
+import { bodyLimit } from "hono/body-limit";
+import { html } from "hono/html";
+import type { Child } from "hono/jsx";
+import { trimTrailingSlash } from "hono/trailing-slash";
+import type { ContentfulStatusCode } from "hono/utils/http-status";
+import { ZodError, z } from "zod";
+import { ExtendInput, extendWorkshop } from "../../shared/fleet/extend.ts";
+import { diagnose, startDeploy, startRetry } from "../../shared/fleet/ops.ts";
+import { startRun } from "../../shared/fleet/runs.ts";
+import {
+  getWorkshop,
+  listHosts,
+  listWorkshops,
+  submitWorkshop,
+  workshopStatus,
+} from "../../shared/fleet/workshops.ts";
+import { board } from "../../shared/portal/claims.ts";
+import {
+  type ClaimRow,
+  closePortal,
+  exportClaims,
+  listClaims,
+  openPortal,
+  portalInfo,
+  publishPortal,
+  reassign,
+  releaseLab,
+  revokeEmail,
+  rotateCode,
+  unlockEmail,
+} from "../../shared/portal/portal.ts";
+import { withActor } from "../../shared/runtime/actor.ts";
+import { useDeps } from "../../shared/runtime/deps.ts";
+import { VisibleError } from "../../shared/runtime/errors.ts";
+import { log } from "../../shared/runtime/logger.ts";
+import { issueDetails } from "../../shared/runtime/zod.ts";
+import { tarGz } from "../api/archive.ts";
+import { statusOf } from "../api/errors.ts";
+import type { InstructorAuth } from "../app.ts";
+import { hostList } from "./format.ts";
+import { consoleJs } from "./script.ts";
+import {
+  type CurrentSession,
+  csrfValid,
+  currentSession,
+  endSession,
+  loginCsrf,
+  loginCsrfValid,
+  startSession,
+} from "./session.ts";
+import { consoleCss } from "./style.ts";
+import {
+  BoardItems,
+  ClaimRows,
+  ConfirmPage,
+  ErrorPage,
+  HostRows,
+  LoginPage,
+  NewWorkshopPage,
+  type PortalData,
+  PortalPage,
+  PortalSummary,
+  type ProviderLink,
+  ResultPage,
+  type RunHostRow,
+  RunList,
+  type RunRow,
+  RunsPage,
+  Summary,
+  type Viewer,
+  WorkshopPage,
+  type WorkshopRow,
+  WorkshopRows,
+  WorkshopsPage,
+} from "./views.tsx";
+
+/**
+ * The instructor console, mounted at /console. Every page but sign-in needs a session; every POST also the
+ * session's CSRF secret and this site's Origin. Handlers stay thin: parse the form, call one shared/ function
+ * as the signed-in instructor, then redirect (with a fixed notice key, never data, in the URL) or render.
+ * Pages poll `.../live` for server-rendered fragments of their live regions (see script.ts).
+ */
+
+type Env = { Variables: { session: CurrentSession } };
+type Ctx = Context<Env>;
+
+export interface ConsoleOptions {
+  /** OAuth sign-in links shown on the sign-in page (routes of their own, such as /auth/github/start). */
+  providers?: ProviderLink[];
+}
+
+const MAX_YAML = 512 * 1024;
+const Name = z.string().regex(/^[a-z0-9-]{1,40}$/);
+const Lab = z.string().regex(/^[a-z0-9](?:[a-z0-9-]{0,47})$/, { error: "expected a lab (host) id" });
+const Email = z
+  .string()
+  .trim()
+  .max(200)
+  .regex(/^[^\s@]+@[^\s@]+$/, { error: "expected an email address" });
+const Confirm = z.string().max(100).optional();
+const LoginForm = z.object({ token: z.string().max(1000), next: z.string().max(300).optional() });
+const DeployForm = z.object({ hosts: z.string().max(4000).default(""), force: z.literal("yes").optional() });
+const DiagnoseForm = z.object({ all: z.literal("yes").optional() });
+const ExtendForm = z.object({ hours: z.string().max(20) });
+const LabForm = z.object({ lab: Lab, confirm: Confirm });
+const RevokeForm = z.object({ email: Email, confirm: Confirm });
+const ReassignForm = z.object({ lab: Lab, to: Lab, confirm: Confirm });
+const ConfirmForm = z.object({ confirm: Confirm });
+
+/** What a redirect's `?notice=` key says on the next page. */
+const NOTICES: Record<string, string> = {
+  created: "Workshop saved. Press Up to bring it up.",
+  updated: "Workshop updated. Labs already built keep their old setup until you deploy them again.",
+  up: "Up started: hosts are provisioned, then labs are deployed. This page follows it live.",
+  deploy: "Deploy started. This page follows it live.",
+  retry: "Retry started for the failed hosts. This page follows it live.",
+  "retry-none": "No host has failed: there is nothing to retry.",
+  extended: "Extended: the new teardown time is in the summary above.",
+  teardown: "Teardown started: every host is removed, and the portal with its claims.",
+  "portal-open": "Claiming is open.",
+  "portal-closed": "Claiming is closed. Students who hold a lab keep it.",
+  "portal-published": "The board is published: students can enter the code and watch, not claim yet.",
+  "code-rotated": "New code made: students must enter it again; personal links keep working.",
+  released: "The lab was released and is free again. Its old personal link no longer works.",
+  revoked: "The student's lab was released. Its old personal link no longer works.",
+  unlocked: "The student's PIN lock was reset.",
+};
+
+const noticeOf = (c: Context) => NOTICES[c.req.query("notice") ?? ""];
+
+function page(c: Context, node: Child, status: ContentfulStatusCode = 200) {
+  return c.html(html`<!doctype html>${node}`, status);
+}
+
+/** The server-rendered HTML of a live region, as a string for the JSON endpoints. */
+async function fragment(node: Child): Promise<string> {
+  return String(await (node as { toString(): string | Promise<string> }).toString());
+}
+
+async function live(c: Context, regions: Record<string, Child>) {
+  const out: Record<string, string> = {};
+  for (const [id, node] of Object.entries(regions)) out[id] = await fragment(node);
+  return c.json({ at: useDeps().clock.now().toISOString(), regions: out });
+}
+
+function viewer(c: Ctx): Viewer {
+  const s = c.get("session");
+  return {
+    label: s.name ?? s.email ?? (s.via === "token" ? "instructor token" : s.id),
+    csrf: s.csrf,
+  };
+}
+
+const now = () => useDeps().clock.now();
+
+/** The :name of the route; anything that cannot be a workshop name is simply not found. */
+function nameOf(c: Context): string {
+  const name = c.req.param("name");
+  if (!Name.safeParse(name).success)
+    throw new VisibleError("not_found", "workshop.not_found", "there is no workshop by that name");
+  return name as string;
+}
+
+/** Only console paths, so the sign-in form cannot be turned into a redirect to another site. */
+function safeNext(next: string | undefined): string {
+  if (next && /^\/console(\/[\w./-]*)?$/.test(next) && !next.includes("//") && !next.includes(".."))
+    return next;
+  return "/console";
+}
+
+/** The page a failed action goes back to. */
+function backFor(path: string): string {
+  const m = /^\/console\/w\/([a-z0-9-]{1,40})(\/portal|\/runs)?/.exec(path);
+  return m ? `/console/w/${m[1]}${m[2] ?? ""}` : "/console";
+}
+
+const done = (c: Context, name: string, notice: string, tab = "") =>
+  c.redirect(`/console/w/${name}${tab}?notice=${notice}`, 303);
+
+function forbidden(c: Context, viewerOf?: Viewer) {
+  return page(
+    c,
+    <ErrorPage
+      viewer={viewerOf}
+      title="This form could not be accepted"
+      message="It was sent from another site, or it belongs to an earlier sign-in. Go back, reload the page and try again."
+      back="/console"
+    />,
+    403,
+  );
+}
+
+// ------------------------------------------------------------------------------------------ page data
+
+async function workshopRows(): Promise<WorkshopRow[]> {
+  const all = await listWorkshops();
+  const rows = await Promise.all(
+    all.map(async (w) => ({ ...w, claims: w.state === "torn_down" ? 0 : (await listClaims(w.name)).length })),
+  );
+  return rows.sort((a, b) => a.name.localeCompare(b.name));
+}
+
+async function workshopView(name: string) {
+  const s = await workshopStatus(name);
+  return {
+    summary: s,
+    hosts: s.hostList,
+    activeRun: s.runs.find((r) => r.state === "running"),
+    now: now(),
+    // Offered whenever the workshop may have a teardown pending; extendWorkshop says so when it has none.
+    canExtend: !["draft", "tearing_down", "torn_down"].includes(s.state),
+  };
+}
+
+const byNumber = (a: string, b: string) => a.localeCompare(b, undefined, { numeric: true });
+
+async function portalData(name: string): Promise<PortalData> {
+  await getWorkshop(name);
+  const info = await portalInfo(name).catch((err) => {
+    if (err instanceof VisibleError && err.code === "portal.not_found") return undefined;
+    throw err;
+  });
+  const [b, claims, hosts] = await Promise.all([board(name), listClaims(name), listHosts(name)]);
+  const taken = new Set(claims.map((c) => c.lab));
+  const free = hosts
+    .filter((h) => h.state === "ready" && !taken.has(h.hostId))
+    .map((h) => h.hostId)
+    .sort(byNumber);
+  return { name, info, board: b, claims, free };
+}
+
+async function claimOf(name: string, lab: string): Promise<ClaimRow> {
+  const claim = (await listClaims(name)).find((c) => c.lab === lab);
+  if (!claim) throw new VisibleError("not_found", "portal.not_claimed", `lab ${lab} is not claimed`);
+  return claim;
+}
+
+/**
+ * Each run with its hosts: the recorded per-host results of a finished run, the live states of a running
+ * one. A host's build time is shown on the run its last deploy started in (host records keep only that one).
+ */
+async function runRows(name: string): Promise<RunRow[]> {
+  const [s, hosts] = await Promise.all([workshopStatus(name), listHosts(name)]);
+  const byId = new Map(hosts.map((h) => [h.hostId, h]));
+  const at = now().getTime();
+  return s.runs.slice(0, 50).map((run) => {
+    const start = Date.parse(run.startedAt);
+    const end = run.endedAt ? Date.parse(run.endedAt) : at;
+    const results: [string, { state: string; error?: string | undefined }][] = run.hosts
+      ? Object.entries(run.hosts)
+      : run.state === "running" && run.kind !== "teardown"
+        ? hosts
+            .filter((h) => h.state !== "torn_down" && (!run.selection || run.selection.includes(h.hostId)))
+            .map((h) => [h.hostId, { state: h.state, error: h.error }])
+        : [];
+    const rows: RunHostRow[] = results
+      .map(([id, r]) => {
+        const h = byId.get(id);
+        const began = h?.deployStartedAt ? Date.parse(h.deployStartedAt) : Number.NaN;
+        const inRun = began >= start && began <= end;
+        const finished = h?.readyAt ? Date.parse(h.readyAt) : run.state === "running" ? at : Number.NaN;
+        const seconds = inRun && finished >= began ? (finished - began) / 1000 : undefined;
+        return { id, state: r.state, error: r.error, seconds };
+      })
+      .sort((a, b) => byNumber(a.id, b.id));
+    return { run, hosts: rows };
+  });
+}
+
+// ---------------------------------------------------------------------------------------------- routes
+
+export function consoleRoutes(auth: InstructorAuth, opts: ConsoleOptions = {}) {
+  const providers = opts.providers ?? [];
+  const app = new Hono<Env>();
+
+  // Static assets first: public, cacheable, no session needed.
+  app.get("/console.css", (c) =>
+    c.body(consoleCss, 200, {
+      "Content-Type": "text/css; charset=utf-8",
+      "Cache-Control": "public, max-age=300",
+    }),
+  );
+  app.get("/console.js", (c) =>
+    c.body(consoleJs, 200, {
+      "Content-Type": "text/javascript; charset=utf-8",
+      "Cache-Control": "public, max-age=300",
+    }),
+  );
+
+  // /console/ and the like: the same page without the slash (a GET that would otherwise be a 404).
+  app.use(trimTrailingSlash());
+  // Everything else shows instructor data, or signs in: never cached anywhere.
+  app.use(async (c, next) => {
+    c.header("Cache-Control", "no-store");
+    await next();
+  });
+  app.use(
+    bodyLimit({
+      maxSize: MAX_YAML + 64 * 1024,
+      onError: (c) =>
+        page(
+          c,
+          <ErrorPage
+            title="Too much data"
+            message="That form was far too large."
+            back={backFor(c.req.path)}
+          />,
+          413,
+        ),
+    }),
+  );
+
+  // --- sign-in ------------------------------------------------------------------------------------------
+  app.get("/login", async (c) => {
+    const next = c.req.query("next");
+    if (await currentSession(c)) return c.redirect(safeNext(next), 303);
+    return page(
+      c,
+      <LoginPage
+        csrf={loginCsrf(c)}
+        next={next === undefined ? undefined : safeNext(next)}
+        notice={c.req.query("signed_out") === undefined ? undefined : "You are signed out."}
+        providers={providers}
+      />,
+    );
+  });
+  app.post("/login", async (c) => {
+    if (!(await loginCsrfValid(c))) return forbidden(c);
+    const form = LoginForm.safeParse(await c.req.parseBody());
+    const next = safeNext(form.data?.next);
+    const token = form.success ? form.data.token.trim() : "";
+    const who = token ? await auth.verify(token) : undefined;
+    if (!who) {
+      log.warn("console sign-in refused: not a valid instructor token");
+      return page(
+        c,
+        <LoginPage
+          csrf={loginCsrf(c)}
+          next={next}
+          error="That is not a valid instructor token. Copy it again from where labfleet printed it."
+          providers={providers}
+        />,
+        401,
+      );
+    }
+    await startSession(c, { id: who.id, via: "token" });
+    return c.redirect(next, 303);
+  });
+
+  // --- everything below needs a session; a POST also its CSRF secret and this site's Origin --------------
+  app.use(async (c, next) => {
+    const session = await currentSession(c);
+    if (!session) {
+      if (c.req.path.endsWith("/live"))
+        return c.json(
+          { error: { kind: "auth", code: "console.signed_out", message: "sign in to the console again" } },
+          401,
+        );
+      const back = c.req.method === "GET" ? `?next=${encodeURIComponent(c.req.path)}` : "";
+      return c.redirect(`/console/login${back}`, 303);
+    }
+    if (c.req.method !== "GET" && c.req.method !== "HEAD" && !(await csrfValid(c, session)))
+      return forbidden(c, { label: session.name ?? session.email ?? "instructor", csrf: session.csrf });
+    c.set("session", session);
+    return withActor({ type: "instructor", id: session.id }, () => next());
+  });
+
+  app.post("/logout", async (c) => {
+    await endSession(c);
+    return c.redirect("/console/login?signed_out=1", 303);
+  });
+
+  // --- workshops ------------------------------------------------------------------------------------------
+  app.get("/", async (c) =>
+    page(
+      c,
+      <WorkshopsPage viewer={viewer(c)} rows={await workshopRows()} now={now()} notice={noticeOf(c)} />,
+    ),
+  );
+  app.get("/live", async (c) =>
+    live(c, { "live-workshops": <WorkshopRows rows={await workshopRows()} now={now()} /> }),
+  );
+
+  app.get("/new", (c) => page(c, <NewWorkshopPage viewer={viewer(c)} />));
+  app.post("/new", async (c) => {
+    const body = await c.req.parseBody();
+    const file = body.file;
+    const pasted = typeof body.yaml === "string" ? body.yaml : "";
+    // A chosen file wins; browsers send a text area's lines with CRLF.
+    const yaml = (file instanceof File && file.size > 0 ? await file.text() : pasted).replace(/\r\n?/g, "\n");
+    const baseDir = typeof body.baseDir === "string" ? body.baseDir.trim() : "";
+    const again = (status: ContentfulStatusCode, message: string, errors: VisibleError["details"] = []) =>
+      page(
+        c,
+        <NewWorkshopPage
+          viewer={viewer(c)}
+          yaml={yaml}
+          baseDir={baseDir}
+          message={message}
+          errors={errors}
+        />,
+        status,
+      );
+    if (!yaml.trim()) return again(400, "Paste workshop.yaml or choose the file.");
+    if (yaml.length > MAX_YAML) return again(413, "workshop.yaml is too large (at most 512 KiB).");
+    if (baseDir && !baseDir.startsWith("/"))
+      return again(400, "The folder of workshop.yaml must be an absolute path.", [
+        { path: "baseDir", message: "expected an absolute folder, such as /home/me/workshop" },
+      ]);
+    try {
+      const r = await submitWorkshop(yaml, baseDir || undefined);
+      return done(c, r.name, r.created ? "created" : "updated");
+    } catch (err) {
+      if (!(err instanceof VisibleError)) throw err;
+      return again(statusOf(err.kind), err.message, err.details);
+    }
+  });
+
+  // --- one workshop: hosts and fleet actions ----------------------------------------------------------------
+  app.get("/w/:name", async (c) => {
+    const v = await workshopView(nameOf(c));
+    return page(c, <WorkshopPage viewer={viewer(c)} {...v} notice={noticeOf(c)} />);
+  });
+  app.get("/w/:name/live", async (c) => {
+    const v = await workshopView(nameOf(c));
+    return live(c, {
+      "live-summary": <Summary summary={v.summary} activeRun={v.activeRun} now={v.now} />,
+      "live-hosts": <HostRows hosts={v.hosts} />,
+    });
+  });
+  app.post("/w/:name/up", async (c) => {
+    const name = nameOf(c);
+    await startRun(name, "up");
+    return done(c, name, "up");
+  });
+  app.post("/w/:name/deploy", async (c) => {
+    const name = nameOf(c);
+    const f = DeployForm.parse(await c.req.parseBody());
+    const hosts = hostList(f.hosts);
+    await startDeploy(name, hosts.length ? { hosts } : {}, { force: f.force === "yes" });
+    return done(c, name, "deploy");
+  });
+  app.post("/w/:name/retry", async (c) => {
+    const name = nameOf(c);
+    const r = await startRetry(name, {});
+    return done(c, name, r.run ? "retry" : "retry-none");
+  });
+  app.post("/w/:name/diagnose", async (c) => {
+    const name = nameOf(c);
+    const f = DiagnoseForm.parse(await c.req.parseBody());
+    const d = await diagnose(name, {}, { allSelected: f.all === "yes" });
+    const archive = await tarGz(d.name, d.files);
+    return c.body(new Uint8Array(archive), 200, {
+      "Content-Type": "application/gzip",
+      "Content-Disposition": `attachment; filename="${d.name}.tar.gz"`,
+    });
+  });
+  app.post("/w/:name/extend", async (c) => {
+    const name = nameOf(c);
+    const f = ExtendForm.parse(await c.req.parseBody());
+    const { hours } = ExtendInput.parse({ hours: f.hours.trim() === "" ? Number.NaN : Number(f.hours) });
+    const r = await extendWorkshop(name, hours);
+    if (r.ok) return done(c, name, "extended");
+    const problems = [
+      ...(r.schedule.result === "error" ? [`schedule: ${r.schedule.detail ?? "not moved"}`] : []),
+      ...(r.provider.result === "error" ? [`provider: ${r.provider.detail ?? "not moved"}`] : []),
+      ...r.hosts.filter((h) => h.result === "error").map((h) => `${h.hostId}: ${h.detail ?? "not moved"}`),
+    ];
+    return page(
+      c,
+      <ResultPage viewer={viewer(c)} title="Extended, with problems" back={`/console/w/${name}`}>
+        <p>
+          The teardown now happens at {r.expiry}, but these parts still end at the old time (
+          {r.previousExpiry}):
+        </p>
+        <ul>
+          {problems.map((p) => (
+            <li>{p}</li>
+          ))}
+        </ul>
+      </ResultPage>,
+      502,
+    );
+  });
+  app.get("/w/:name/teardown", async (c) => {
+    const name = nameOf(c);
+    const s = await workshopStatus(name);
+    return page(c, <TeardownConfirm c={c} name={name} hosts={s.hosts.total} />);
+  });
+  app.post("/w/:name/teardown", async (c) => {
+    const name = nameOf(c);
+    const f = ConfirmForm.parse(await c.req.parseBody());
+    if ((f.confirm ?? "").trim() !== name) {
+      const s = await workshopStatus(name);
+      return page(
+        c,
+        <TeardownConfirm
+          c={c}
+          name={name}
+          hosts={s.hosts.total}
+          error={`That is not the workshop's name: type ${name} exactly.`}
+        />,
+        400,
+      );
+    }
+    await startRun(name, "teardown");
+    return done(c, name, "teardown");
+  });
+
+  // --- the claim portal -------------------------------------------------------------------------------------
+  app.get("/w/:name/portal", async (c) =>
+    page(c, <PortalPage viewer={viewer(c)} data={await portalData(nameOf(c))} notice={noticeOf(c)} />),
+  );
+  app.get("/w/:name/portal/live", async (c) => {
+    const data = await portalData(nameOf(c));
+    return live(c, {
+      "live-portal": <PortalSummary data={data} />,
+      "live-board": <BoardItems labs={data.board.labs} />,
+      "live-claims": <ClaimRows data={data} csrf={viewer(c).csrf} />,
+    });
+  });
+  app.post("/w/:name/portal/open", async (c) => {
+    const name = nameOf(c);
+    await openPortal(name);
+    return done(c, name, "portal-open", "/portal");
+  });
+  app.post("/w/:name/portal/close", async (c) => {
+    const name = nameOf(c);
+    await closePortal(name);
+    return done(c, name, "portal-closed", "/portal");
+  });
+  app.post("/w/:name/portal/publish", async (c) => {
+    const name = nameOf(c);
+    await publishPortal(name);
+    return done(c, name, "portal-published", "/portal");
+  });
+  app.post("/w/:name/portal/rotate-code", async (c) => {
+    const name = nameOf(c);
+    const f = ConfirmForm.parse(await c.req.parseBody());
+    if (f.confirm !== "yes")
+      return page(
+        c,
+        <ConfirmPage
+          viewer={viewer(c)}
+          title={`New code for ${name}?`}
+          message={
+            <p>
+              The current code stops working: every student on the board must type the new one. Students who
+              claimed a lab keep it, and their personal links keep working.
+            </p>
+          }
+          action={`/console/w/${name}/portal/rotate-code`}
+          button="Make a new code"
+          back={`/console/w/${name}/portal`}
+        />,
+      );
+    await rotateCode(name);
+    return done(c, name, "code-rotated", "/portal");
+  });
+  app.post("/w/:name/portal/release", async (c) => {
+    const name = nameOf(c);
+    const f = LabForm.parse(await c.req.parseBody());
+    if (f.confirm !== "yes") {
+      const claim = await claimOf(name, f.lab);
+      return page(
+        c,
+        <ConfirmPage
+          viewer={viewer(c)}
+          title={`Release ${f.lab}?`}
+          message={
+            <p>
+              {claim.name} loses lab {f.lab}: their personal link stops working, and the lab is free for
+              someone else to claim. The lab itself is not rebuilt.
+            </p>
+          }
+          action={`/console/w/${name}/portal/release`}
+          fields={{ lab: f.lab }}
+          button={`Release ${f.lab}`}
+          back={`/console/w/${name}/portal`}
+        />,
+      );
+    }
+    await releaseLab(name, f.lab);
+    return done(c, name, "released", "/portal");
+  });
+  app.post("/w/:name/portal/revoke", async (c) => {
+    const name = nameOf(c);
+    const f = RevokeForm.parse(await c.req.parseBody());
+    if (f.confirm !== "yes")
+      return page(
+        c,
+        <ConfirmPage
+          viewer={viewer(c)}
+          title="Revoke this student's lab?"
+          message={
+            <p>
+              The lab claimed with {f.email} is released: its personal link stops working and the lab is free
+              again.
+            </p>
+          }
+          action={`/console/w/${name}/portal/revoke`}
+          fields={{ email: f.email }}
+          button="Revoke"
+          back={`/console/w/${name}/portal`}
+        />,
+      );
+    await revokeEmail(name, f.email);
+    return done(c, name, "revoked", "/portal");
+  });
+  app.post("/w/:name/portal/unlock", async (c) => {
+    const name = nameOf(c);
+    const f = LabForm.parse(await c.req.parseBody());
+    await unlockEmail(name, (await claimOf(name, f.lab)).email);
+    return done(c, name, "unlocked", "/portal");
+  });
+  app.post("/w/:name/portal/reassign", async (c) => {
+    const name = nameOf(c);
+    const f = ReassignForm.parse(await c.req.parseBody());
+    const claim = await claimOf(name, f.lab);
+    const back = `/console/w/${name}/portal`;
+    if (f.confirm !== "yes")
+      return page(
+        c,
+        <ConfirmPage
+          viewer={viewer(c)}
+          title={`Move ${claim.name} to ${f.to}?`}
+          message={
+            <p>
+              {claim.name} moves from {f.lab} to {f.to} and keeps their PIN. Their old personal link stops
+              working; you get the new one to give them.
+            </p>
+          }
+          action={`/console/w/${name}/portal/reassign`}
+          fields={{ lab: f.lab, to: f.to }}
+          button={`Move to ${f.to}`}
+          back={back}
+        />,
+      );
+    const r = await reassign(name, claim.email, f.to);
+    const link = `${new URL(c.req.url).origin}/l/${r.token}`;
+    return page(
+      c,
+      <ResultPage viewer={viewer(c)} title={`${claim.name} now has ${r.lab}`} back={back}>
+        <p>Give them their new personal link (it is shown only here, once):</p>
+        <p>
+          <code id="new-link">{link}</code>
+        </p>
+      </ResultPage>,
+    );
+  });
+  app.get("/w/:name/portal/export", async (c) => {
+    const name = nameOf(c);
+    return c.body(await exportClaims(name), 200, {
+      "Content-Type": "text/csv; charset=utf-8",
+      "Content-Disposition": `attachment; filename="${name}-claims.csv"`,
+    });
+  });
+
+  // --- runs ---------------------------------------------------------------------------------------------------
+  app.get("/w/:name/runs", async (c) => {
+    const name = nameOf(c);
+    return page(c, <RunsPage viewer={viewer(c)} name={name} runs={await runRows(name)} />);
+  });
+  app.get("/w/:name/runs/live", async (c) =>
+    live(c, { "live-runs": <RunList runs={await runRows(nameOf(c))} /> }),
+  );
+
+  // Errors become a page with a way back (or JSON for the live endpoints), at the status of their kind.
+  app.onError((err, c) => {
+    const session = (c as Ctx).get("session") as CurrentSession | undefined;
+    const who = session ? viewer(c as Ctx) : undefined;
+    const visible =
+      err instanceof VisibleError
+        ? err
+        : err instanceof ZodError
+          ? new VisibleError("input", "input.invalid", "Some fields are not right.", issueDetails(err.issues))
+          : undefined;
+    if (c.req.path.endsWith("/live")) {
+      if (visible)
+        return c.json(
+          { error: { kind: visible.kind, code: visible.code, message: visible.message } },
+          statusOf(visible.kind),
+        );
+    }
+    if (visible)
+      return page(
+        c,
+        <ErrorPage
+          viewer={who}
+          title="That did not work"
+          message={visible.message}
+          details={visible.details}
+          back={backFor(c.req.path)}
+        />,
+        statusOf(visible.kind),
+      );
+    const requestId = c.get("requestId" as never) as string | undefined;
+    log.error("unhandled error", { requestId, name: err.name, error: err.message, stack: err.stack });
+    return page(
+      c,
+      <ErrorPage
+        viewer={who}
+        title="Something went wrong"
+        message={`The console hit an internal error (request ${requestId ?? "without an id"}); it is in the logs.`}
+        back={backFor(c.req.path)}
+      />,
+      500,
+    );
+  });
+
+  return app;
+}
+
+function TeardownConfirm(props: { c: Ctx; name: string; hosts: number; error?: string }) {
+  const { c, name } = props;
+  return (
+    <ConfirmPage
+      viewer={viewer(c)}
+      title={`Tear down ${name}?`}
+      message={
+        <p>
+          All {props.hosts} hosts are removed with their labs, and the claim portal with every claim and
+          personal link. Students lose their labs. This cannot be undone.
+        </p>
+      }
+      action={`/console/w/${name}/teardown`}
+      typed={name}
+      button={`Tear down ${name}`}
+      back={`/console/w/${name}`}
+      error={props.error}
+    />
+  );
+}

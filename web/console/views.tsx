@@ -1,0 +1,926 @@
+// The pragmas make the JSX runtime explicit: tsx (the CLI's loader) reads tsconfig.json from the current
+// folder, and `labfleet dev` may run from any folder.
+/** @jsxRuntime automatic */
+/** @jsxImportSource hono/jsx */
+import type { Child } from "hono/jsx";
+import type { HostView, RunView, WorkshopSummary } from "../../shared/fleet/workshops.ts";
+import type { BoardLab } from "../../shared/portal/claims.ts";
+import type { ClaimRow, PortalView } from "../../shared/portal/portal.ts";
+import type { ErrorDetail } from "../../shared/runtime/errors.ts";
+import { duration, timeLeft, when } from "./format.ts";
+import { CSRF_FIELD } from "./session.ts";
+
+/**
+ * The console's pages: plain forms that work without JavaScript, tables with captions and scoped headers,
+ * a label on every control. Regions that update live carry an id (`live-...`); the same components render
+ * them for the page and for its JSON endpoint, so a polled update is exactly what a reload would show.
+ */
+
+export interface Viewer {
+  /** What the header says: the name or email, or "instructor token". */
+  label: string;
+  csrf: string;
+}
+
+export interface ProviderLink {
+  /** A provider id: github, google or oidc. */
+  id: string;
+  /** The button's text, such as "Sign in with GitHub". */
+  label: string;
+  /** Where the sign-in starts, such as /auth/github/start. */
+  href: string;
+}
+
+type Section = "workshops" | "new" | undefined;
+
+export const Csrf = (props: { token: string }) => (
+  <input type="hidden" name={CSRF_FIELD} value={props.token} />
+);
+
+export function Layout(props: {
+  title: string;
+  viewer?: Viewer | undefined;
+  section?: Section;
+  live?: string;
+  children?: Child;
+}) {
+  const current = (s: Section) => (props.section === s ? "page" : undefined);
+  return (
+    <html lang="en">
+      <head>
+        <meta charset="utf-8" />
+        <meta name="viewport" content="width=device-width, initial-scale=1" />
+        <meta name="referrer" content="same-origin" />
+        <title>{`${props.title} · labfleet console`}</title>
+        <link rel="stylesheet" href="/console/console.css" />
+        <script src="/console/console.js" defer />
+      </head>
+      <body>
+        <a class="skip" href="#main">
+          Skip to content
+        </a>
+        <header class="top">
+          <a class="brand" href="/console">
+            labfleet console
+          </a>
+          {props.viewer ? (
+            <>
+              <nav aria-label="Console">
+                <a href="/console" aria-current={current("workshops")}>
+                  Workshops
+                </a>
+                <a href="/console/new" aria-current={current("new")}>
+                  New workshop
+                </a>
+              </nav>
+              <div class="who">
+                <span>Signed in: {props.viewer.label}</span>
+                <form method="post" action="/console/logout">
+                  <Csrf token={props.viewer.csrf} />
+                  <button type="submit">Sign out</button>
+                </form>
+              </div>
+            </>
+          ) : null}
+        </header>
+        <main id="main" data-live={props.live}>
+          {props.live ? <p id="live-status" class="live-status" role="status" /> : null}
+          {props.children}
+        </main>
+      </body>
+    </html>
+  );
+}
+
+export function Notice(props: { text?: string | undefined }) {
+  return props.text ? (
+    <p class="notice" role="status">
+      {props.text}
+    </p>
+  ) : null;
+}
+
+function Details(props: { details: ErrorDetail[] }) {
+  return props.details.length ? (
+    <ul>
+      {props.details.map((d) => (
+        <li>
+          <code>{d.path}</code>
+          {d.line !== undefined ? ` (line ${d.line}, column ${d.column})` : ""}: {d.message}
+        </li>
+      ))}
+    </ul>
+  ) : null;
+}
+
+const State = (props: { state: string; label?: string }) => (
+  <span class={`state st-${props.state}`}>{props.label ?? props.state.replace(/_/g, " ")}</span>
+);
+
+// ------------------------------------------------------------------------------------------------- sign-in
+
+export function LoginPage(props: {
+  csrf: string;
+  next?: string | undefined;
+  error?: string | undefined;
+  notice?: string | undefined;
+  providers: ProviderLink[];
+}) {
+  return (
+    <Layout title="Sign in">
+      <div class="login">
+        <h1>Sign in to the instructor console</h1>
+        <Notice text={props.notice} />
+        {props.error ? (
+          <p class="alert" role="alert" id="token-error" data-login-error="">
+            {props.error}
+          </p>
+        ) : null}
+        <form method="post" action="/console/login" class="panel">
+          <input type="hidden" name={CSRF_FIELD} value={props.csrf} />
+          {props.next ? <input type="hidden" name="next" value={props.next} /> : null}
+          <label for="token">Instructor token</label>
+          <input
+            id="token"
+            name="token"
+            type="password"
+            required
+            autocomplete="current-password"
+            spellcheck={false}
+            aria-describedby={props.error ? "token-hint token-error" : "token-hint"}
+            aria-invalid={props.error ? "true" : undefined}
+          />
+          <p class="hint" id="token-hint">
+            <code>labfleet dev</code> prints it when it starts (its console link signs you in directly). In
+            the cloud, use the bootstrap token (the <code>InstructorToken</code> secret).
+          </p>
+          <p>
+            <button type="submit">Sign in</button>
+          </p>
+        </form>
+        {props.providers.length ? (
+          <section aria-labelledby="providers">
+            <h2 id="providers">Or sign in with an account</h2>
+            <ul class="providers">
+              {props.providers.map((p) => (
+                <li>
+                  <a class="button secondary" href={p.href} data-provider={p.id}>
+                    {p.label}
+                  </a>
+                </li>
+              ))}
+            </ul>
+          </section>
+        ) : null}
+      </div>
+    </Layout>
+  );
+}
+
+// ----------------------------------------------------------------------------------------- workshops list
+
+export interface WorkshopRow extends WorkshopSummary {
+  claims: number;
+}
+
+export function WorkshopRows(props: { rows: WorkshopRow[]; now: Date }) {
+  if (props.rows.length === 0)
+    return (
+      <tr>
+        <td colspan={5}>
+          No workshops yet: <a href="/console/new">create one from its workshop.yaml</a>.
+        </td>
+      </tr>
+    );
+  return (
+    <>
+      {props.rows.map((w) => (
+        <tr id={`workshop-${w.name}`}>
+          <th scope="row">
+            <a href={`/console/w/${w.name}`}>{w.name}</a>
+          </th>
+          <td>
+            <State state={w.state} />
+          </td>
+          <td class="num">
+            {w.hosts.ready}/{w.hosts.total} ready{w.hosts.failed ? `, ${w.hosts.failed} failed` : ""}
+          </td>
+          <td class="num">{w.claims}</td>
+          <td class="num">{w.state === "torn_down" ? "" : timeLeft(w.expiry, props.now)}</td>
+        </tr>
+      ))}
+    </>
+  );
+}
+
+export function WorkshopsPage(props: {
+  viewer: Viewer;
+  rows: WorkshopRow[];
+  now: Date;
+  notice?: string | undefined;
+}) {
+  return (
+    <Layout title="Workshops" viewer={props.viewer} section="workshops" live="/console/live">
+      <h1>Workshops</h1>
+      <Notice text={props.notice} />
+      <p>
+        <a class="button" href="/console/new">
+          New workshop
+        </a>
+      </p>
+      <div class="table-wrap">
+        <table>
+          <caption>Every workshop, its hosts and claims (updates live)</caption>
+          <thead>
+            <tr>
+              <th scope="col">Workshop</th>
+              <th scope="col">State</th>
+              <th scope="col">Hosts</th>
+              <th scope="col">Claims</th>
+              <th scope="col">Time left</th>
+            </tr>
+          </thead>
+          <tbody id="live-workshops">
+            <WorkshopRows rows={props.rows} now={props.now} />
+          </tbody>
+        </table>
+      </div>
+    </Layout>
+  );
+}
+
+// ------------------------------------------------------------------------------------------- new workshop
+
+export function NewWorkshopPage(props: {
+  viewer: Viewer;
+  yaml?: string;
+  baseDir?: string;
+  message?: string | undefined;
+  errors?: ErrorDetail[];
+}) {
+  const errors = props.errors ?? [];
+  const lines = (props.yaml ?? "").split("\n");
+  const failed = Boolean(props.message);
+  return (
+    <Layout title="New workshop" viewer={props.viewer} section="new">
+      <h1>New workshop</h1>
+      <p>
+        Paste <code>workshop.yaml</code> or choose the file. A workshop whose name exists already is updated
+        (its hosts stay); nothing is provisioned until you press Up on its page.
+      </p>
+      {failed ? (
+        <div class="alert" role="alert" id="yaml-errors" tabindex={-1}>
+          <h2>{props.message}</h2>
+          {errors.length ? (
+            <ul>
+              {errors.map((e) => (
+                <li data-path={e.path}>
+                  <code>{e.path}</code>
+                  {e.line !== undefined ? ` (line ${e.line}, column ${e.column})` : ""}: {e.message}
+                  {e.line !== undefined && lines[e.line - 1] !== undefined ? (
+                    <code class="yaml-line">
+                      {e.line}: {lines[e.line - 1]}
+                    </code>
+                  ) : null}
+                </li>
+              ))}
+            </ul>
+          ) : null}
+        </div>
+      ) : null}
+      <form method="post" action="/console/new" enctype="multipart/form-data" class="panel">
+        <Csrf token={props.viewer.csrf} />
+        <label for="yaml">workshop.yaml</label>
+        <textarea
+          id="yaml"
+          name="yaml"
+          rows={18}
+          spellcheck={false}
+          aria-describedby={failed ? "yaml-hint yaml-errors" : "yaml-hint"}
+          aria-invalid={failed ? "true" : undefined}
+        >
+          {/* The parser drops one newline right after <textarea>: this one, so the text keeps its lines. */}
+          {`\n${props.yaml ?? ""}`}
+        </textarea>
+        <p class="hint" id="yaml-hint">
+          Errors are shown at their YAML path and line. See docs/workshop-yaml.md for every key.
+        </p>
+        <label for="file">Or choose the file</label>
+        <input id="file" name="file" type="file" accept=".yaml,.yml,text/yaml,application/yaml" />
+        <label for="base-dir">Folder of workshop.yaml (optional)</label>
+        <input
+          id="base-dir"
+          name="baseDir"
+          type="text"
+          value={props.baseDir ?? ""}
+          spellcheck={false}
+          aria-describedby="base-dir-hint"
+        />
+        <p class="hint" id="base-dir-hint">
+          Only for a <code>lab.source</code> that is a relative path: the absolute folder it is relative to,
+          on the machine that runs labfleet.
+        </p>
+        <p>
+          <button type="submit">Save workshop</button>
+        </p>
+      </form>
+    </Layout>
+  );
+}
+
+// ------------------------------------------------------------------------------------------ one workshop
+
+function Tabs(props: { name: string; current: "hosts" | "portal" | "runs" }) {
+  const base = `/console/w/${props.name}`;
+  const cur = (t: string) => (props.current === t ? "page" : undefined);
+  return (
+    <nav class="tabs" aria-label={`Workshop ${props.name}`}>
+      <a href={base} aria-current={cur("hosts")}>
+        Hosts
+      </a>
+      <a href={`${base}/portal`} aria-current={cur("portal")}>
+        Portal
+      </a>
+      <a href={`${base}/runs`} aria-current={cur("runs")}>
+        Runs
+      </a>
+    </nav>
+  );
+}
+
+export interface WorkshopHeader {
+  summary: WorkshopSummary;
+  activeRun?: RunView | undefined;
+  now: Date;
+}
+
+export function Summary(props: WorkshopHeader) {
+  const s = props.summary;
+  return (
+    <ul class="summary">
+      <li>
+        State: <State state={s.state} />
+      </li>
+      <li>
+        {s.hosts.ready}/{s.hosts.total} ready
+      </li>
+      <li>{s.hosts.failed} failed</li>
+      <li>Provider: {s.provider}</li>
+      {s.state === "torn_down" ? null : <li>{timeLeft(s.expiry, props.now)}</li>}
+      {props.activeRun ? (
+        <li>
+          Running: {props.activeRun.kind} (<a href={`/console/w/${s.name}/runs`}>runs</a>)
+        </li>
+      ) : null}
+    </ul>
+  );
+}
+
+/** Phases done over phases reported; a ready lab is complete whatever its setup reported. */
+export function progressOf(h: HostView): { done: number; total: number } {
+  const total = Math.max(h.phases.length, 1);
+  if (h.state === "ready") return { done: total, total };
+  return { done: h.phases.filter((p) => p.state === "done").length, total };
+}
+
+function phaseText(h: HostView): string {
+  if (h.state === "ready") return "ready";
+  if (h.state === "torn_down") return "";
+  const { done } = progressOf(h);
+  const known = h.phases.length ? ` (${done}/${h.phases.length} done)` : "";
+  return `${h.phase ?? "waiting"}${known}`;
+}
+
+export function HostRows(props: { hosts: HostView[] }) {
+  if (props.hosts.length === 0)
+    return (
+      <tr>
+        <td colspan={5}>No hosts yet: press Up to provision them.</td>
+      </tr>
+    );
+  return (
+    <>
+      {props.hosts.map((h) => {
+        const p = progressOf(h);
+        return (
+          <tr id={`host-${h.id}`} data-state={h.state}>
+            <th scope="row">{h.id}</th>
+            <td>
+              <State state={h.state} />
+            </td>
+            <td class="num">
+              <progress
+                max={p.total}
+                value={p.done}
+                aria-label={`${h.id}: ${p.done} of ${p.total} phases done`}
+              />
+              <span class="phase">{phaseText(h)}</span>
+            </td>
+            <td class="num">{duration(h.elapsedSeconds) ?? ""}</td>
+            <td>{h.error ? <pre class="error">{h.error}</pre> : ""}</td>
+          </tr>
+        );
+      })}
+    </>
+  );
+}
+
+export function WorkshopPage(
+  props: WorkshopHeader & {
+    viewer: Viewer;
+    hosts: HostView[];
+    canExtend: boolean;
+    notice?: string | undefined;
+  },
+) {
+  const name = props.summary.name;
+  const base = `/console/w/${name}`;
+  const csrf = props.viewer.csrf;
+  // A workshop torn down (or going) has nothing left to deploy, diagnose, extend or tear down: only Up.
+  const gone = props.summary.state === "torn_down" || props.summary.state === "tearing_down";
+  return (
+    <Layout title={name} viewer={props.viewer} live={`${base}/live`}>
+      <Tabs name={name} current="hosts" />
+      <h1>{name}</h1>
+      <div id="live-summary" aria-live="polite">
+        <Summary summary={props.summary} activeRun={props.activeRun} now={props.now} />
+      </div>
+      <Notice text={props.notice} />
+      <h2 id="hosts-h">Hosts</h2>
+      <div class="table-wrap">
+        <table aria-labelledby="hosts-h">
+          <thead>
+            <tr>
+              <th scope="col">Host</th>
+              <th scope="col">State</th>
+              <th scope="col">Progress</th>
+              <th scope="col">Elapsed</th>
+              <th scope="col">Last error</th>
+            </tr>
+          </thead>
+          <tbody id="live-hosts">
+            <HostRows hosts={props.hosts} />
+          </tbody>
+        </table>
+      </div>
+      <h2 id="actions-h">Actions</h2>
+      <div class="actions">
+        <form method="post" action={`${base}/up`} aria-labelledby="act-up">
+          <Csrf token={csrf} />
+          <h3 id="act-up">Up</h3>
+          <p class="hint">
+            Provision every host, deploy the lab, wait until ready. Running it again resumes.
+          </p>
+          <button type="submit">Up</button>
+        </form>
+        {gone ? null : (
+          <>
+            <form method="post" action={`${base}/deploy`} aria-labelledby="act-deploy">
+              <Csrf token={csrf} />
+              <h3 id="act-deploy">Deploy</h3>
+              <label for="deploy-hosts">Hosts (blank: all)</label>
+              <input
+                id="deploy-hosts"
+                name="hosts"
+                type="text"
+                spellcheck={false}
+                placeholder="student-01 student-02"
+              />
+              <label class="check">
+                <input id="deploy-force" name="force" type="checkbox" value="yes" /> Rebuild labs already
+                built
+              </label>
+              <button type="submit">Deploy</button>
+            </form>
+            <form method="post" action={`${base}/retry`} aria-labelledby="act-retry">
+              <Csrf token={csrf} />
+              <h3 id="act-retry">Retry failed</h3>
+              <p class="hint">Reads every host again, then rebuilds the labs that failed.</p>
+              <button type="submit">Retry failed hosts</button>
+            </form>
+            <form method="post" action={`${base}/diagnose`} aria-labelledby="act-diagnose">
+              <Csrf token={csrf} />
+              <h3 id="act-diagnose">Diagnose</h3>
+              <label class="check">
+                <input id="diagnose-all" name="all" type="checkbox" value="yes" /> All hosts, not only failed
+                ones
+              </label>
+              <p class="hint">Logs, phases and a summary per host, secrets redacted.</p>
+              <button type="submit">Download diagnosis</button>
+            </form>
+            {props.canExtend ? (
+              <form method="post" action={`${base}/extend`} aria-labelledby="act-extend">
+                <Csrf token={csrf} />
+                <h3 id="act-extend">Extend</h3>
+                <label for="extend-hours">Hours to add to the teardown time</label>
+                <input
+                  id="extend-hours"
+                  name="hours"
+                  type="number"
+                  min="0.5"
+                  max="168"
+                  step="0.5"
+                  value="2"
+                  required
+                />
+                <button type="submit">Extend</button>
+              </form>
+            ) : null}
+            <div class="card">
+              <h3 id="act-teardown">Tear down</h3>
+              <p class="hint">
+                Removes every host and the portal with its claims. You confirm on the next page.
+              </p>
+              <a class="button danger" href={`${base}/teardown`}>
+                Tear down…
+              </a>
+            </div>
+          </>
+        )}
+      </div>
+    </Layout>
+  );
+}
+
+// ---------------------------------------------------------------------------------------------- portal
+
+export interface PortalData {
+  name: string;
+  info?: PortalView | undefined;
+  board: { open: boolean; labs: BoardLab[] };
+  claims: ClaimRow[];
+  /** Ready labs nobody holds: where a student can be moved. */
+  free: string[];
+}
+
+export function PortalSummary(props: { data: PortalData }) {
+  const { info, board, claims } = props.data;
+  if (!info)
+    return (
+      <p>
+        No portal yet. Open claiming, or publish the board first so students can watch their labs get ready.
+      </p>
+    );
+  const free = board.labs.filter((l) => l.status === "free").length;
+  return (
+    <dl class="summary">
+      <div>
+        <dt class="sr-only">Claim window</dt>
+        <dd>
+          Claiming:{" "}
+          <State state={info.state} label={info.state === "published" ? "board only" : info.state} />
+          {info.mode !== "open" ? ` (mode ${info.mode})` : ""}
+        </dd>
+      </div>
+      <div>
+        <dt class="sr-only">Workshop code</dt>
+        <dd>
+          Code: <code class="code-big">{info.code}</code>
+        </dd>
+      </div>
+      <div>
+        <dt class="sr-only">Claims</dt>
+        <dd>
+          {claims.length} claimed, {free} free of {board.labs.length}
+        </dd>
+      </div>
+    </dl>
+  );
+}
+
+const boardText: Record<BoardLab["status"], string> = {
+  free: "free",
+  claimed: "claimed",
+  building: "still building",
+  failed: "failed",
+};
+
+export function BoardItems(props: { labs: BoardLab[] }) {
+  if (props.labs.length === 0) return <li>No labs yet.</li>;
+  return (
+    <>
+      {props.labs.map((l) => (
+        <li class={l.status}>
+          <span class="lab">{l.lab}</span>
+          <State
+            state={l.status}
+            label={l.status === "claimed" && l.firstName ? `claimed by ${l.firstName}` : boardText[l.status]}
+          />
+        </li>
+      ))}
+    </>
+  );
+}
+
+export function ClaimRows(props: { data: PortalData; csrf: string }) {
+  const { name, claims, free } = props.data;
+  const base = `/console/w/${name}/portal`;
+  if (claims.length === 0)
+    return (
+      <tr>
+        <td colspan={6}>No claims yet.</td>
+      </tr>
+    );
+  return (
+    <>
+      {claims.map((c) => (
+        <tr id={`claim-${c.lab}`}>
+          <th scope="row">{c.lab}</th>
+          <td>{c.name}</td>
+          <td>{c.email}</td>
+          <td class="num">
+            {when(c.claimedAt)}
+            <br />
+            <small>{c.how}</small>
+          </td>
+          <td class="num">
+            {c.firstOpenedAt ? when(c.firstOpenedAt) : "not yet"}
+            {c.locked ? (
+              <>
+                <br />
+                <strong>PIN locked</strong>
+              </>
+            ) : null}
+          </td>
+          <td>
+            <form method="post" action={`${base}/release`}>
+              <Csrf token={props.csrf} />
+              <input type="hidden" name="lab" value={c.lab} />
+              <button type="submit" class="danger secondary" aria-label={`Release ${c.lab}`}>
+                Release
+              </button>
+            </form>
+            {c.locked ? (
+              <form method="post" action={`${base}/unlock`}>
+                <Csrf token={props.csrf} />
+                <input type="hidden" name="lab" value={c.lab} />
+                <button type="submit" class="secondary" aria-label={`Unlock the PIN of ${c.lab}'s student`}>
+                  Unlock PIN
+                </button>
+              </form>
+            ) : null}
+            {free.length ? (
+              <form method="post" action={`${base}/reassign`}>
+                <Csrf token={props.csrf} />
+                <input type="hidden" name="lab" value={c.lab} />
+                <label class="sr-only" for={`move-${c.lab}`}>
+                  Move the student of {c.lab} to
+                </label>
+                <select id={`move-${c.lab}`} name="to">
+                  {free.map((f) => (
+                    <option value={f}>{f}</option>
+                  ))}
+                </select>
+                <button type="submit" class="secondary" aria-label={`Move the student of ${c.lab}`}>
+                  Move
+                </button>
+              </form>
+            ) : null}
+          </td>
+        </tr>
+      ))}
+    </>
+  );
+}
+
+export function PortalPage(props: { viewer: Viewer; data: PortalData; notice?: string | undefined }) {
+  const { name, info } = props.data;
+  const base = `/console/w/${name}/portal`;
+  const csrf = props.viewer.csrf;
+  const button = (action: string, label: string, cls = "secondary") => (
+    <form method="post" action={`${base}/${action}`}>
+      <Csrf token={csrf} />
+      <button type="submit" class={cls}>
+        {label}
+      </button>
+    </form>
+  );
+  return (
+    <Layout title={`${name}: portal`} viewer={props.viewer} live={`${base}/live`}>
+      <Tabs name={name} current="portal" />
+      <h1>{name}: claim portal</h1>
+      <div id="live-portal" aria-live="polite">
+        <PortalSummary data={props.data} />
+      </div>
+      <Notice text={props.notice} />
+      <h2 id="window-h">Claim window</h2>
+      <div class="row">
+        {info?.state === "open" ? null : button("open", "Open claiming", "")}
+        {info && info.state !== "closed" ? button("close", "Close claiming") : null}
+        {info ? null : button("publish", "Publish the board only")}
+        {info ? button("rotate-code", "New code…", "danger secondary") : null}
+        <a class="button secondary" href={`${base}/export`} download="">
+          Export claims (CSV)
+        </a>
+      </div>
+      <p class="hint">
+        Students go to this site's address and type the code. A new code makes everyone type it again;
+        personal links keep working.
+      </p>
+      <h2 id="board-h">Board</h2>
+      <ul class="board" id="live-board" aria-labelledby="board-h">
+        <BoardItems labs={props.data.board.labs} />
+      </ul>
+      <h2 id="claims-h">Claims</h2>
+      <div class="table-wrap">
+        <table aria-labelledby="claims-h">
+          <thead>
+            <tr>
+              <th scope="col">Lab</th>
+              <th scope="col">Name</th>
+              <th scope="col">Email</th>
+              <th scope="col">Claimed</th>
+              <th scope="col">Opened</th>
+              <th scope="col">Actions</th>
+            </tr>
+          </thead>
+          <tbody id="live-claims">
+            <ClaimRows data={props.data} csrf={csrf} />
+          </tbody>
+        </table>
+      </div>
+      <h2 id="revoke-h">Revoke by email</h2>
+      <form method="post" action={`${base}/revoke`} class="panel" aria-labelledby="revoke-h">
+        <Csrf token={csrf} />
+        <label for="revoke-email">Student's email</label>
+        <input id="revoke-email" name="email" type="email" required autocomplete="off" />
+        <p>
+          <button type="submit" class="danger secondary">
+            Revoke…
+          </button>
+        </p>
+      </form>
+    </Layout>
+  );
+}
+
+// ------------------------------------------------------------------------------------------------- runs
+
+export interface RunHostRow {
+  id: string;
+  state: string;
+  error?: string | undefined;
+  seconds?: number | undefined;
+}
+
+export interface RunRow {
+  run: RunView;
+  hosts: RunHostRow[];
+}
+
+export function RunList(props: { runs: RunRow[] }) {
+  if (props.runs.length === 0) return <p>No runs yet.</p>;
+  return (
+    <>
+      {props.runs.map(({ run, hosts }) => (
+        <section class="run panel" id={`run-${run.id}`} aria-labelledby={`run-${run.id}-h`}>
+          <h2 id={`run-${run.id}-h`}>
+            {run.kind} <State state={run.state} /> <small>{when(run.startedAt)}</small>
+          </h2>
+          <ul class="summary">
+            <li>
+              Run <code>{run.id}</code>
+            </li>
+            <li>{run.endedAt ? `took ${duration(run.durationSeconds)}` : "still running"}</li>
+            <li>{run.transitions} state transitions</li>
+            {run.selection ? <li>hosts: {run.selection.join(", ")}</li> : null}
+          </ul>
+          {run.error ? <pre class="error">{run.error}</pre> : null}
+          {hosts.length ? (
+            <div class="table-wrap">
+              <table>
+                <caption class="sr-only">Hosts of run {run.id}</caption>
+                <thead>
+                  <tr>
+                    <th scope="col">Host</th>
+                    <th scope="col">Result</th>
+                    <th scope="col">Build time</th>
+                    <th scope="col">Error</th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {hosts.map((h) => (
+                    <tr>
+                      <th scope="row">{h.id}</th>
+                      <td>
+                        <State state={h.state} />
+                      </td>
+                      <td class="num">{duration(h.seconds) ?? ""}</td>
+                      <td>{h.error ? <pre class="error">{h.error}</pre> : ""}</td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            </div>
+          ) : null}
+        </section>
+      ))}
+    </>
+  );
+}
+
+export function RunsPage(props: { viewer: Viewer; name: string; runs: RunRow[] }) {
+  const base = `/console/w/${props.name}`;
+  return (
+    <Layout title={`${props.name}: runs`} viewer={props.viewer} live={`${base}/runs/live`}>
+      <Tabs name={props.name} current="runs" />
+      <h1>{props.name}: runs</h1>
+      <p class="hint">
+        Newest first. A host's build time is its last deploy's, shown on the run it happened in.
+      </p>
+      <div id="live-runs">
+        <RunList runs={props.runs} />
+      </div>
+    </Layout>
+  );
+}
+
+// ------------------------------------------------------------------------------ confirmations and results
+
+export function ConfirmPage(props: {
+  viewer: Viewer;
+  title: string;
+  message: Child;
+  action: string;
+  button: string;
+  back: string;
+  fields?: Record<string, string>;
+  /** Ask for this text to be typed (the workshop name), instead of a plain second click. */
+  typed?: string;
+  error?: string | undefined;
+}) {
+  return (
+    <Layout title={props.title} viewer={props.viewer}>
+      <h1>{props.title}</h1>
+      <div>{props.message}</div>
+      <form method="post" action={props.action} class="panel">
+        <Csrf token={props.viewer.csrf} />
+        {Object.entries(props.fields ?? {}).map(([k, v]) => (
+          <input type="hidden" name={k} value={v} />
+        ))}
+        {props.typed ? (
+          <>
+            <label for="confirm">Type {props.typed} to confirm</label>
+            <input
+              id="confirm"
+              name="confirm"
+              type="text"
+              required
+              autocomplete="off"
+              spellcheck={false}
+              aria-invalid={props.error ? "true" : undefined}
+              aria-describedby={props.error ? "confirm-error" : undefined}
+            />
+            {props.error ? (
+              <p class="alert" role="alert" id="confirm-error">
+                {props.error}
+              </p>
+            ) : null}
+          </>
+        ) : (
+          <input type="hidden" name="confirm" value="yes" />
+        )}
+        <p class="row">
+          <button type="submit" class="danger">
+            {props.button}
+          </button>
+          <a href={props.back}>Cancel</a>
+        </p>
+      </form>
+    </Layout>
+  );
+}
+
+export function ResultPage(props: { viewer: Viewer; title: string; children: Child; back: string }) {
+  return (
+    <Layout title={props.title} viewer={props.viewer}>
+      <h1>{props.title}</h1>
+      {props.children}
+      <p>
+        <a href={props.back}>Back</a>
+      </p>
+    </Layout>
+  );
+}
+
+export function ErrorPage(props: {
+  viewer?: Viewer | undefined;
+  title: string;
+  message: string;
+  details?: ErrorDetail[];
+  back: string;
+  backLabel?: string;
+}) {
+  return (
+    <Layout title={props.title} viewer={props.viewer}>
+      <h1>{props.title}</h1>
+      <div class="alert" role="alert">
+        <p>{props.message}</p>
+        <Details details={props.details ?? []} />
+      </div>
+      <p>
+        <a href={props.back}>{props.backLabel ?? "Back"}</a>
+      </p>
+    </Layout>
+  );
+}
