@@ -37,6 +37,8 @@ export default $config({
       primaryIndex: { hashKey: "pk", rangeKey: "sk" },
       globalIndexes: { gsi1: { hashKey: "gsi1pk", rangeKey: "gsi1sk" } },
       ttl: "expiresAt",
+      // New event records go to the stage's bus through the forwarder below.
+      stream: "new-image",
       deletionProtection: stage === "production",
     });
 
@@ -117,6 +119,7 @@ export default $config({
       [CLOUD_ENV.scheduleGroup]: named.scheduleGroup,
       [CLOUD_ENV.schedulerRoleArn]: schedulerRole.arn,
       [CLOUD_ENV.scheduleTargetArn]: sweepArn,
+      [CLOUD_ENV.eventBus]: named.eventBus,
     };
 
     const fn = (
@@ -198,6 +201,13 @@ export default $config({
     // The sweeper: every 5 minutes, and the target of each workshop's TTL schedule.
     const sweep = fn("Sweep");
     new sst.aws.CronV2("Sweeper", { function: sweep, schedule: "rate(5 minutes)" });
+
+    // Workshop events: the table's new event records go to the stage's bus (subscribe with source "labfleet").
+    new aws.cloudwatch.EventBus("Events", { name: named.eventBus });
+    const forward = fn("ForwardEvents");
+    table.subscribe("EventRecords", forward.arn, {
+      filters: [{ eventName: ["INSERT"], dynamodb: { NewImage: { __edb_e__: { S: ["event"] } } } }],
+    });
 
     // The web: the portal (students) and the instructor API and console, each with its own Function URL.
     const portal = fn("Portal");

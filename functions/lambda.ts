@@ -9,6 +9,7 @@ import { handler as failRun } from "./fail-run.ts";
 import { handler as failUnfinished } from "./fail-unfinished.ts";
 import { handler as finishTeardown } from "./finish-teardown.ts";
 import { handler as finishUp } from "./finish-up.ts";
+import { handler as forwardEvents } from "./forward-events.ts";
 import { handler as poll } from "./poll.ts";
 import { handler as provision } from "./provision.ts";
 import { handler as recordHostFailure } from "./record-host-failure.ts";
@@ -44,3 +45,5 @@ export const Deprovision = cloud(deprovision);
 export const FinishTeardown = cloud(finishTeardown);
 /** The rate(5 minutes) sweeper, and the target of each workshop's one-time TTL schedule. */
 export const Sweep = cloud(sweep);
+/** Needs no store and no Deps: it only turns stream records into EventBridge entries. */
+export const ForwardEvents = forwardEvents;

@@ -53,6 +53,8 @@ export function names(app: string, stage: string) {
     scheduleGroup: base,
     /** The sweeper: the cron's target and every TTL schedule's target. */
     sweepFunction: `${base}-sweep`,
+    /** The bus workshop events go to (host ready/failed, lab claimed, torn down). */
+    eventBus: `${base}-events`,
   };
 }
 
@@ -108,6 +110,7 @@ export const UNSCOPED_ACTIONS: Record<string, string> = {
   "ec2:DescribeSecurityGroups": "read only",
   "ssm:DescribeInstanceInformation": "read only: whether a host's SSM agent is online",
   "ssm:GetCommandInvocation": "read only: the output of a command labfleet sent",
+  "dynamodb:ListStreams": "read only: the stream's ARN, for the event forwarder's stream subscription",
   "ssm:CancelCommand":
     "takes a command id, not a resource: it can only stop a command that is running, and labfleet cancels its own after their timeout",
 };
@@ -346,6 +349,23 @@ export const GRANTS = {
       ],
     },
   ],
+
+  /** The event forwarder: read the table's stream (never its items) and put events on the stage's bus. */
+  tableStream: [
+    {
+      sid: "TableStream",
+      actions: ["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"],
+      resources: ["{table}/stream/*"],
+    },
+    { sid: "ListStreams", actions: ["dynamodb:ListStreams"], resources: ["*"] },
+  ],
+  eventsPut: [
+    {
+      sid: "PutEvents",
+      actions: ["events:PutEvents"],
+      resources: ["arn:{partition}:events:{region}:{account}:event-bus/{app}-{stage}-events"],
+    },
+  ],
 } satisfies Record<string, Statement[]>;
 
 export type GrantName = keyof typeof GRANTS;
@@ -410,6 +430,7 @@ export function policyDocument(statements: Statement[], refs: Refs): string {
 const GRANT_ENV: Partial<Record<GrantName, string[]>> = {
   hostsLaunch: [CLOUD_ENV.hostInstanceProfileArn],
   schedules: [CLOUD_ENV.scheduleGroup, CLOUD_ENV.schedulerRoleArn, CLOUD_ENV.scheduleTargetArn],
+  eventsPut: [CLOUD_ENV.eventBus],
 };
 
 export interface FunctionSpec {
@@ -584,6 +605,15 @@ export const FUNCTIONS = {
     ],
     url: true,
   },
+  ForwardEvents: {
+    handler: "functions/lambda.ForwardEvents",
+    source: "functions/forward-events.ts",
+    description: "labfleet events: the table stream's new event records to the stage's EventBridge bus",
+    timeout: "1 minute",
+    memory: "256 MB",
+    grants: ["tableStream", "eventsPut"],
+    secrets: [],
+  },
   Portal: {
     handler: "web/lambda.portal",
     source: "web/lambda.ts",
@@ -601,7 +631,7 @@ export type FunctionName = keyof typeof FUNCTIONS;
 
 /** The functions Step Functions invokes: every one but the sweeper and the web's two. */
 export const TASK_FUNCTIONS = (Object.keys(FUNCTIONS) as FunctionName[]).filter(
-  (n) => !["Sweep", "Api", "Portal"].includes(n),
+  (n) => !["Sweep", "Api", "Portal", "ForwardEvents"].includes(n),
 );
 
 export function specOf(name: FunctionName): FunctionSpec {

@@ -6,6 +6,7 @@ import { VisibleError } from "../shared/runtime/errors.ts";
 import { createID } from "../shared/runtime/ids.ts";
 import { log } from "../shared/runtime/logger.ts";
 import { onError } from "./api/errors.ts";
+import { events } from "./api/events.ts";
 import { fleet } from "./api/fleet.ts";
 import { adminPage, portalApi } from "./api/portal.ts";
 import { workshops } from "./api/workshops.ts";
@@ -96,6 +97,7 @@ function addInstructorRoutes(app: Hono, auth: InstructorAuth, authConfig: AuthCo
   api.route("/workshops", workshops);
   api.route("/workshops", fleet);
   api.route("/workshops", portalApi);
+  api.route("/workshops", events);
   api.route("/tokens", tokensApi);
   app.route("/api", api);
 

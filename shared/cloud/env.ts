@@ -20,6 +20,8 @@ export const CLOUD_ENV = {
   schedulerRoleArn: "LABFLEET_SCHEDULER_ROLE_ARN",
   /** What a TTL schedule invokes: the sweep function (functions/sweep.ts fires that workshop's record). */
   scheduleTargetArn: "LABFLEET_SCHEDULE_TARGET_ARN",
+  /** The EventBridge bus the event forwarder puts workshop events on (`labfleet-<stage>-events`). */
+  eventBus: "LABFLEET_EVENT_BUS",
   /** The portal function's URL: the instructor function sends students there. */
   portalUrl: "LABFLEET_PORTAL_URL",
 } as const;

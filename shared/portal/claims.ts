@@ -1,4 +1,5 @@
 import { randomBytes, randomInt } from "node:crypto";
+import { recordEvent } from "../fleet/events.ts";
 import { isConditionalFailure } from "../fleet/runs.ts";
 import { isoNow } from "../runtime/clock.ts";
 import { open, seal } from "../runtime/crypto.ts";
@@ -221,6 +222,7 @@ export async function claimLab(
       .finally(release);
     if (!r.canceled) {
       forgetStudentReads(workshop);
+      await recordEvent({ workshop, type: "lab.claimed", hostId: lab, detail: { how: "open" } });
       return { lab, token };
     }
     const [labLost, emailLost] = r.data.map((d) => d.rejected);

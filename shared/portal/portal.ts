@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import { recordEvent } from "../fleet/events.ts";
 import { assertActor } from "../runtime/actor.ts";
 import { isoNow } from "../runtime/clock.ts";
 import { open, seal } from "../runtime/crypto.ts";
@@ -215,6 +216,7 @@ export async function releaseLab(workshop: string, hostId: string): Promise<{ la
     ])
     .go();
   forgetStudentReads(workshop);
+  await recordEvent({ workshop, type: "lab.released", hostId });
   return { lab: hostId };
 }
 

@@ -14,6 +14,16 @@ export const WORKSHOP_STATES = [
   "torn_down",
 ] as const;
 export const HOST_STATES = ["pending", "provisioning", "deploying", "ready", "failed", "torn_down"] as const;
+export const EVENT_TYPES = [
+  "run.started",
+  "run.finished",
+  "host.ready",
+  "host.failed",
+  "lab.claimed",
+  "lab.released",
+  "workshop.torn_down",
+] as const;
+export const EVENT_RETENTION_DAYS = 30;
 /** deploy and retry run the `up` definition on selected hosts (retry forces a rebuild). */
 export const RUN_KINDS = ["up", "deploy", "retry", "teardown"] as const;
 export const RUN_STATES = ["running", "succeeded", "failed", "aborted"] as const;
@@ -376,6 +386,35 @@ function entities(client: DynamoDBDocumentClient, table: string) {
     config,
   );
 
+  /**
+   * A state change worth telling people about (a host ready or failed, a lab claimed, a workshop torn down).
+   * The console's live view reads them; in the cloud the table's stream forwards them to an EventBridge bus.
+   * Ids are ULIDs, so a workshop's events sort by time. No secrets, no emails: first names and ids only.
+   */
+  const event = new Entity(
+    {
+      model: { entity: "event", version: "1", service },
+      attributes: {
+        workshop: { type: "string", required: true },
+        eventId: { type: "string", required: true },
+        type: { type: EVENT_TYPES, required: true },
+        at: { type: "string", required: true },
+        hostId: { type: "string" },
+        runId: { type: "string" },
+        detail: { type: "any" },
+        /** Epoch seconds: events are kept for EVENT_RETENTION_DAYS, then the table's TTL removes them. */
+        expiresAt: { type: "number", required: true },
+      },
+      indexes: {
+        byWorkshop: {
+          pk: { field: "pk", composite: ["workshop"] },
+          sk: { field: "sk", composite: ["eventId"] },
+        },
+      },
+    },
+    config,
+  );
+
   return {
     workshop,
     host,
@@ -391,6 +430,7 @@ function entities(client: DynamoDBDocumentClient, table: string) {
     session,
     apiToken,
     deviceLogin,
+    event,
   };
 }
 
@@ -412,5 +452,6 @@ export type ClaimItem = EntityItem<Entities["claim"]>;
 export type SessionItem = EntityItem<Entities["session"]>;
 export type ApiTokenItem = EntityItem<Entities["apiToken"]>;
 export type DeviceLoginItem = EntityItem<Entities["deviceLogin"]>;
+export type EventItem = EntityItem<Entities["event"]>;
 export type HostState = (typeof HOST_STATES)[number];
 export type WorkshopState = (typeof WORKSHOP_STATES)[number];
