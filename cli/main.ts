@@ -3,66 +3,13 @@ import { dirname, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { formatErrors, validateWorkshopYaml } from "../shared/workshop/load.ts";
 import { ApiClient, CliError, resolveTarget, type WorkshopPlan, type WorkshopStatus } from "./client.ts";
+import { knownCommand, overview, showHelp } from "./help.ts";
 import { type Output, ProgressView, paint, runLine, stdoutOutput, writeTable } from "./render.ts";
 
-const HELP = `labfleet: run hands-on workshop lab fleets
+/** Generated from the command table in help.ts, as are `labfleet help CMD` and the shell completion. */
+const HELP = overview();
 
-Usage:
-  labfleet dev [-f workshop.yaml] [--port N] [--data-dir DIR]   start the local runtime (and run a workshop)
-  labfleet validate -f workshop.yaml                            check a file offline; exit 1 on any error
-  labfleet up -f workshop.yaml [--force]                        submit, run up, follow until every lab is ready
-  labfleet up -f workshop.yaml --plan                           what up would create or reuse, per host; changes nothing
-  labfleet provision -f workshop.yaml --plan                    the same plan (provisioning alone is not available yet: use up)
-  labfleet status (-f workshop.yaml | NAME)                     re-read the hosts; phases, errors and runs
-  labfleet doctor (-f workshop.yaml | NAME)                     check each host against lab.requires
-  labfleet deploy (-f workshop.yaml | NAME) [--ref REF] [--force]  deploy the lab again on the selected hosts
-  labfleet retry (-f workshop.yaml | NAME) [--failed-only | --all-selected]
-  labfleet diagnose (-f workshop.yaml | NAME) [--all-selected]  collect why labs failed into NAME.diagnose-<utc>/
-  labfleet access (-f workshop.yaml | NAME)                     the access sheet: one row per host, one column per UI
-  labfleet hosts keys|pubkey|forget-key (-f workshop.yaml | NAME) [--host ID]
-  labfleet down (-f workshop.yaml | NAME)                       tear the workshop down and follow it
-  labfleet down (-f workshop.yaml | NAME) --unclaimed N|all [--force]  remove labs nobody claimed
-  labfleet extend (-f workshop.yaml | NAME) --hours N           move the TTL teardown N hours later (N <= 168)
-  labfleet open-access (-f workshop.yaml | NAME) [--close]      open the lab UIs to the internet once every lab is
-                                                                ready (aws hosts; never port 22); --close shuts them
-
-The claim portal (students go to the runtime's URL and type the code):
-  labfleet portal open|close|publish (-f workshop.yaml | NAME)  open or close the claim window; publish the board
-  labfleet portal info|status (-f workshop.yaml | NAME)         the URL and code for the slide; labs and claims
-  labfleet portal rotate-code (-f workshop.yaml | NAME)         a new code (personal links keep working)
-  labfleet portal export (-f workshop.yaml | NAME) [--csv FILE] claims as CSV, to stdout or a 0600 file
-  labfleet portal admin-link (-f workshop.yaml | NAME)          a new secret link to the instructor page
-  labfleet portal release LAB | revoke EMAIL | reassign EMAIL LAB | unlock EMAIL  (-f workshop.yaml | NAME)
-  labfleet portal invite (-f workshop.yaml | NAME) ROSTER.csv --csv FILE  reserve labs; invite links into FILE (0600)
-
-Sign-in and API tokens:
-  labfleet login [--url URL]                 sign the CLI in through the browser; the token goes to ~/.labfleet/credentials
-  labfleet login --url URL --token           store a pasted API token (read from stdin) instead
-  labfleet logout                            revoke the stored token and remove the credentials
-  labfleet tokens list | create NAME [--expires-days N] | revoke ID
-
-Selection and output (where they apply):
-  --host ID        only this host (repeatable)
-  --label k=v      only hosts with this label (repeatable; all must match)
-  -j N             hosts at once (doctor/status 8, deploy/retry lab.concurrency)
-  --output json    one JSON document instead of text
-
-Examples:
-  npx labfleet dev -f examples/demo/workshop.yaml
-  npx labfleet up -f workshop.yaml --output json
-  npx labfleet doctor -f workshop.yaml --label room=a -j 16
-  npx labfleet retry my-workshop --host student-07
-  npx labfleet portal open my-workshop
-  npx labfleet portal export my-workshop --csv claims.csv
-  npx labfleet extend my-workshop --hours 2
-  LABFLEET_URL=https://... LABFLEET_TOKEN=... npx labfleet status my-workshop
-  npx labfleet login --url https://labfleet.example.org
-
-Exit codes: 0 success; 1 a lab, host or run failed, or the file is invalid; 2 bad usage; 3 no runtime reachable.
-On the machine running \`labfleet dev\`, the CLI finds it through .labfleet/runtime.json.
-`;
-
-const options = {
+export const options = {
   file: { type: "string", short: "f" },
   output: { type: "string", short: "o" },
   force: { type: "boolean" },
@@ -120,7 +67,7 @@ function parse(argv: string[]): Args {
     return args;
   } catch (err) {
     if (err instanceof CliError) throw err;
-    throw new CliError(`${(err as Error).message}\n\n${HELP}`, 2);
+    throw new CliError(`${(err as Error).message}\n\`labfleet help COMMAND\` shows its options.`, 2);
   }
 }
 
@@ -208,10 +155,10 @@ async function cmdValidate(args: Args, out: Output): Promise<number> {
       `${JSON.stringify(result.ok ? { ok: true, name: result.workshop.name } : { ok: false, errors: result.errors }, null, 2)}\n`,
     );
   } else if (result.ok) {
-    out.write(`${file}: valid (workshop ${result.workshop.name})\n`);
+    out.write(`${file}: ${paint(out, "ready", "valid")} (workshop ${result.workshop.name})\n`);
   } else {
     out.write(
-      `${file}: ${result.errors.length} error${result.errors.length === 1 ? "" : "s"}\n${formatErrors(result.errors)}\n`,
+      `${file}: ${paint(out, "failed", `${result.errors.length} error${result.errors.length === 1 ? "" : "s"}`)}\n${formatErrors(result.errors)}\n`,
     );
   }
   return result.ok ? 0 : 1;
@@ -391,13 +338,21 @@ export async function main(argv: string[], out: Output = stdoutOutput()): Promis
     const args = parse(argv);
     const command = args.positionals[0];
     if (args.values.version) {
-      out.write("labfleet 0.1.0\n");
+      out.write(jsonOutput(args) ? `${JSON.stringify({ version: "0.1.0" })}\n` : "labfleet 0.1.0\n");
       return 0;
     }
-    if (args.values.help || !command || command === "help") {
+    // Help and completion come from the command table in help.ts.
+    if (args.values.help) return showHelp(args.positionals, jsonOutput(args), out, false);
+    if (command === "help") return showHelp(args.positionals.slice(1), jsonOutput(args), out, true);
+    if (!command) {
       out.write(HELP);
-      return command || args.values.help ? 0 : 2;
+      return 2;
     }
+    if (command === "completion") {
+      const { runCompletion } = await import("./completion.ts");
+      return runCompletion(args.positionals.slice(1), jsonOutput(args), out);
+    }
+    knownCommand(command); // an unknown one is a usage error (exit 2) naming the closest command
     switch (command) {
       case "validate":
         return await cmdValidate(args, out);

@@ -7,12 +7,29 @@ export interface Output {
   color: boolean;
 }
 
-export function stdoutOutput(): Output {
-  const isTTY = Boolean(process.stdout.isTTY);
+/** Where output goes: process.stdout, or a stand-in in tests. */
+export interface Stream {
+  isTTY?: boolean;
+  write(text: string): unknown;
+}
+
+/**
+ * Colour only on a terminal, and never when NO_COLOR is set to anything but "" (https://no-color.org) or the
+ * terminal is TERM=dumb.
+ */
+export function colorEnabled(isTTY: boolean, env: NodeJS.ProcessEnv = process.env): boolean {
+  return isTTY && !env.NO_COLOR && env.TERM !== "dumb";
+}
+
+/** Progress is redrawn in place only on a terminal that can move the cursor (not TERM=dumb). */
+export function stdoutOutput(stream: Stream = process.stdout, env: NodeJS.ProcessEnv = process.env): Output {
+  const isTTY = Boolean(stream.isTTY);
   return {
-    write: (t) => process.stdout.write(t),
-    isTTY,
-    color: isTTY && !process.env.NO_COLOR && process.env.TERM !== "dumb",
+    write: (t) => {
+      stream.write(t);
+    },
+    isTTY: isTTY && env.TERM !== "dumb",
+    color: colorEnabled(isTTY, env),
   };
 }
 
@@ -70,13 +87,21 @@ export function runLine(r: RunView): string {
   return `${r.kind} ${r.state}${r.durationSeconds !== undefined ? ` in ${duration(r.durationSeconds)}` : ""} · ${r.transitions} state transitions`;
 }
 
-/** Columns padded to their widest cell, two spaces apart. */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: matching the colour codes paint() writes
+const ANSI = /\u001b\[[0-9;]*m/g;
+
+/** The width a cell takes on screen: colour codes take none. */
+export function visibleLength(text: string): number {
+  return text.replace(ANSI, "").length;
+}
+
+/** Columns padded to their widest cell, two spaces apart (coloured cells line up too). */
 export function writeTable(rows: string[][], out: Output): void {
-  const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? "").length))) ?? [];
+  const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => visibleLength(r[i] ?? "")))) ?? [];
   for (const r of rows)
     out.write(
       `${r
-        .map((c, i) => c.padEnd(widths[i] ?? 0))
+        .map((c, i) => c + " ".repeat(Math.max(0, (widths[i] ?? 0) - visibleLength(c))))
         .join("  ")
         .trimEnd()}\n`,
     );

@@ -1,0 +1,701 @@
+import { CliError } from "./client.ts";
+import type { Output } from "./render.ts";
+
+/**
+ * The one table of `labfleet` commands and options. `labfleet --help`, `labfleet help CMD`, `CMD --help` and the
+ * shell completion (`completion.ts`) are all generated from it, and main.ts refuses a command that is not in it,
+ * so a new command is added here first and then shows up everywhere.
+ */
+
+/** What an option value or an argument completes to in a shell. */
+export type Completion = "yaml" | "file" | "dir" | "commands" | readonly string[];
+
+export interface OptionSpec {
+  short?: string;
+  /** The placeholder of its value; an option without one is a flag. */
+  value?: string;
+  /** May be given more than once. */
+  multiple?: boolean;
+  help: string;
+  complete?: Completion;
+}
+
+/** Every option the CLI parses (main.ts's parseArgs options must match: a unit test checks). */
+export const OPTIONS = {
+  file: {
+    short: "f",
+    value: "FILE",
+    help: "the workshop file (validated before anything is sent)",
+    complete: "yaml",
+  },
+  output: {
+    short: "o",
+    value: "FORMAT",
+    help: "text (the default) or json: one JSON document instead of text, and no progress drawing",
+    complete: ["json", "text"],
+  },
+  force: { help: "also act where it would be skipped" },
+  plan: { help: "print what would be created or reused per host; change nothing" },
+  close: { help: "close what the command opens" },
+  port: { value: "N", help: "the port on 127.0.0.1 (0 for any free one; default 8787)" },
+  "data-dir": {
+    value: "DIR",
+    help: "where the local runtime keeps its data and runtime.json (default .labfleet)",
+    complete: "dir",
+  },
+  host: { value: "ID", multiple: true, help: "only this host (repeatable)" },
+  label: { value: "K=V", multiple: true, help: "only hosts with this label (repeatable; all must match)" },
+  jobs: {
+    short: "j",
+    value: "N",
+    help: "hosts worked on at once, 1 to 64 (default 8; deploy and retry: lab.concurrency)",
+  },
+  ref: { value: "REF", help: "deploy this git branch, tag or commit instead of lab.ref" },
+  "failed-only": { help: "rebuild only the selected hosts that failed (the default)" },
+  "all-selected": { help: "act on every selected host, not only the failed ones" },
+  unclaimed: { value: "N|all", help: "remove N (or all) labs nobody claimed", complete: ["all"] },
+  csv: { value: "FILE", help: "write CSV to FILE (mode 0600)", complete: "file" },
+  hours: { value: "N", help: "hours to add, more than 0 and at most 168" },
+  url: { value: "URL", help: "the control plane's address (default LABFLEET_URL, then the local runtime)" },
+  token: { help: "read a pasted API token from stdin instead of signing in through the browser" },
+  "expires-days": { value: "N", help: "the token expires after N days (1 to 3650; default never)" },
+  help: { short: "h", help: "show help (for a command: its usage, options and examples)" },
+  version: { help: "print the version" },
+} as const satisfies Record<string, OptionSpec>;
+
+export type OptionName = keyof typeof OPTIONS;
+
+/** An option a command takes, with its own wording where the general one is not precise enough. */
+export type CommandOption = OptionName | readonly [OptionName, string];
+
+export interface SubcommandSpec {
+  name: string;
+  /** What follows the subcommand, as in the usage line. */
+  args?: string;
+  summary: string;
+  /** Options only this subcommand takes. */
+  options?: readonly CommandOption[];
+  /** What its positional arguments after the workshop complete to. */
+  complete?: Completion;
+  /** False where it prints no JSON document with --output json. */
+  json?: false;
+}
+
+export interface Example {
+  command: string;
+  note?: string;
+  /** Shown in `labfleet --help` too. */
+  overview?: true;
+}
+
+export type Group = "workshops" | "portal" | "auth" | "shell";
+
+export interface CommandSpec {
+  name: string;
+  group: Group;
+  summary: string;
+  /** Usage lines (after "labfleet "), each with what it does. */
+  usage: readonly (readonly [string, string])[];
+  options: readonly CommandOption[];
+  subcommands?: readonly SubcommandSpec[];
+  /** What its first argument completes to, for a command without subcommands. */
+  complete?: Completion;
+  examples: readonly Example[];
+  /** Whether `--output json` prints one JSON document. */
+  json: boolean;
+  notes?: readonly string[];
+}
+
+const W = "(-f workshop.yaml | NAME)";
+const SELECT: readonly CommandOption[] = ["host", "label", "jobs"];
+
+export const GROUPS: Record<Group, string> = {
+  workshops: "Workshops and labs:",
+  portal: "The claim portal (students go to the runtime's URL and type the code):",
+  auth: "Sign-in and API tokens:",
+  shell: "Help and shell completion:",
+};
+
+export const COMMANDS: readonly CommandSpec[] = [
+  {
+    name: "dev",
+    group: "workshops",
+    summary: "start the local runtime in the foreground, and with -f run a workshop on it",
+    usage: [
+      ["dev [-f workshop.yaml] [--port N] [--data-dir DIR]", "start the local runtime (and run a workshop)"],
+    ],
+    options: [["file", "submit this workshop, run up and draw per-host progress"], "port", "data-dir"],
+    examples: [
+      { command: "npx labfleet dev -f examples/demo/workshop.yaml", overview: true },
+      {
+        command: "npx labfleet dev --port 0 --data-dir /tmp/labfleet",
+        note: "any free port, data elsewhere",
+      },
+    ],
+    json: false,
+    notes: [
+      "It stays up until Ctrl-C. Other commands find it through .labfleet/runtime.json (or LABFLEET_DATA_DIR).",
+    ],
+  },
+  {
+    name: "validate",
+    group: "workshops",
+    summary: "check a workshop file offline; every error with its YAML path, line and column",
+    usage: [["validate -f workshop.yaml", "check a file offline; exit 1 on any error"]],
+    options: ["file", "output"],
+    examples: [
+      { command: "npx labfleet validate -f workshop.yaml" },
+      { command: "npx labfleet validate -f workshop.yaml --output json", note: "the errors as a list" },
+    ],
+    json: true,
+  },
+  {
+    name: "up",
+    group: "workshops",
+    summary: "submit a workshop file, run up and follow it until every lab is ready",
+    usage: [
+      ["up -f workshop.yaml [--force]", "submit, run up, follow until every lab is ready"],
+      ["up -f workshop.yaml --plan", "what up would create or reuse, per host; changes nothing"],
+    ],
+    options: ["file", ["force", "rebuild every lab, including ready ones"], "plan", "output"],
+    examples: [
+      { command: "npx labfleet up -f workshop.yaml" },
+      { command: "npx labfleet up -f workshop.yaml --output json", overview: true },
+      {
+        command: "npx labfleet up -f workshop.yaml --plan",
+        note: "instance types, cost and quota; creates nothing",
+      },
+    ],
+    json: true,
+    notes: ["Exit 0 only when the run succeeded and every lab is ready."],
+  },
+  {
+    name: "provision",
+    group: "workshops",
+    summary: "the plan of what provisioning would create or reuse (provisioning alone is not available yet)",
+    usage: [
+      [
+        "provision -f workshop.yaml --plan",
+        "the same plan (provisioning alone is not available yet: use up)",
+      ],
+    ],
+    options: ["file", "plan", "output"],
+    examples: [{ command: "npx labfleet provision -f workshop.yaml --plan" }],
+    json: true,
+  },
+  {
+    name: "status",
+    group: "workshops",
+    summary: "re-read the hosts, then show the workshop, each host's state, phase and error, and recent runs",
+    usage: [[`status ${W}`, "re-read the hosts; phases, errors and runs"]],
+    options: ["file", ...SELECT, "output"],
+    examples: [
+      { command: "npx labfleet status my-workshop" },
+      {
+        command: "LABFLEET_URL=https://... LABFLEET_TOKEN=... npx labfleet status my-workshop",
+        overview: true,
+      },
+    ],
+    json: true,
+  },
+  {
+    name: "doctor",
+    group: "workshops",
+    summary: "check each host against lab.requires: reachable, sudo, CPUs, memory, disk, KVM, commands",
+    usage: [[`doctor ${W}`, "check each host against lab.requires"]],
+    options: ["file", ...SELECT, "output"],
+    examples: [{ command: "npx labfleet doctor -f workshop.yaml --label room=a -j 16", overview: true }],
+    json: true,
+    notes: ["Exit 1 when a host fails a check."],
+  },
+  {
+    name: "deploy",
+    group: "workshops",
+    summary: "deploy the lab again on the selected hosts (all without a selection) and follow the run",
+    usage: [[`deploy ${W} [--ref REF] [--force]`, "deploy the lab again on the selected hosts"]],
+    options: ["file", ...SELECT, "ref", ["force", "redeploy ready labs too"], "output"],
+    examples: [{ command: "npx labfleet deploy my-workshop --ref v2 --host student-03" }],
+    json: true,
+  },
+  {
+    name: "retry",
+    group: "workshops",
+    summary: "re-read the selected hosts, then rebuild the ones that failed (or every selected one)",
+    usage: [[`retry ${W} [--failed-only | --all-selected]`, "rebuild failed labs"]],
+    options: ["file", ...SELECT, "failed-only", "all-selected", "output"],
+    examples: [{ command: "npx labfleet retry my-workshop --host student-07", overview: true }],
+    json: true,
+  },
+  {
+    name: "diagnose",
+    group: "workshops",
+    summary: "collect why labs failed: log tails, progress records and wrapper state, secrets redacted",
+    usage: [[`diagnose ${W} [--all-selected]`, "collect why labs failed into NAME.diagnose-<utc>/"]],
+    options: [
+      "file",
+      ...SELECT,
+      ["all-selected", "collect from every selected host, not only failed ones"],
+      "output",
+    ],
+    examples: [{ command: "npx labfleet diagnose my-workshop" }],
+    json: true,
+  },
+  {
+    name: "access",
+    group: "workshops",
+    summary: "the access sheet: one row per host, one URL per lab UI; never credentials",
+    usage: [[`access ${W}`, "the access sheet: one row per host, one column per UI"]],
+    options: ["file", "host", "label", "output"],
+    examples: [{ command: "npx labfleet access my-workshop --output json" }],
+    json: true,
+  },
+  {
+    name: "hosts",
+    group: "workshops",
+    summary: "the pinned SSH host keys and the fleet's SSH public key",
+    usage: [[`hosts keys|pubkey|forget-key ${W} [--host ID]`, "pinned host keys; the managed public key"]],
+    options: ["file", "output"],
+    subcommands: [
+      { name: "keys", summary: "list the pinned SSH host keys and their fingerprints" },
+      { name: "pubkey", summary: "print the public key to install on bring-your-own hosts", json: false },
+      {
+        name: "forget-key",
+        args: "--host ID",
+        summary: "forget a pinned key after a host was rebuilt; the next connection pins the new one",
+        options: [["host", "the host whose key to forget (repeatable)"]],
+        json: false,
+      },
+    ],
+    examples: [
+      { command: "npx labfleet hosts keys my-workshop" },
+      { command: "npx labfleet hosts forget-key my-workshop --host student-04" },
+    ],
+    json: true,
+  },
+  {
+    name: "down",
+    group: "workshops",
+    summary: "tear the workshop down and follow it, or remove only the labs nobody claimed",
+    usage: [
+      [`down ${W}`, "tear the workshop down and follow it"],
+      [`down ${W} --unclaimed N|all [--force]`, "remove labs nobody claimed"],
+    ],
+    options: ["file", "unclaimed", ["force", "with --unclaimed: claimed labs too"], "output"],
+    examples: [
+      { command: "npx labfleet down my-workshop" },
+      { command: "npx labfleet down my-workshop --unclaimed all", note: "the no-shows only" },
+    ],
+    json: true,
+  },
+  {
+    name: "extend",
+    group: "workshops",
+    summary: "move the TTL teardown later (schedule, provider expiry and power-off timers)",
+    usage: [[`extend ${W} --hours N`, "move the TTL teardown N hours later (N <= 168)"]],
+    options: ["file", "hours", "output"],
+    examples: [{ command: "npx labfleet extend my-workshop --hours 2", overview: true }],
+    json: true,
+  },
+  {
+    name: "open-access",
+    group: "workshops",
+    summary: "open the lab UIs to the internet once every lab is ready (aws hosts; never port 22)",
+    usage: [
+      [
+        `open-access ${W} [--close]`,
+        "open the lab UIs to the internet once every lab is ready (aws hosts; never port 22); --close shuts them",
+      ],
+    ],
+    options: ["file", ["close", "close them again"], "output"],
+    examples: [
+      { command: "npx labfleet open-access my-workshop" },
+      { command: "npx labfleet open-access my-workshop --close" },
+    ],
+    json: true,
+  },
+  {
+    name: "portal",
+    group: "portal",
+    summary: "the instructor's side of the claim portal: window, code, board and claims",
+    usage: [
+      [`portal open|close|publish ${W}`, "open or close the claim window; publish the board"],
+      [`portal info|status ${W}`, "the URL and code for the slide; labs and claims"],
+      [`portal rotate-code ${W}`, "a new code (personal links keep working)"],
+      [`portal export ${W} [--csv FILE]`, "claims as CSV, to stdout or a 0600 file"],
+      [`portal admin-link ${W}`, "a new secret link to the instructor page"],
+      [`portal release LAB | revoke EMAIL | reassign EMAIL LAB | unlock EMAIL  ${W}`, "fix a claim"],
+      [`portal invite ${W} ROSTER.csv --csv FILE`, "reserve labs; invite links into FILE (0600)"],
+    ],
+    options: [["file", "the workshop file (only its name is used)"], "output"],
+    subcommands: [
+      { name: "open", summary: "open the claim window (the first one creates the portal and its code)" },
+      { name: "close", summary: "close the claim window" },
+      {
+        name: "publish",
+        summary: "put the board live; claiming opens at portal.open_at_percent, or with open",
+      },
+      { name: "info", summary: "where students go and the code, for the slide" },
+      { name: "status", summary: "every lab and every claim (with emails)" },
+      { name: "rotate-code", summary: "a new workshop code; personal links keep working" },
+      {
+        name: "export",
+        args: "[--csv FILE]",
+        summary: "claims as CSV (without --csv, the CSV is printed whatever --output says)",
+        options: [["csv", "write the claims to FILE (mode 0600) instead of printing them"]],
+      },
+      {
+        name: "admin-link",
+        summary: "a new secret link to the instructor page; the previous one stops working",
+      },
+      { name: "release", args: "LAB", summary: "free a lab; its claimant's link stops working" },
+      { name: "revoke", args: "EMAIL", summary: "free the lab claimed with this email" },
+      {
+        name: "reassign",
+        args: "EMAIL LAB",
+        summary: "move a student to another lab; prints their new link",
+      },
+      { name: "unlock", args: "EMAIL", summary: "unlock an email after five wrong PINs" },
+      {
+        name: "invite",
+        args: "ROSTER.csv --csv FILE",
+        summary:
+          'reserve a lab for each "name,email[,host_id]" line; their links go to FILE, never the screen',
+        options: [["csv", "where the invite links go (mode 0600)"]],
+        complete: "file",
+      },
+    ],
+    examples: [
+      { command: "npx labfleet portal open my-workshop", overview: true },
+      { command: "npx labfleet portal info my-workshop", note: "the URL and code for your slide" },
+      { command: "npx labfleet portal export my-workshop --csv claims.csv", overview: true },
+      { command: "npx labfleet portal invite my-workshop roster.csv --csv invites.csv" },
+    ],
+    json: true,
+    notes: ["The workshop comes after the subcommand: its name, or -f with the file it was submitted from."],
+  },
+  {
+    name: "login",
+    group: "auth",
+    summary: "sign the CLI in through the browser (or store a pasted API token)",
+    usage: [
+      ["login [--url URL]", "sign the CLI in through the browser; the token goes to ~/.labfleet/credentials"],
+      ["login --url URL --token", "store a pasted API token (read from stdin) instead"],
+    ],
+    options: ["url", "token"],
+    examples: [
+      { command: "npx labfleet login --url https://labfleet.example.org", overview: true },
+      { command: 'echo "$TOKEN" | npx labfleet login --url https://labfleet.example.org --token' },
+    ],
+    json: false,
+  },
+  {
+    name: "logout",
+    group: "auth",
+    summary: "revoke the stored API token and remove the credentials file",
+    usage: [["logout", "revoke the stored token and remove the credentials"]],
+    options: [],
+    examples: [{ command: "npx labfleet logout" }],
+    json: false,
+  },
+  {
+    name: "tokens",
+    group: "auth",
+    summary: "list, create and revoke API tokens",
+    usage: [
+      ["tokens list | create NAME [--expires-days N] | revoke ID", "API tokens for the CLI and scripts"],
+    ],
+    options: ["output"],
+    subcommands: [
+      {
+        name: "list",
+        summary: "every API token: owner, created, last used, expiry (never the token itself)",
+      },
+      {
+        name: "create",
+        args: "NAME [--expires-days N]",
+        summary: "a new API token, shown this once",
+        options: ["expires-days"],
+      },
+      { name: "revoke", args: "ID", summary: "revoke a token; it stops working at once" },
+    ],
+    examples: [
+      { command: "npx labfleet tokens list" },
+      { command: "npx labfleet tokens create ci --expires-days 30" },
+    ],
+    json: true,
+  },
+  {
+    name: "help",
+    group: "shell",
+    summary: "a command's usage, options and examples",
+    usage: [["help [COMMAND]", "a command's usage, options and examples (also: COMMAND --help)"]],
+    options: ["output"],
+    complete: "commands",
+    examples: [
+      { command: "npx labfleet help up", note: "the same as: npx labfleet up --help" },
+      { command: "npx labfleet help portal --output json", note: "the same help as data" },
+    ],
+    json: true,
+  },
+  {
+    name: "completion",
+    group: "shell",
+    summary: "print a shell completion script for bash or zsh",
+    usage: [["completion bash|zsh", "print a completion script for bash or zsh"]],
+    options: ["output"],
+    complete: ["bash", "zsh"],
+    examples: [
+      {
+        command: "source <(npx labfleet completion bash)",
+        note: "in ~/.bashrc, for this and every new shell",
+      },
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: a zsh parameter, not a template
+      { command: 'npx labfleet completion zsh > "${fpath[1]}/_labfleet"', note: "then start a new zsh" },
+    ],
+    json: true,
+  },
+];
+
+/** The options every command also takes. */
+const ALWAYS: readonly CommandOption[] = ["help"];
+
+export const EXIT_CODES =
+  "Exit codes: 0 success; 1 a lab, host or run failed, or the file is invalid; 2 bad usage; 3 no runtime reachable.";
+
+export function findCommand(name: string): CommandSpec | undefined {
+  return COMMANDS.find((c) => c.name === name);
+}
+
+/** The options a command (and one of its subcommands, or all of them) takes, with their wording. */
+export function commandOptions(
+  cmd: CommandSpec,
+  sub?: SubcommandSpec | "all",
+): { name: OptionName; spec: OptionSpec; help: string }[] {
+  const subs = sub === "all" ? (cmd.subcommands ?? []) : sub ? [sub] : [];
+  const list = [...cmd.options, ...subs.flatMap((s) => s.options ?? []), ...ALWAYS];
+  const seen = new Set<OptionName>();
+  const result: { name: OptionName; spec: OptionSpec; help: string }[] = [];
+  for (const o of list) {
+    const [name, help] = typeof o === "string" ? [o, undefined] : o;
+    if (seen.has(name)) continue;
+    seen.add(name);
+    const spec: OptionSpec = OPTIONS[name];
+    result.push({ name, spec, help: help ?? spec.help });
+  }
+  return result;
+}
+
+/** "-f, --file FILE" */
+export function optionLabel(name: OptionName): string {
+  const spec: OptionSpec = OPTIONS[name];
+  return `${spec.short ? `-${spec.short}, ` : ""}--${name}${spec.value ? ` ${spec.value}` : ""}`;
+}
+
+const LINE = 110;
+
+/** Words of text on lines of at most `width` characters (a longer word gets a line of its own). */
+function wrap(text: string, width: number): string[] {
+  const lines: string[] = [];
+  let line = "";
+  for (const w of text.split(" ")) {
+    if (line && line.length + 1 + w.length > width) {
+      lines.push(line);
+      line = w;
+    } else line = line ? `${line} ${w}` : w;
+  }
+  return [...lines, line];
+}
+
+/** Two columns: the right one starts at `width` and wraps; a left cell too wide for it gets a line of its own. */
+function columns(
+  rows: readonly (readonly [string, string])[],
+  indent: number,
+  width: number,
+  line = LINE,
+): string {
+  const pad = " ".repeat(indent);
+  const hang = `${pad}${" ".repeat(width)}`;
+  return rows
+    .map(([left, right]) => {
+      const [first = "", ...rest] = wrap(right, Math.max(30, line - indent - width));
+      const head =
+        left.length + 2 > width ? `${pad}${left}\n${hang}${first}` : `${pad}${left.padEnd(width)}${first}`;
+      return [head, ...rest.map((l) => `${hang}${l}`)].join("\n");
+    })
+    .join("\n");
+}
+
+/** `labfleet --help`: every command, the selection and output options, examples and exit codes. */
+export function overview(): string {
+  const groups = (Object.keys(GROUPS) as Group[]).map((g) => {
+    const rows = COMMANDS.filter((c) => c.group === g).flatMap((c) =>
+      c.usage.map(([syn, what]) => [`labfleet ${syn}`, what] as const),
+    );
+    return `${GROUPS[g]}\n${columns(rows, 2, 62, 120)}`;
+  });
+  const general = (["host", "label", "jobs", "output"] as const).map(
+    (n) => [optionLabel(n), OPTIONS[n].help] as const,
+  );
+  const examples = COMMANDS.flatMap((c) => c.examples.filter((e) => e.overview).map((e) => `  ${e.command}`));
+  return `labfleet: run hands-on workshop lab fleets
+
+${groups.join("\n\n")}
+
+Selection and output (where they apply):
+${columns(general, 2, 22)}
+
+Examples:
+${examples.join("\n")}
+
+\`labfleet help COMMAND\` (or \`labfleet COMMAND --help\`) shows a command's options and examples.
+${EXIT_CODES}
+On the machine running \`labfleet dev\`, the CLI finds it through .labfleet/runtime.json.
+`;
+}
+
+/** `labfleet help CMD`: its usage, subcommands, options, examples and exit codes. */
+export function commandHelp(cmd: CommandSpec): string {
+  const parts = [`labfleet ${cmd.name}: ${cmd.summary}`];
+  // With subcommands listed below, the usage lines need no description of their own.
+  parts.push(
+    `Usage:\n${cmd.usage
+      .map(([syn, what]) =>
+        cmd.subcommands
+          ? `  labfleet ${syn}`
+          : [`  labfleet ${syn}`, ...wrap(what, LINE - 6).map((l) => `      ${l}`)].join("\n"),
+      )
+      .join("\n")}`,
+  );
+  if (cmd.subcommands?.length) {
+    parts.push(
+      `Subcommands:\n${columns(
+        cmd.subcommands.map((s) => [`${s.name}${s.args ? ` ${s.args}` : ""}`, s.summary] as const),
+        2,
+        26,
+      )}`,
+    );
+  }
+  const noJson = cmd.subcommands?.filter((s) => s.json === false).map((s) => s.name) ?? [];
+  const opts = commandOptions(cmd, "all").map(
+    ({ name, help }) =>
+      [
+        optionLabel(name),
+        name === "output" && noJson.length ? `${help} (not for ${noJson.join(", ")})` : help,
+      ] as const,
+  );
+  parts.push(`Options:\n${columns(opts, 2, 24)}`);
+  parts.push(
+    `Examples:\n${cmd.examples.map((e) => `  ${e.command}${e.note ? `\n      ${e.note}` : ""}`).join("\n")}`,
+  );
+  parts.push([...(cmd.notes ?? []), EXIT_CODES].join("\n"));
+  return `${parts.join("\n\n")}\n`;
+}
+
+/** The table as data, for `labfleet help --output json`. */
+export function commandDocument(cmd: CommandSpec) {
+  return {
+    name: cmd.name,
+    summary: cmd.summary,
+    usage: cmd.usage.map(([synopsis, description]) => ({ synopsis: `labfleet ${synopsis}`, description })),
+    subcommands: (cmd.subcommands ?? []).map((s) => ({
+      name: s.name,
+      args: s.args ?? null,
+      summary: s.summary,
+      json: s.json ?? cmd.json,
+    })),
+    options: commandOptions(cmd, "all").map(({ name, spec, help }) => ({
+      name: `--${name}`,
+      short: spec.short ? `-${spec.short}` : null,
+      value: spec.value ?? null,
+      multiple: spec.multiple ?? false,
+      help,
+    })),
+    examples: cmd.examples.map((e) => ({ command: e.command, note: e.note ?? null })),
+    json: cmd.json,
+  };
+}
+
+/** Edit distance, for "did you mean". */
+function distance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i];
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      row.push(Math.min((prev[j] ?? 0) + 1, (row[j - 1] ?? 0) + 1, (prev[j - 1] ?? 0) + cost));
+    }
+    prev = row;
+  }
+  return prev[b.length] ?? 0;
+}
+
+/** The candidate closest to a mistyped word, if one is close enough to be what was meant. */
+export function closest(word: string, candidates: readonly string[]): string | undefined {
+  const w = word.toLowerCase();
+  if (w.length >= 2) {
+    const prefixed = candidates.filter((c) => c.startsWith(w));
+    if (prefixed.length === 1) return prefixed[0];
+  }
+  // The fewest edits; between equals, the longest shared start ("tokn": tokens, not down).
+  const shared = (c: string) => [...w].findIndex((ch, i) => c[i] !== ch);
+  let best: { name: string; d: number; p: number } | undefined;
+  for (const c of candidates) {
+    const d = distance(w, c);
+    const p = shared(c) < 0 ? w.length : shared(c);
+    if (!best || d < best.d || (d === best.d && p > best.p)) best = { name: c, d, p };
+  }
+  return best && best.d <= Math.max(2, Math.floor(w.length / 3)) ? best.name : undefined;
+}
+
+/** The command, or a usage error (exit 2) naming the closest one. */
+export function knownCommand(name: string): CommandSpec {
+  const cmd = findCommand(name);
+  if (cmd) return cmd;
+  const near = closest(
+    name,
+    COMMANDS.map((c) => c.name),
+  );
+  throw new CliError(
+    `unknown command ${name}${near ? `. Did you mean \`labfleet ${near}\`?` : ""}\n` +
+      "`labfleet --help` lists every command.",
+    2,
+  );
+}
+
+/**
+ * `labfleet help [CMD [SUB]]` (strict: an unknown CMD or SUB is a usage error) and `labfleet CMD ... --help`
+ * (the words after CMD are its own arguments). Returns the exit code.
+ */
+export function showHelp(words: readonly string[], json: boolean, out: Output, strict: boolean): number {
+  const print = (doc: unknown) => out.write(`${JSON.stringify(doc, null, 2)}\n`);
+  const [name, sub] = words;
+  if (!name) {
+    if (json)
+      print({
+        commands: COMMANDS.map(commandDocument),
+        exitCodes: {
+          0: "success",
+          1: "a lab, host or run failed, or the file is invalid",
+          2: "bad usage",
+          3: "no runtime reachable",
+        },
+      });
+    else out.write(overview());
+    return 0;
+  }
+  const cmd = knownCommand(name);
+  if (strict && sub !== undefined && cmd.subcommands) {
+    const names = cmd.subcommands.map((s) => s.name);
+    if (!names.includes(sub)) {
+      const near = closest(sub, names);
+      throw new CliError(
+        `labfleet ${cmd.name} has no subcommand ${sub}${near ? `. Did you mean \`labfleet ${cmd.name} ${near}\`?` : ""}\n` +
+          `its subcommands: ${names.join(", ")}`,
+        2,
+      );
+    }
+  }
+  if (json) print(commandDocument(cmd));
+  else out.write(commandHelp(cmd));
+  return 0;
+}
