@@ -59,6 +59,7 @@ export const OPTIONS = {
   url: { value: "URL", help: "the control plane's address (default LABFLEET_URL, then the local runtime)" },
   token: { help: "read a pasted API token from stdin instead of signing in through the browser" },
   "expires-days": { value: "N", help: "the token expires after N days (1 to 3650; default never)" },
+  after: { value: "ID", help: "only what came after this event id (the last one you saw)" },
   help: { short: "h", help: "show help (for a command: its usage, options and examples)" },
   version: { help: "print the version" },
 } as const satisfies Record<string, OptionSpec>;
@@ -181,6 +182,24 @@ export const COMMANDS: readonly CommandSpec[] = [
     ],
     options: ["file", "plan", "output"],
     examples: [{ command: "npx labfleet provision -f workshop.yaml --plan" }],
+    json: true,
+  },
+  {
+    name: "workshops",
+    group: "workshops",
+    summary: "every workshop the control plane knows: state, provider, labs ready, expiry",
+    usage: [["workshops", "list the workshops"]],
+    options: ["output"],
+    examples: [{ command: "npx labfleet workshops --output json" }],
+    json: true,
+  },
+  {
+    name: "events",
+    group: "workshops",
+    summary: "what happened, oldest first: runs, hosts ready or failed, labs claimed or released, teardown",
+    usage: [[`events ${W} [--after ID]`, "a workshop's events; --after for the ones since"]],
+    options: ["file", "after", "output"],
+    examples: [{ command: "npx labfleet events my-workshop --after 01JD8Z0Q7W3G9M2K4V6X8Y0B1C" }],
     json: true,
   },
   {

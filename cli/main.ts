@@ -29,6 +29,7 @@ export const options = {
   url: { type: "string" },
   token: { type: "boolean" },
   "expires-days": { type: "string" },
+  after: { type: "string" },
   help: { type: "boolean", short: "h" },
   version: { type: "boolean" },
 } as const;
@@ -54,6 +55,7 @@ export interface Args {
     url?: string;
     token?: boolean;
     "expires-days"?: string;
+    after?: string;
     help?: boolean;
     version?: boolean;
   };
@@ -362,6 +364,10 @@ export async function main(argv: string[], out: Output = stdoutOutput()): Promis
         return await cmdProvision(args, out);
       case "status":
         return await cmdStatus(args, out);
+      case "workshops":
+        return await (await import("./list-commands.ts")).cmdWorkshops(args, out);
+      case "events":
+        return await (await import("./list-commands.ts")).cmdEvents(args, out);
       case "down":
         return await cmdDown(args, out);
       case "doctor":
