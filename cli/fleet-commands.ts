@@ -3,12 +3,16 @@ import { dirname, join } from "node:path";
 import { gunzipSync } from "node:zlib";
 import { extract } from "tar-stream";
 import type { ExtendResult } from "../shared/fleet/extend.ts";
+import type { OpenAccessView } from "../shared/fleet/open-access.ts";
 import type { DoctorReport } from "../shared/fleet/ops.ts";
 import { ApiClient, CliError, resolveTarget } from "./client.ts";
 import { type Args, checkedFile, follow, jsonOutput, report, selectionBody, workshopName } from "./main.ts";
 import { type Output, paint, writeTable } from "./render.ts";
 
-/** The fleet operations: doctor, deploy, retry, diagnose, access, hosts, extend. Each is a client of the API. */
+/**
+ * The fleet operations: doctor, deploy, retry, diagnose, access, hosts, extend, open-access. Each is a client
+ * of the API.
+ */
 export async function run(command: string, args: Args, out: Output): Promise<number> {
   const client = new ApiClient(resolveTarget());
   // With -f, the file is validated and submitted first, so the operation acts on what the file says.
@@ -162,6 +166,14 @@ export async function run(command: string, args: Args, out: Output): Promise<num
       if (json) out.write(`${JSON.stringify(r, null, 2)}\n`);
       else writeExtend(r, out);
       return r.ok ? 0 : 1;
+    }
+    case "open-access": {
+      const close = args.values.close ?? false;
+      const r = await client.call<OpenAccessView>("POST", `${path}/open-access`, { close });
+      if (json) out.write(`${JSON.stringify(r, null, 2)}\n`);
+      // With bring-your-own groups, the message is what to open (or close) by hand.
+      else out.write(`${r.workshop}: ${r.message}\n`);
+      return 0;
     }
     default:
       throw new CliError(`unknown command ${command}`, 2);

@@ -536,10 +536,10 @@ export const FUNCTIONS = {
   FailRun: {
     handler: "functions/lambda.FailRun",
     source: "functions/fail-run.ts",
-    description: "labfleet up: fail the run with the step's error",
+    description: "labfleet up: fail the run with the step's error, delete the run's secrets parameter",
     timeout: "1 minute",
     memory: "512 MB",
-    grants: ["table"],
+    grants: ["table", "secretParameters"],
     secrets: ["AccessKey"],
   },
   Deprovision: {

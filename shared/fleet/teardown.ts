@@ -11,6 +11,7 @@ import { transportFor } from "./hosts.ts";
 import { stopLab } from "./lab.ts";
 import { releaseWorkshop } from "./runs.ts";
 import { cancelSchedules } from "./schedules.ts";
+import { removeSecretParameter } from "./secrets.ts";
 import { getWorkshop, listHosts } from "./workshops.ts";
 
 /** The steps of the `teardown` workflow: stop every lab, give the hosts back, mark the workshop torn down. */
@@ -84,6 +85,8 @@ export async function finishTeardown(
   if (providerMade && errors.length === 0) await forgetAllHostKeys(workshop);
   await cancelSchedules(workshop);
   await purgePortal(workshop);
+  // The operator secrets parameter SSM hosts fetched from (if any) goes with the workshop.
+  await removeSecretParameter(spec, useDeps().providers[spec.provider.type]?.transport);
   const state = errors.length === 0 ? "succeeded" : "failed";
   await store.run
     .patch({ workshop, runId })

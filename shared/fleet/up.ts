@@ -22,9 +22,10 @@ import {
   stopLab,
   syncSource,
 } from "./lab.ts";
+import { openAccessWhenReady } from "./open-access.ts";
 import { checkSecrets, getRun, releaseWorkshop } from "./runs.ts";
 import { ensureTeardownSchedule } from "./schedules.ts";
-import { pushSecrets, secretRedactor } from "./secrets.ts";
+import { pushSecrets, removeSecretParameter, secretRedactor } from "./secrets.ts";
 import { getWorkshop, listHosts } from "./workshops.ts";
 
 /**
@@ -228,7 +229,7 @@ export async function deployHost(
       .remove(["error", "readyAt", "access"])
       .add({ attempt: 1 })
       .go();
-    await pushSecrets(t, spec);
+    await pushSecrets(t, spec, provider.transport);
     await syncSource(t, spec, run.ref);
     await startLab(t, spec, hostId);
     await patchHost(workshop, hostId, { phase: "started" });
@@ -345,10 +346,13 @@ export async function pollFleet(workshop: string, runId: string, deadline: strin
     (s) => s === "deploying" || s === "pending" || s === "provisioning",
   ).length;
   // Labs go on the board as they pass their health gate; the portal opens once portal.open_at_percent of
-  // the workshop's labs (all of them, not only this run's) are ready.
-  if (spec.portal.enabled) {
+  // the workshop's labs (all of them, not only this run's) are ready. With provider.student_access: open,
+  // the lab UIs are opened to the internet once every one of them is (never failing the run).
+  if (spec.portal.enabled || unfinished === 0) {
     const all = (await listHosts(workshop)).filter((h) => h.state !== "torn_down");
-    await openWhenReady(spec, all.filter((h) => h.state === "ready").length, all.length);
+    if (spec.portal.enabled)
+      await openWhenReady(spec, all.filter((h) => h.state === "ready").length, all.length);
+    if (unfinished === 0) await openAccessWhenReady(spec, provider, runId, all);
   }
   return {
     done: unfinished === 0,
@@ -430,8 +434,16 @@ export async function finishUp(workshop: string, runId: string): Promise<{ state
     .patch({ name: workshop })
     .set({ state: (await fleetReady(workshop)) ? "ready" : "failed", updatedAt: now })
     .go();
+  await removeRunSecrets(workshop);
   await releaseWorkshop(workshop, runId);
   return { state };
+}
+
+/** Every host of the run has fetched the secrets parameter by its end (SSM hosts): it goes now. */
+async function removeRunSecrets(workshop: string): Promise<void> {
+  const { spec } = await loadWorkshop(workshop).catch(() => ({ spec: undefined }));
+  if (!spec || spec.lab.operator_secrets.length === 0) return;
+  await removeSecretParameter(spec, useDeps().providers[spec.provider.type]?.transport);
 }
 
 /** A step failed outside any host (provider error, bad spec): the run fails with that reason. */
@@ -448,5 +460,6 @@ export async function failRun(workshop: string, runId: string, error: string): P
     .patch({ name: workshop })
     .set({ state: run.kind === "teardown" ? w.state : "failed", updatedAt: now })
     .go();
+  await removeRunSecrets(workshop);
   await releaseWorkshop(workshop, runId);
 }

@@ -32,6 +32,17 @@ export interface ScheduleMirror {
 }
 
 /**
+ * Where operator secrets wait for hosts reached through SSM (see shared/fleet/secret-parameters.ts): SSM keeps
+ * a command's parameters in its history, so the values never travel in a command; the host fetches them itself.
+ */
+export interface SecretParameters {
+  /** Writes the workshop's secret values as one SecureString; returns the parameter's name. */
+  put(workshop: string, values: Record<string, string>): Promise<string>;
+  /** Deletes it; one that is already gone is fine. */
+  remove(workshop: string): Promise<void>;
+}
+
+/**
  * The adapters, chosen once at start-up by the composition root (cli/dev for the local runtime, the
  * Lambda entries in the cloud). Domain code reads them here and never asks which runtime it is in.
  */
@@ -48,6 +59,8 @@ export interface Deps {
   sshPublicKey?: () => Promise<string>;
   /** Cloud only: the EventBridge Scheduler copy of the teardown schedules (the local scheduler reads the records). */
   scheduleMirror?: ScheduleMirror;
+  /** Cloud only: the SecureString operator secrets reach SSM hosts through (without it they are refused). */
+  secretParameters?: SecretParameters;
 }
 
 let current: Deps | undefined;

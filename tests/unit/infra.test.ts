@@ -281,7 +281,7 @@ describe("the lab hosts' role", () => {
 
   it("writes and deletes the secrets parameter where the runs do it", () => {
     const holders = allFunctions.filter((n) => specOf(n).grants.includes("secretParameters"));
-    expect(holders.sort()).toEqual(["DeployHost", "FinishTeardown", "FinishUp"]);
+    expect(holders.sort()).toEqual(["DeployHost", "FailRun", "FinishTeardown", "FinishUp"]);
   });
 
   it("renders statements as an IAM policy document, conditions grouped by operator", () => {

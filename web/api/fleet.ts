@@ -1,8 +1,8 @@
-import { Hono } from "hono";
-import { z } from "zod";
+import { createRoute, z } from "@hono/zod-openapi";
 import { ExtendInput, extendWorkshop } from "../../shared/fleet/extend.ts";
 import { forgetHostKey, listHostKeys, sshPublicKey } from "../../shared/fleet/host-keys.ts";
 import { parseLabels } from "../../shared/fleet/hosts.ts";
+import { OpenAccessInput, setStudentAccess } from "../../shared/fleet/open-access.ts";
 import {
   accessSheet,
   diagnose,
@@ -13,57 +13,327 @@ import {
 } from "../../shared/fleet/ops.ts";
 import { runView } from "../../shared/fleet/workshops.ts";
 import { tarGz } from "./archive.ts";
+import {
+  apiRouter,
+  errors,
+  HostView,
+  json,
+  jsonBody,
+  Name,
+  NameParams,
+  RunAnswer,
+  RunView,
+  readJson,
+} from "./schemas.ts";
 
-const Name = z.string().regex(/^[a-z0-9-]{1,40}$/, { error: "expected a workshop name" });
 const Selection = {
-  hosts: z.array(z.string().min(1)).max(256).optional(),
-  labels: z.record(z.string(), z.string()).optional(),
-  concurrency: z.number().int().min(1).max(64).optional(),
+  hosts: z
+    .array(z.string().min(1))
+    .max(256)
+    .optional()
+    .meta({ description: "only these hosts (ids); none: every host", example: ["student-01"] }),
+  labels: z
+    .record(z.string(), z.string())
+    .optional()
+    .meta({ description: "only the hosts with all these labels", example: { room: "a" } }),
+  concurrency: z.number().int().min(1).max(64).optional().meta({ description: "hosts worked on at once" }),
 };
 const SelectionBody = z.strictObject(Selection);
 const DeployBody = z.strictObject({
   ...Selection,
-  force: z.boolean().default(false),
+  force: z.boolean().default(false).meta({ description: "redeploy labs that are already ready" }),
   ref: z
     .string()
     .regex(/^[\w./-]{1,200}$/, { error: "expected a branch, tag or commit" })
-    .optional(),
+    .optional()
+    .meta({ description: "deploy this git ref instead of `lab.ref`" }),
 });
-const RetryBody = z.strictObject({ ...Selection, allSelected: z.boolean().default(false) });
-
-async function body(req: Request): Promise<unknown> {
-  const text = await req.text();
-  return text === "" ? {} : JSON.parse(text);
-}
+const RetryBody = z.strictObject({
+  ...Selection,
+  allSelected: z
+    .boolean()
+    .default(false)
+    .meta({ description: "every selected host, not only the failed ones" }),
+});
+/** `?host=a&host=b`: a query parameter given once or repeated, always a list. */
+const repeated = (description: string) =>
+  z
+    .preprocess((v) => (v === undefined ? undefined : [v].flat()), z.array(z.string()).optional())
+    .meta({ description });
 
 const sel = (b: { hosts?: string[] | undefined; labels?: Record<string, string> | undefined }) => ({
   ...(b.hosts ? { hosts: b.hosts } : {}),
   ...(b.labels ? { labels: b.labels } : {}),
 });
 
-/** Instructor routes for fleet operations: doctor, refresh, deploy, retry, diagnose, access, host keys, extend. */
-export const fleet = new Hono()
-  .post("/:name/doctor", async (c) => {
-    const b = SelectionBody.parse(await body(c.req.raw));
-    const reports = await doctor(Name.parse(c.req.param("name")), sel(b), b.concurrency);
-    return c.json({ ok: reports.every((r) => r.ok), reports });
+const DoctorReport = z
+  .object({
+    host: z.string(),
+    ok: z.boolean(),
+    checks: z.array(
+      z.object({
+        name: z.string(),
+        ok: z.boolean(),
+        detail: z.string(),
+        expected: z.string().optional(),
+      }),
+    ),
+    facts: z.record(z.string(), z.string()).meta({ description: "what the host reported (user, os, ...)" }),
   })
-  .post("/:name/refresh", async (c) => {
-    const b = SelectionBody.parse(await body(c.req.raw));
-    return c.json({ hosts: await refreshHosts(Name.parse(c.req.param("name")), sel(b), b.concurrency) });
+  .meta({ id: "DoctorReport" });
+const Outcome = z.object({ result: z.enum(["moved", "none", "error"]), detail: z.string().optional() });
+const ExtendResult = z
+  .object({
+    workshop: z.string(),
+    hours: z.number(),
+    previousExpiry: z.string(),
+    expiry: z.string().meta({ description: "the new teardown time" }),
+    schedule: Outcome.meta({
+      description: "the teardown schedule (`none` where the runtime keeps no mirror)",
+    }),
+    provider: Outcome.meta({ description: "the provider-side expiry (`none` when the provider keeps none)" }),
+    hosts: z.array(
+      z.object({
+        hostId: z.string(),
+        result: z.enum(["moved", "skipped", "error"]),
+        detail: z.string().optional(),
+      }),
+    ),
+    ok: z.boolean().meta({ description: "false when any part still ends at the old time" }),
   })
-  .post("/:name/deploy", async (c) => {
-    const b = DeployBody.parse(await body(c.req.raw));
-    const run = await startDeploy(Name.parse(c.req.param("name")), sel(b), {
+  .meta({ id: "ExtendResult" });
+const OpenAccessView = z.object({
+  workshop: z.string(),
+  open: z.boolean().meta({ description: "what was asked: true to open, false to close" }),
+  mode: z.enum(["managed", "byo"]).meta({
+    description: "managed: labfleet's own security group; byo: the workshop's groups, left unchanged",
+  }),
+  changed: z.boolean().meta({ description: "labfleet added or removed a rule" }),
+  groupIds: z.array(z.string()),
+  ports: z.array(z.number().int()).meta({ description: "the lab UI ports concerned (never 22)" }),
+  message: z.string(),
+});
+
+const tags = ["fleet"];
+const selectionErrors = errors(400, 401, 404, 409, 502);
+
+const doctorRoute = createRoute({
+  method: "post",
+  path: "/{name}/doctor",
+  tags,
+  summary: "Check the hosts against lab.requires",
+  description: "Reaches every selected host and checks memory, CPUs, disk, KVM, root and commands.",
+  middleware: [readJson] as const,
+  request: { params: NameParams, body: jsonBody(SelectionBody, "Which hosts; empty: all.") },
+  responses: {
+    200: json(
+      z.object({
+        ok: z.boolean().meta({ description: "every host passed" }),
+        reports: z.array(DoctorReport),
+      }),
+      "One report per host.",
+    ),
+    ...selectionErrors,
+  },
+});
+
+const refreshRoute = createRoute({
+  method: "post",
+  path: "/{name}/refresh",
+  tags,
+  summary: "Refresh the hosts' states",
+  description: "Asks every selected host how its lab is doing and records the answer.",
+  middleware: [readJson] as const,
+  request: { params: NameParams, body: jsonBody(SelectionBody, "Which hosts; empty: all.") },
+  responses: { 200: json(z.object({ hosts: z.array(HostView) }), "The hosts."), ...selectionErrors },
+});
+
+const deployRoute = createRoute({
+  method: "post",
+  path: "/{name}/deploy",
+  tags,
+  summary: "Deploy the lab on hosts",
+  description:
+    "Starts a deploy run on the selected hosts (all by default); ready labs are skipped unless `force`.",
+  middleware: [readJson] as const,
+  request: { params: NameParams, body: jsonBody(DeployBody, "Which hosts, and how.") },
+  responses: { 202: json(RunAnswer, "The run was started."), ...selectionErrors },
+});
+
+const retryRoute = createRoute({
+  method: "post",
+  path: "/{name}/retry",
+  tags,
+  summary: "Rebuild the failed labs",
+  description: "Starts a retry run on the selected hosts that failed (or all selected with `allSelected`).",
+  middleware: [readJson] as const,
+  request: { params: NameParams, body: jsonBody(RetryBody, "Which hosts.") },
+  responses: {
+    200: json(
+      z.object({ run: z.null(), hosts: z.array(z.string()).max(0) }),
+      "Nothing to retry: no selected host failed.",
+    ),
+    202: json(
+      z.object({ run: RunView, hosts: z.array(z.string()).meta({ description: "the hosts rebuilt" }) }),
+      "The run was started.",
+    ),
+    ...selectionErrors,
+  },
+});
+
+const diagnoseRoute = createRoute({
+  method: "post",
+  path: "/{name}/diagnose",
+  tags,
+  summary: "Download a diagnose archive",
+  description:
+    "Collects logs, status and facts from the selected hosts into a .tar.gz (failed hosts unless `allSelected`); its name is in `X-Labfleet-Diagnose-Name`.",
+  middleware: [readJson] as const,
+  request: { params: NameParams, body: jsonBody(RetryBody, "Which hosts.") },
+  responses: {
+    200: {
+      description: "The archive, as an attachment.",
+      content: { "application/gzip": { schema: z.string().meta({ format: "binary" }) } },
+    },
+    ...selectionErrors,
+  },
+});
+
+const accessRoute = createRoute({
+  method: "get",
+  path: "/{name}/access",
+  tags,
+  summary: "Read the access sheet",
+  description: "Every selected host with its address, lab UI URLs and whether it has credentials.",
+  request: {
+    params: NameParams,
+    query: z.object({
+      host: repeated("only these hosts (repeat the parameter)"),
+      label: repeated("only the hosts with this `key=value` label (repeat for more)"),
+    }),
+  },
+  responses: {
+    200: json(
+      z.object({
+        columns: z.array(z.string()),
+        rows: z.array(
+          z.object({
+            host: z.string(),
+            state: z.string(),
+            address: z.string(),
+            urls: z.record(z.string(), z.string()),
+            credentials: z.boolean(),
+          }),
+        ),
+      }),
+      "The sheet.",
+    ),
+    ...errors(400, 401, 404),
+  },
+});
+
+const publicKeyRoute = createRoute({
+  method: "get",
+  path: "/{name}/ssh-public-key",
+  tags,
+  summary: "Read labfleet's SSH public key",
+  description: "The key to put in `authorized_keys` on bring-your-own hosts.",
+  request: { params: NameParams },
+  responses: {
+    200: json(
+      z.object({ publicKey: z.string().meta({ example: "ssh-ed25519 AAAA... labfleet" }) }),
+      "The key.",
+    ),
+    ...errors(400, 401),
+  },
+});
+
+const hostKeysRoute = createRoute({
+  method: "get",
+  path: "/{name}/host-keys",
+  tags,
+  summary: "List the pinned SSH host keys",
+  request: { params: NameParams },
+  responses: {
+    200: json(
+      z.object({
+        keys: z.array(z.object({ hostId: z.string(), fingerprint: z.string(), pinnedAt: z.string() })),
+      }),
+      "The pinned keys.",
+    ),
+    ...errors(400, 401),
+  },
+});
+
+const forgetKeyRoute = createRoute({
+  method: "delete",
+  path: "/{name}/host-keys/{hostId}",
+  tags,
+  summary: "Forget a host's pinned key",
+  description: "The next connection trusts whatever key the host shows, and pins it.",
+  request: {
+    params: z.object({
+      name: Name,
+      hostId: z.string().meta({ description: "a host id", example: "student-01" }),
+    }),
+  },
+  responses: {
+    200: json(
+      z.object({ forgotten: z.object({ hostId: z.string(), fingerprint: z.string() }) }),
+      "The key that was forgotten.",
+    ),
+    ...errors(400, 401, 404),
+  },
+});
+
+const extendRoute = createRoute({
+  method: "post",
+  path: "/{name}/extend",
+  tags,
+  summary: "Extend the workshop's time to live",
+  description: "Moves the teardown time, the provider-side expiry and every host's dead-man switch.",
+  middleware: [readJson] as const,
+  request: { params: NameParams, body: jsonBody(ExtendInput, "How many hours to add.", true) },
+  responses: { 200: json(ExtendResult, "What moved."), ...errors(400, 401, 404, 409) },
+});
+
+const openAccessRoute = createRoute({
+  method: "post",
+  path: "/{name}/open-access",
+  tags,
+  summary: "Open or close the lab UIs to students",
+  description: "Opens (or with `close`, closes) the lab UI ports of the hosts' security group (EC2 only).",
+  middleware: [readJson] as const,
+  request: { params: NameParams, body: jsonBody(OpenAccessInput, "Open, or close.") },
+  responses: { 200: json(OpenAccessView, "What changed."), ...errors(400, 401, 404, 409) },
+});
+
+/**
+ * Instructor routes for fleet operations: doctor, refresh, deploy, retry, diagnose, access, host keys, extend,
+ * open-access.
+ */
+export const fleet = apiRouter()
+  .openapi(doctorRoute, async (c) => {
+    const b = c.req.valid("json");
+    const reports = await doctor(c.req.valid("param").name, sel(b), b.concurrency);
+    return c.json({ ok: reports.every((r) => r.ok), reports }, 200);
+  })
+  .openapi(refreshRoute, async (c) => {
+    const b = c.req.valid("json");
+    return c.json({ hosts: await refreshHosts(c.req.valid("param").name, sel(b), b.concurrency) }, 200);
+  })
+  .openapi(deployRoute, async (c) => {
+    const b = c.req.valid("json");
+    const run = await startDeploy(c.req.valid("param").name, sel(b), {
       force: b.force,
       ...(b.ref ? { ref: b.ref } : {}),
       ...(b.concurrency ? { concurrency: b.concurrency } : {}),
     });
     return c.json({ run: runView(run) }, 202);
   })
-  .post("/:name/retry", async (c) => {
-    const b = RetryBody.parse(await body(c.req.raw));
-    const r = await startRetry(Name.parse(c.req.param("name")), sel(b), {
+  .openapi(retryRoute, async (c) => {
+    const b = c.req.valid("json");
+    const r = await startRetry(c.req.valid("param").name, sel(b), {
       allSelected: b.allSelected,
       ...(b.concurrency ? { concurrency: b.concurrency } : {}),
     });
@@ -71,9 +341,9 @@ export const fleet = new Hono()
       ? c.json({ run: runView(r.run), hosts: r.hosts }, 202)
       : c.json({ run: null, hosts: [] }, 200);
   })
-  .post("/:name/diagnose", async (c) => {
-    const b = RetryBody.parse(await body(c.req.raw));
-    const d = await diagnose(Name.parse(c.req.param("name")), sel(b), {
+  .openapi(diagnoseRoute, async (c) => {
+    const b = c.req.valid("json");
+    const d = await diagnose(c.req.valid("param").name, sel(b), {
       allSelected: b.allSelected,
       ...(b.concurrency ? { concurrency: b.concurrency } : {}),
     });
@@ -83,23 +353,25 @@ export const fleet = new Hono()
     c.header("X-Labfleet-Diagnose-Name", d.name);
     return c.body(new Uint8Array(archive));
   })
-  .get("/:name/access", async (c) => {
-    const hosts = c.req.queries("host") ?? [];
-    const labels = parseLabels(c.req.queries("label") ?? []);
+  .openapi(accessRoute, async (c) => {
+    const q = c.req.valid("query");
+    const hosts = q.host ?? [];
+    const labels = parseLabels(q.label ?? []);
     return c.json(
-      await accessSheet(Name.parse(c.req.param("name")), { ...(hosts.length ? { hosts } : {}), labels }),
+      await accessSheet(c.req.valid("param").name, { ...(hosts.length ? { hosts } : {}), labels }),
+      200,
     );
   })
-  .get("/:name/ssh-public-key", async (c) => {
-    Name.parse(c.req.param("name"));
-    return c.json({ publicKey: await sshPublicKey() });
+  .openapi(publicKeyRoute, async (c) => c.json({ publicKey: await sshPublicKey() }, 200))
+  .openapi(hostKeysRoute, async (c) => c.json({ keys: await listHostKeys(c.req.valid("param").name) }, 200))
+  .openapi(forgetKeyRoute, async (c) => {
+    const { name, hostId } = c.req.valid("param");
+    return c.json({ forgotten: await forgetHostKey(name, hostId) }, 200);
   })
-  .get("/:name/host-keys", async (c) => c.json({ keys: await listHostKeys(Name.parse(c.req.param("name"))) }))
-  .delete("/:name/host-keys/:hostId", async (c) =>
-    c.json({ forgotten: await forgetHostKey(Name.parse(c.req.param("name")), c.req.param("hostId")) }),
+  .openapi(extendRoute, async (c) =>
+    c.json(await extendWorkshop(c.req.valid("param").name, c.req.valid("json").hours), 200),
   )
-  .post("/:name/extend", async (c) => {
-    const name = Name.parse(c.req.param("name"));
-    const b = ExtendInput.parse(await body(c.req.raw));
-    return c.json(await extendWorkshop(name, b.hours));
+  .openapi(openAccessRoute, async (c) => {
+    const b = c.req.valid("json");
+    return c.json(await setStudentAccess(c.req.valid("param").name, !b.close), 200);
   });
