@@ -8,6 +8,7 @@ import { log } from "../shared/runtime/logger.ts";
 import { onError } from "./api/errors.ts";
 import { events } from "./api/events.ts";
 import { fleet } from "./api/fleet.ts";
+import { apiReference } from "./api/openapi.ts";
 import { adminPage, portalApi } from "./api/portal.ts";
 import { workshops } from "./api/workshops.ts";
 import { type AuthConfig, authConfigFromEnv } from "./auth/config.ts";
@@ -99,6 +100,7 @@ function addInstructorRoutes(app: Hono, auth: InstructorAuth, authConfig: AuthCo
   api.route("/workshops", portalApi);
   api.route("/workshops", events);
   api.route("/tokens", tokensApi);
+  api.route("/", apiReference); // GET /api/openapi.json and /api/docs, behind the token like all of /api
   app.route("/api", api);
 
   app.route("/auth", authRoutes(authConfig));

@@ -1,4 +1,4 @@
-import { ulid } from "ulid";
+import { monotonicFactory } from "ulid";
 import { isoNow } from "../runtime/clock.ts";
 import { useDeps } from "../runtime/deps.ts";
 import { errorMessage } from "../runtime/errors.ts";
@@ -6,6 +6,10 @@ import { log } from "../runtime/logger.ts";
 import { EVENT_RETENTION_DAYS, type EVENT_TYPES, type EventItem } from "../store/entities.ts";
 
 export type EventType = (typeof EVENT_TYPES)[number];
+
+// Ids from one process never go backwards, even within a millisecond, so `after=<last id>` misses nothing
+// this process wrote.
+const ulid = monotonicFactory();
 
 export interface EventInput {
   workshop: string;

@@ -6,6 +6,7 @@ import { createID } from "../runtime/ids.ts";
 import { log } from "../runtime/logger.ts";
 import type { RunItem } from "../store/entities.ts";
 import type { Workshop } from "../workshop/schema.ts";
+import { recordEvent } from "./events.ts";
 import { checkRef } from "./git.ts";
 import { secretValues } from "./secrets.ts";
 import type { RunKind } from "./workflows.ts";
@@ -127,6 +128,7 @@ export async function startRun(workshop: string, kind: RunKind, opts: RunOptions
     );
   }
   log.info("run started", { workshop, runId, kind });
+  await recordEvent({ workshop, type: "run.started", runId, detail: { kind } });
   await workflows.start(kind, { workshop, runId, force: opts.force ?? false });
   return run;
 }

@@ -6,6 +6,7 @@ import { useDeps } from "../runtime/deps.ts";
 import { errorMessage, VisibleError } from "../runtime/errors.ts";
 import { log } from "../runtime/logger.ts";
 import type { Workshop } from "../workshop/schema.ts";
+import { recordEvent } from "./events.ts";
 import { forgetAllHostKeys } from "./host-keys.ts";
 import { transportFor } from "./hosts.ts";
 import { stopLab } from "./lab.ts";
@@ -105,5 +106,7 @@ export async function finishTeardown(
     .remove(errors.length === 0 ? ["expiry"] : [])
     .go();
   await releaseWorkshop(workshop, runId);
+  await recordEvent({ workshop, type: "run.finished", runId, detail: { kind: "teardown", state } });
+  if (errors.length === 0) await recordEvent({ workshop, type: "workshop.torn_down", runId });
   return { state };
 }

@@ -8,6 +8,7 @@ import { errorMessage, VisibleError } from "../runtime/errors.ts";
 import { log } from "../runtime/logger.ts";
 import type { HostItem } from "../store/entities.ts";
 import type { Workshop } from "../workshop/schema.ts";
+import { recordEvent } from "./events.ts";
 import { transportFor } from "./hosts.ts";
 import {
   HEALTH_GRACE_SECONDS,
@@ -246,6 +247,7 @@ export async function recordHostFailure(workshop: string, hostId: string, error:
   const reason = (await secretRedactor(spec))(error);
   await patchHost(workshop, hostId, { state: "failed", error: reason.slice(0, 4000) });
   log.warn("host failed", { workshop, hostId, error: reason.slice(0, 500) });
+  await recordEvent({ workshop, type: "host.failed", hostId, detail: { reason: reason.slice(0, 300) } });
 }
 
 export interface PollResult {
@@ -338,9 +340,12 @@ export async function pollFleet(workshop: string, runId: string, deadline: strin
   const { spec, provider } = await loadWorkshop(workshop);
   const hosts = await runHosts(workshop, runId);
   const redact = await secretRedactor(spec);
-  const states = await mapLimit(hosts, POLL_CONCURRENCY, async (h) =>
-    h.state === "deploying" ? checkHost(spec, provider, h, redact) : h.state,
-  );
+  const states = await mapLimit(hosts, POLL_CONCURRENCY, async (h) => {
+    if (h.state !== "deploying") return h.state;
+    const state = await checkHost(spec, provider, h, redact);
+    if (state === "ready" || state === "failed") await hostEvent(workshop, h.hostId, state, runId);
+    return state;
+  });
   const count = (s: string) => states.filter((x) => x === s).length;
   const unfinished = states.filter(
     (s) => s === "deploying" || s === "pending" || s === "provisioning",
@@ -361,6 +366,18 @@ export async function pollFleet(workshop: string, runId: string, deadline: strin
     failed: count("failed"),
     deploying: unfinished,
   };
+}
+
+/** A host reached ready or failed: an event, with the recorded (already redacted) reason of a failure. */
+async function hostEvent(workshop: string, hostId: string, state: "ready" | "failed", runId: string) {
+  const h = state === "failed" ? (await useDeps().store.host.get({ workshop, hostId }).go()).data : null;
+  await recordEvent({
+    workshop,
+    type: state === "ready" ? "host.ready" : "host.failed",
+    hostId,
+    runId,
+    ...(h?.error ? { detail: { reason: h.error.slice(0, 300) } } : {}),
+  });
 }
 
 /** The workshop is ready when every one of its hosts is, whatever the last run selected. */
@@ -400,6 +417,7 @@ export async function failUnfinished(
       // An unreachable host keeps its last poll error: that, not the lab, is then why it never got ready.
       error: `lab did not become ready within ${spec.lab.timeout_minutes} minutes (deadline ${deadline})${h.phase ? `; last phase: ${h.phase}` : ""}${h.error?.startsWith("last poll:") ? `; ${h.error}` : ""}`,
     });
+    await hostEvent(workshop, h.hostId, "failed", runId);
   });
   return { failed: hosts.map((h) => h.hostId) };
 }
@@ -436,6 +454,8 @@ export async function finishUp(workshop: string, runId: string): Promise<{ state
     .go();
   await removeRunSecrets(workshop);
   await releaseWorkshop(workshop, runId);
+  const { kind } = await getRun(workshop, runId);
+  await recordEvent({ workshop, type: "run.finished", runId, detail: { kind, state } });
   return { state };
 }
 
@@ -462,4 +482,5 @@ export async function failRun(workshop: string, runId: string, error: string): P
     .go();
   await removeRunSecrets(workshop);
   await releaseWorkshop(workshop, runId);
+  await recordEvent({ workshop, type: "run.finished", runId, detail: { kind: run.kind, state: "failed" } });
 }

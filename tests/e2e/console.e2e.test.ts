@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import type { Browser, BrowserContext, Locator, Page } from "playwright-core";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { recordEvent } from "../../shared/fleet/events.ts";
 import {
   clearScreenshots,
   collectPageErrors,
@@ -14,7 +15,8 @@ import { removeDir, testRuntime, waitFor, workshopYaml } from "../harness/runtim
  * The instructor console in headless Chromium against the local runtime on 127.0.0.1: sign in with the local
  * token (typed, and through the link `labfleet dev` prints), create a workshop from YAML (a bad one first),
  * watch its labs build live, retry the failed one after fixing the lab, hand a lab out and release it, read
- * the runs, tear down. Controls are found by their labels and roles, which also checks that they have them.
+ * the runs, tear down. On the way it makes, uses and revokes an API token, and reads the workshop's activity
+ * list as it gets a new event live. Controls are found by their labels and roles, which also checks that they have them.
  */
 
 type Runtime = Awaited<ReturnType<typeof testRuntime>>;
@@ -32,6 +34,10 @@ const SHOTS = {
   runs: "console-09-runs",
   teardown: "console-10-teardown-confirm",
   tornDown: "console-11-torn-down",
+  tokenCreated: "console-12-token-created",
+  tokens: "console-13-tokens",
+  tokenRevoke: "console-14-token-revoke-confirm",
+  activity: "console-15-workshop-activity",
 } as const;
 
 let rt: Runtime | undefined;
@@ -43,6 +49,8 @@ const pageErrors: string[][] = [];
 /** Every URL a browser asked for: none may carry a token, a session id, an email or a workshop code. */
 const urls: string[] = [];
 let code = "";
+/** The API token made on the tokens page: it must not reach a URL either. */
+let apiToken = "";
 
 function runtime(): Runtime {
   if (!rt) throw new Error("the runtime did not start");
@@ -153,6 +161,40 @@ describe("an instructor's day in the console", () => {
     await other.close();
     await page.reload();
     await page.getByRole("heading", { level: 1, name: "Workshops" }).waitFor();
+  });
+
+  it("makes an API token that is shown once and works on the API, and revokes it after confirming", async () => {
+    await page.getByRole("link", { name: "API tokens", exact: true }).click();
+    await page.getByRole("heading", { level: 1, name: "API tokens" }).waitFor();
+    await page.getByText("No API tokens yet.").waitFor();
+    await page.getByLabel("Name", { exact: true }).fill("e2e laptop");
+    await page.getByLabel("Expires after (days)").fill("7");
+    await submit(page, "Create token", "/console/tokens", 201);
+    await page.getByRole("heading", { level: 1, name: "Token created: e2e laptop" }).waitFor();
+    apiToken = await page.getByLabel("The new API token").inputValue();
+    expect(apiToken).toMatch(/^lf_[\w-]{43}$/);
+    expect(await text(page.locator("#login-hint"))).toBe(`labfleet login --url ${runtime().url} --token`);
+    expect(new URL(page.url()).pathname).toBe("/console/tokens");
+    await screenshot(page, SHOTS.tokenCreated);
+    const call = () =>
+      fetch(`${runtime().url}/api/workshops`, { headers: { authorization: `Bearer ${apiToken}` } });
+    expect((await call()).status).toBe(200);
+
+    await page.getByRole("link", { name: "Back to API tokens" }).click();
+    const row = page.getByRole("row", { name: /e2e laptop/ });
+    const [name, owner, created, lastUsed, expires] = await cells(row);
+    expect([name, owner]).toEqual(["e2e laptop", "bootstrap (you)"]);
+    for (const at of [created, lastUsed, expires]) expect(at).toMatch(/^\d{4}-\d\d-\d\d \d\d:\d\d UTC$/);
+    expect(await page.content()).not.toContain(apiToken);
+    await screenshot(page, SHOTS.tokens);
+
+    await row.getByRole("button", { name: "Revoke the token e2e laptop" }).click();
+    await page.getByRole("heading", { level: 1, name: "Revoke the token e2e laptop?" }).waitFor();
+    await screenshot(page, SHOTS.tokenRevoke);
+    await submit(page, "Revoke e2e laptop", "/console/tokens/revoke");
+    await page.getByText("The token was revoked").waitFor();
+    await page.getByText("No API tokens yet.").waitFor();
+    expect((await call()).status).toBe(401);
   });
 
   it("shows a bad workshop.yaml's errors at their path and line, then creates the workshop", async () => {
@@ -267,7 +309,13 @@ describe("an instructor's day in the console", () => {
     const p = await tablet.newPage();
     await p.goto(`/console#token=${encodeURIComponent(runtime().token)}`);
     await p.getByRole("heading", { level: 1, name: "Workshops" }).waitFor();
-    for (const path of ["/console", `/console/w/${WS}`, `/console/w/${WS}/portal`, `/console/w/${WS}/runs`]) {
+    for (const path of [
+      "/console",
+      `/console/w/${WS}`,
+      `/console/w/${WS}/portal`,
+      `/console/w/${WS}/runs`,
+      "/console/tokens",
+    ]) {
       await p.goto(path);
       const widths = await pageWidths(p);
       expect(widths.innerWidth, path).toBe(768);
@@ -330,6 +378,47 @@ describe("an instructor's day in the console", () => {
     await student.close();
   });
 
+  it("lists the claim and its release in the workshop's activity, and adds a new event live", async () => {
+    await page.getByRole("link", { name: "Hosts", exact: true }).click();
+    await page.waitForURL((u) => u.pathname === `/console/w/${WS}`);
+    const list = page.locator("#live-activity");
+    const released = list.locator('tr[data-type="lab.released"]').first();
+    const claimed = list.locator('tr[data-type="lab.claimed"]').first();
+    const [at, ...rest] = await cells(released);
+    expect(at).toMatch(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$/);
+    expect(rest).toEqual(["lab released", "student-01", "Lab student-01 was released and is free again."]);
+    const [, type, host, what] = await cells(claimed);
+    expect([type, host]).toEqual(["lab claimed", "student-01"]);
+    expect(what).toMatch(/^Lab student-01 was claimed/);
+    // Newest first: the release is above the claim.
+    const rows = list.locator("tr[data-type]");
+    const ids: string[] = [];
+    for (let i = 0; i < (await rows.count()); i++) ids.push((await rows.nth(i).getAttribute("id")) ?? "");
+    const releasedId = (await released.getAttribute("id")) ?? "";
+    expect(ids.indexOf(releasedId)).toBeGreaterThanOrEqual(0);
+    expect(ids.indexOf(releasedId)).toBeLessThan(ids.indexOf((await claimed.getAttribute("id")) ?? ""));
+
+    // An event recorded now appears at the top without a reload, once.
+    const nav = countNavigations(page);
+    await recordEvent({
+      workshop: WS,
+      type: "host.failed",
+      hostId: "student-03",
+      detail: { reason: "injected by the e2e test" },
+    });
+    const before = await polls(page);
+    await list
+      .locator("tr[data-type]")
+      .first()
+      .getByText("student-03 failed: injected by the e2e test")
+      .waitFor({ timeout: 15_000 });
+    await waitFor("two more polls", async () => (await polls(page)) >= before + 2, 15_000);
+    expect(await list.getByText("injected by the e2e test").count()).toBe(1);
+    expect(await list.locator(`#${releasedId}`).count()).toBe(1);
+    expect(nav.count).toBe(0);
+    await screenshot(page, SHOTS.activity);
+  });
+
   it("lists the runs with their per-host results and build times", async () => {
     await page.getByRole("link", { name: "Runs", exact: true }).click();
     await page.getByRole("heading", { level: 1, name: `${WS}: runs` }).waitFor();
@@ -377,11 +466,11 @@ describe("the pages themselves", () => {
     expect(pageErrors.length).toBeGreaterThanOrEqual(3);
     // A poll still in flight when a form or link leaves the page is aborted by the browser: expected, not an error.
     const leftPage =
-      /^request failed: http:\/\/127\.0\.0\.1:\d+\/console\/(w\/[a-z0-9-]+\/)?(portal\/|runs\/)?live net::ERR_ABORTED$/;
+      /^request failed: http:\/\/127\.0\.0\.1:\d+\/console\/(w\/[a-z0-9-]+\/)?(portal\/|runs\/)?live(\?after=[0-9A-Z]{26})? net::ERR_ABORTED$/;
     expect(pageErrors.flat().filter((e) => !leftPage.test(e))).toEqual([]);
   });
 
-  it("never put the token, an email or the workshop code in a URL", () => {
+  it("never put the token, the API token, an email or the workshop code in a URL", () => {
     expect(urls.length).toBeGreaterThan(20);
     const token = runtime().token;
     const leaks = urls.filter(
@@ -389,6 +478,7 @@ describe("the pages themselves", () => {
         u.includes(token) ||
         u.includes(encodeURIComponent(token)) ||
         u.includes(STUDENT.email) ||
+        (apiToken && u.includes(apiToken)) ||
         (code && u.includes(code)),
     );
     expect(leaks).toEqual([]);

@@ -87,6 +87,41 @@ describe("labfleet CLI", () => {
     }
   });
 
+  it("workshops lists them and events shows what happened, oldest first", async () => {
+    const list = await runCli(["workshops", "--output", "json"], { env });
+    expect(list.code, list.stderr).toBe(0);
+    const ok = JSON.parse(list.stdout).workshops.find((w: { name: string }) => w.name === "cli-ok");
+    expect(ok).toMatchObject({ state: "ready", provider: "local", hosts: { total: 2, ready: 2, failed: 0 } });
+    const text = await runCli(["workshops"], { env });
+    expect(text.stdout).toMatch(/^cli-ok +ready +local +2\/2 +0/m);
+
+    const events = await runCli(["events", "cli-ok", "--output", "json"], { env });
+    expect(events.code, events.stderr).toBe(0);
+    const doc = JSON.parse(events.stdout) as {
+      events: { id: string; type: string; hostId: string | null }[];
+    };
+    const types = doc.events.map((e) => e.type);
+    expect(types[0]).toBe("run.started");
+    expect(types.at(-1)).toBe("run.finished");
+    expect(
+      doc.events
+        .filter((e) => e.type === "host.ready")
+        .map((e) => e.hostId)
+        .sort(),
+    ).toEqual(["student-01", "student-02"]);
+    const ids = doc.events.map((e) => e.id);
+    expect([...ids].sort()).toEqual(ids);
+    // --after: only what came later.
+    const second = ids[1] ?? "";
+    const later = JSON.parse(
+      (await runCli(["events", "cli-ok", "--after", second, "--output", "json"], { env })).stdout,
+    );
+    expect(later.events.map((e: { id: string }) => e.id)).toEqual(ids.slice(2));
+    const bad = await runCli(["events", "cli-ok", "--after", "nope"], { env });
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toContain("after");
+  });
+
   it("up exits non-zero when a lab fails, naming the host and the reason", async () => {
     const r = await runCli(["up", "-f", join(work, "fail.yaml")], { env });
     expect(r.code).toBe(1);

@@ -1,6 +1,6 @@
+import { createRoute, z } from "@hono/zod-openapi";
 import { Hono } from "hono";
 import { html, raw } from "hono/html";
-import { z } from "zod";
 import { hostAccess, workshopStatus } from "../../shared/fleet/workshops.ts";
 import { board } from "../../shared/portal/claims.ts";
 import {
@@ -21,93 +21,321 @@ import {
 } from "../../shared/portal/portal.ts";
 import { scaleDownUnclaimed } from "../../shared/portal/scale-down.ts";
 import { withActor } from "../../shared/runtime/actor.ts";
+import { apiRouter, errors, json, jsonBody, Name, NameParams, readJson } from "./schemas.ts";
 
-const Name = z.string().regex(/^[a-z0-9-]{1,40}$/, { error: "expected a workshop name" });
-const Lab = z.string().regex(/^[a-z0-9](?:[a-z0-9-]{0,47})$/, { error: "expected a lab (host) id" });
+const Lab = z
+  .string()
+  .regex(/^[a-z0-9](?:[a-z0-9-]{0,47})$/, { error: "expected a lab (host) id" })
+  .meta({ description: "a lab (host) id", example: "student-01" });
 const Email = z
   .string()
   .trim()
   .max(200)
-  .regex(/^[^\s@]+@[^\s@]+$/, { error: "expected an email address" });
+  .regex(/^[^\s@]+@[^\s@]+$/, { error: "expected an email address" })
+  .meta({ description: "the student's email (any case)", example: "ada@example.com" });
 const ReleaseBody = z.strictObject({ lab: Lab });
 const EmailBody = z.strictObject({ email: Email });
 const InviteBody = z.strictObject({
   csv: z
     .string()
     .min(1, { error: "expected the roster CSV: name,email[,host_id]" })
-    .max(1024 * 1024),
+    .max(1024 * 1024)
+    .meta({
+      description: "the roster: one `name,email[,host_id]` line per student, an optional header line",
+      example: "name,email\nAda Lovelace,ada@example.com\n",
+    }),
 });
 const ScaleDownBody = z.strictObject({
-  unclaimed: z.union([z.literal("all"), z.number().int().min(1).max(64)], {
-    error: 'expected a number of labs, or "all"',
-  }),
-  force: z.boolean().default(false),
+  unclaimed: z
+    .union([z.literal("all"), z.number().int().min(1).max(64)], {
+      error: 'expected a number of labs, or "all"',
+    })
+    .meta({ description: 'how many unclaimed labs to remove, or "all"' }),
+  force: z.boolean().default(false).meta({ description: "take claimed labs when too few are unclaimed" }),
 });
 
-const ReassignBody = z.strictObject({ email: Email, lab: Lab });
+const ReassignBody = z.strictObject({
+  email: Email,
+  lab: Lab.meta({ description: "the (free, ready) lab to move to" }),
+});
 
-async function body(req: Request): Promise<unknown> {
-  const text = await req.text();
-  return text === "" ? {} : JSON.parse(text);
-}
+const PortalView = z
+  .object({
+    workshop: z.string(),
+    state: z.enum(["published", "open", "closed"]).meta({
+      description: "published: the board is live but nobody can claim; open: claiming; closed: neither",
+    }),
+    mode: z.string().meta({ description: "open, roster or both (from workshop.yaml)" }),
+    code: z.string().meta({ description: "the workshop code students type", example: "KQZTRW" }),
+    codeVersion: z.number().int(),
+    path: z.string().meta({ description: "where students go, on the portal's URL", example: "/" }),
+  })
+  .meta({ id: "Portal" });
+const BoardLab = z
+  .object({
+    lab: z.string(),
+    status: z.enum(["free", "claimed", "building", "failed"]),
+    firstName: z.string().optional().meta({ description: "the claimant's first name only" }),
+  })
+  .meta({ id: "BoardLab" });
+const ClaimRow = z
+  .object({
+    lab: z.string(),
+    name: z.string(),
+    email: z.string(),
+    how: z.string().meta({ description: "how the lab was claimed: open, roster, reassign, ..." }),
+    claimedAt: z.string(),
+    firstOpenedAt: z.string().nullable(),
+    locked: z.boolean().meta({ description: "too many wrong PINs: `unlock` lets the student in again" }),
+  })
+  .meta({ id: "Claim" });
+const LabAnswer = z.object({ lab: z.string() });
+const LinkPath = z
+  .string()
+  .meta({ description: "a personal link: append to the portal's URL", example: "/l/3q2-..." });
+
+const tags = ["portal"];
+const portalAction = (path: string, summary: string, description: string) =>
+  createRoute({
+    method: "post",
+    path,
+    tags,
+    summary,
+    description,
+    request: { params: NameParams },
+    responses: { 200: json(PortalView, "The portal, with its code."), ...errors(400, 401, 404) },
+  });
+
+const openRoute = portalAction(
+  "/{name}/portal/open",
+  "Open claiming",
+  "Creates the portal (and its code) if needed and lets students claim labs.",
+);
+const closeRoute = portalAction(
+  "/{name}/portal/close",
+  "Close claiming",
+  "Nobody can claim; claimed labs and personal links keep working.",
+);
+const publishRoute = portalAction(
+  "/{name}/portal/publish",
+  "Publish the board",
+  "The board goes live before claiming opens; a portal already open or closed is left as it is.",
+);
+const rotateRoute = portalAction(
+  "/{name}/portal/rotate-code",
+  "Rotate the workshop code",
+  "A new code: everyone on the board enters it again; personal links keep working.",
+);
+
+const infoRoute = createRoute({
+  method: "get",
+  path: "/{name}/portal/info",
+  tags,
+  summary: "Read the portal with its code",
+  description: "What goes on the slide: where to go and the code to type.",
+  request: { params: NameParams },
+  responses: { 200: json(PortalView, "The portal, with its code."), ...errors(400, 401, 404) },
+});
+
+const statusRoute = createRoute({
+  method: "get",
+  path: "/{name}/portal/status",
+  tags,
+  summary: "Read the portal, its board and its claims",
+  description: "The portal without its code, every lab on the board and every claim with its email.",
+  request: { params: NameParams },
+  responses: {
+    200: json(
+      z.object({
+        portal: PortalView.omit({ code: true }).extend({
+          open: z.boolean().meta({ description: "the claim form is offered now" }),
+        }),
+        labs: z.array(BoardLab),
+        claims: z.array(ClaimRow),
+      }),
+      "The portal's state.",
+    ),
+    ...errors(400, 401, 404),
+  },
+});
+
+const exportRoute = createRoute({
+  method: "get",
+  path: "/{name}/portal/export",
+  tags,
+  summary: "Export the claims as CSV",
+  description: "A CSV attachment (`NAME-claims.csv`) with one line per claim.",
+  request: { params: NameParams },
+  responses: {
+    200: {
+      description: "The claims, as CSV.",
+      content: { "text/csv": { schema: z.string().meta({ example: "lab,name,email,...\n" }) } },
+    },
+    ...errors(400, 401, 404),
+  },
+});
+
+const adminLinkRoute = createRoute({
+  method: "post",
+  path: "/{name}/portal/admin-link",
+  tags,
+  summary: "Make a new instructor link",
+  description:
+    "A secret link to a read-only page of every lab, claimant and credential. The previous link stops working.",
+  request: { params: NameParams },
+  responses: {
+    200: json(
+      z.object({
+        token: z.string(),
+        path: z.string().meta({ example: "/admin/demo/3q2-..." }),
+      }),
+      "The new link.",
+    ),
+    ...errors(400, 401, 404),
+  },
+});
+
+const releaseRoute = createRoute({
+  method: "post",
+  path: "/{name}/portal/release",
+  tags,
+  summary: "Release a claimed lab",
+  description: "The lab becomes free again; its personal link stops working.",
+  middleware: [readJson] as const,
+  request: { params: NameParams, body: jsonBody(ReleaseBody, "The lab to release.", true) },
+  responses: { 200: json(LabAnswer, "The released lab."), ...errors(400, 401, 404) },
+});
+
+const revokeRoute = createRoute({
+  method: "post",
+  path: "/{name}/portal/revoke",
+  tags,
+  summary: "Revoke a student's claim",
+  description: "Frees the lab claimed with this email.",
+  middleware: [readJson] as const,
+  request: { params: NameParams, body: jsonBody(EmailBody, "The student's email.", true) },
+  responses: { 200: json(LabAnswer, "The freed lab."), ...errors(400, 401, 404) },
+});
+
+const reassignRoute = createRoute({
+  method: "post",
+  path: "/{name}/portal/reassign",
+  tags,
+  summary: "Move a student to another lab",
+  description: "The student keeps their PIN; their old personal link stops, the new one is returned.",
+  middleware: [readJson] as const,
+  request: { params: NameParams, body: jsonBody(ReassignBody, "The student and the lab.", true) },
+  responses: {
+    200: json(z.object({ lab: z.string(), token: z.string(), path: LinkPath }), "The new claim."),
+    ...errors(400, 401, 404, 409),
+  },
+});
+
+const unlockRoute = createRoute({
+  method: "post",
+  path: "/{name}/portal/unlock",
+  tags,
+  summary: "Unlock a student locked out by wrong PINs",
+  middleware: [readJson] as const,
+  request: { params: NameParams, body: jsonBody(EmailBody, "The student's email.", true) },
+  responses: { 200: json(z.object({ unlocked: z.boolean() }), "Unlocked."), ...errors(400, 401, 404) },
+});
+
+const inviteRoute = createRoute({
+  method: "post",
+  path: "/{name}/portal/invite",
+  tags,
+  summary: "Invite a roster",
+  description:
+    'Reserves a lab for each student of the roster (portal.mode "roster" or "both") and returns their personal links.',
+  middleware: [readJson] as const,
+  request: { params: NameParams, body: jsonBody(InviteBody, "The roster.", true) },
+  responses: {
+    200: json(
+      z.object({
+        invites: z.array(z.object({ name: z.string(), email: z.string(), lab: z.string(), path: LinkPath })),
+        skipped: z.array(z.object({ email: z.string(), reason: z.string() })),
+      }),
+      "The invitations, and the rows that got none.",
+    ),
+    ...errors(400, 401, 404, 409),
+  },
+});
+
+const scaleDownRoute = createRoute({
+  method: "post",
+  path: "/{name}/portal/scale-down",
+  tags,
+  summary: "Remove unclaimed labs",
+  description:
+    "Unready labs go first, then free labs from the highest number down; a claimed lab only with `force`.",
+  middleware: [readJson] as const,
+  request: { params: NameParams, body: jsonBody(ScaleDownBody, "How many labs.", true) },
+  responses: {
+    200: json(
+      z.object({ removed: z.array(z.string()), releasedClaims: z.array(z.string()) }),
+      "The labs removed, and the claims released with them.",
+    ),
+    ...errors(400, 401, 404, 409),
+  },
+});
 
 /**
- * Instructor routes for the claim portal, under /api/workshops/:name/portal/ (bearer token, no-store, the
+ * Instructor routes for the claim portal, under /api/workshops/{name}/portal/ (bearer token, no-store, the
  * instructor actor: all set by the /api middleware).
  */
-export const portalApi = new Hono()
-  .post("/:name/portal/open", async (c) => c.json(await openPortal(Name.parse(c.req.param("name")))))
-  .post("/:name/portal/close", async (c) => c.json(await closePortal(Name.parse(c.req.param("name")))))
-  .post("/:name/portal/publish", async (c) => c.json(await publishPortal(Name.parse(c.req.param("name")))))
-  .post("/:name/portal/rotate-code", async (c) => c.json(await rotateCode(Name.parse(c.req.param("name")))))
-  .get("/:name/portal/info", async (c) => c.json(await portalInfo(Name.parse(c.req.param("name")))))
-  .get("/:name/portal/status", async (c) => {
-    const name = Name.parse(c.req.param("name"));
+export const portalApi = apiRouter()
+  .openapi(openRoute, async (c) => c.json(await openPortal(c.req.valid("param").name), 200))
+  .openapi(closeRoute, async (c) => c.json(await closePortal(c.req.valid("param").name), 200))
+  .openapi(publishRoute, async (c) => c.json(await publishPortal(c.req.valid("param").name), 200))
+  .openapi(rotateRoute, async (c) => c.json(await rotateCode(c.req.valid("param").name), 200))
+  .openapi(infoRoute, async (c) => c.json(await portalInfo(c.req.valid("param").name), 200))
+  .openapi(statusRoute, async (c) => {
+    const { name } = c.req.valid("param");
     const { code: _code, ...portal } = await portalInfo(name); // the code only where asked for: info
     const [b, claims] = await Promise.all([board(name), listClaims(name)]);
-    return c.json({ portal: { ...portal, open: b.open }, labs: b.labs, claims });
+    return c.json({ portal: { ...portal, open: b.open }, labs: b.labs, claims }, 200);
   })
-  .get("/:name/portal/export", async (c) => {
-    const name = Name.parse(c.req.param("name"));
+  .openapi(exportRoute, async (c) => {
+    const { name } = c.req.valid("param");
     const csv = await exportClaims(name);
     c.header("Content-Type", "text/csv; charset=utf-8");
     c.header("Content-Disposition", `attachment; filename="${name}-claims.csv"`);
     return c.body(csv);
   })
-  .post("/:name/portal/admin-link", async (c) => {
-    const name = Name.parse(c.req.param("name"));
+  .openapi(adminLinkRoute, async (c) => {
+    const { name } = c.req.valid("param");
     const { token } = await newAdminLink(name);
-    return c.json({ token, path: `/admin/${name}/${token}` });
+    return c.json({ token, path: `/admin/${name}/${token}` }, 200);
   })
-  .post("/:name/portal/release", async (c) => {
-    const b = ReleaseBody.parse(await body(c.req.raw));
-    return c.json(await releaseLab(Name.parse(c.req.param("name")), b.lab));
+  .openapi(releaseRoute, async (c) =>
+    c.json(await releaseLab(c.req.valid("param").name, c.req.valid("json").lab), 200),
+  )
+  .openapi(revokeRoute, async (c) =>
+    c.json(await revokeEmail(c.req.valid("param").name, c.req.valid("json").email), 200),
+  )
+  .openapi(reassignRoute, async (c) => {
+    const b = c.req.valid("json");
+    const r = await reassign(c.req.valid("param").name, b.email, b.lab);
+    return c.json({ ...r, path: `/l/${r.token}` }, 200);
   })
-  .post("/:name/portal/revoke", async (c) => {
-    const b = EmailBody.parse(await body(c.req.raw));
-    return c.json(await revokeEmail(Name.parse(c.req.param("name")), b.email));
-  })
-  .post("/:name/portal/reassign", async (c) => {
-    const b = ReassignBody.parse(await body(c.req.raw));
-    const r = await reassign(Name.parse(c.req.param("name")), b.email, b.lab);
-    return c.json({ ...r, path: `/l/${r.token}` });
-  })
-  .post("/:name/portal/unlock", async (c) => {
-    const b = EmailBody.parse(await body(c.req.raw));
-    return c.json(await unlockEmail(Name.parse(c.req.param("name")), b.email));
-  })
-  .post("/:name/portal/invite", async (c) => {
-    const b = InviteBody.parse(await body(c.req.raw));
-    const r = await inviteRoster(Name.parse(c.req.param("name")), b.csv);
+  .openapi(unlockRoute, async (c) =>
+    c.json(await unlockEmail(c.req.valid("param").name, c.req.valid("json").email), 200),
+  )
+  .openapi(inviteRoute, async (c) => {
+    const r = await inviteRoster(c.req.valid("param").name, c.req.valid("json").csv);
     c.header("Cache-Control", "no-store");
-    return c.json({
-      invites: r.invites.map((i) => ({ name: i.name, email: i.email, lab: i.lab, path: `/l/${i.token}` })),
-      skipped: r.skipped,
-    });
+    return c.json(
+      {
+        invites: r.invites.map((i) => ({ name: i.name, email: i.email, lab: i.lab, path: `/l/${i.token}` })),
+        skipped: r.skipped,
+      },
+      200,
+    );
   })
-  .post("/:name/portal/scale-down", async (c) => {
-    const b = ScaleDownBody.parse(await body(c.req.raw));
-    return c.json(await scaleDownUnclaimed(Name.parse(c.req.param("name")), b.unclaimed, b.force));
+  .openapi(scaleDownRoute, async (c) => {
+    const b = c.req.valid("json");
+    return c.json(await scaleDownUnclaimed(c.req.valid("param").name, b.unclaimed, b.force), 200);
   });
 
 // --- the instructor page behind the secret admin link -----------------------------------------------------

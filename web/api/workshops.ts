@@ -1,5 +1,4 @@
-import { Hono } from "hono";
-import { z } from "zod";
+import { createRoute, z } from "@hono/zod-openapi";
 import { getRun, startRun } from "../../shared/fleet/runs.ts";
 import {
   hostAccess,
@@ -9,48 +8,206 @@ import {
   submitWorkshop,
   workshopStatus,
 } from "../../shared/fleet/workshops.ts";
+import { Workshop } from "../../shared/workshop/schema.ts";
+import {
+  apiRouter,
+  errors,
+  HostView,
+  json,
+  jsonBody,
+  Name,
+  NameParams,
+  RunAnswer,
+  RunView,
+  readJson,
+  WorkshopSummary,
+} from "./schemas.ts";
 
-const SubmitBody = z.strictObject({
-  yaml: z
-    .string()
-    .min(1, { error: "expected the text of workshop.yaml" })
-    .max(512 * 1024),
-  baseDir: z.string().startsWith("/", { error: "expected an absolute folder" }).optional(),
+const SubmitBody = z
+  .strictObject({
+    yaml: z
+      .string()
+      .min(1, { error: "expected the text of workshop.yaml" })
+      .max(512 * 1024)
+      .meta({ description: "the text of workshop.yaml", example: "name: demo\nlab:\n  ..." }),
+    baseDir: z
+      .string()
+      .startsWith("/", { error: "expected an absolute folder" })
+      .optional()
+      .meta({ description: "the folder a local `lab.source` path is relative to (the CLI sends its own)" }),
+  })
+  .meta({ id: "WorkshopSubmit" });
+const UpBody = z.strictObject({
+  force: z.boolean().default(false).meta({ description: "redeploy labs that are already ready" }),
 });
-const UpBody = z.strictObject({ force: z.boolean().default(false) });
-const Name = z.string().regex(/^[a-z0-9-]{1,40}$/, { error: "expected a workshop name" });
 
-async function jsonBody(req: Request): Promise<unknown> {
-  const text = await req.text();
-  return text === "" ? {} : JSON.parse(text);
-}
+const Created = z.object({ name: z.string(), created: z.boolean() });
+const Plan = z.object({
+  name: z.string(),
+  provider: z.string(),
+  items: z.array(
+    z.object({
+      hostId: z.string(),
+      action: z.enum(["create", "reuse", "noop"]),
+      detail: z.string().optional(),
+    }),
+  ),
+});
+const WorkshopStatus = WorkshopSummary.extend({
+  spec: Workshop.meta({ id: "WorkshopSpec" }),
+  hostList: z.array(HostView),
+  runs: z.array(RunView).meta({ description: "newest first" }),
+}).meta({ id: "WorkshopStatus" });
+
+const tags = ["workshops"];
+
+const list = createRoute({
+  method: "get",
+  path: "/",
+  tags,
+  summary: "List workshops",
+  description: "Every workshop with its state and host counts.",
+  responses: {
+    200: json(z.object({ workshops: z.array(WorkshopSummary) }), "The workshops."),
+    ...errors(401),
+  },
+});
+
+const submit = createRoute({
+  method: "post",
+  path: "/",
+  tags,
+  summary: "Create or update a workshop from workshop.yaml",
+  description:
+    "Checks the YAML and stores it: 201 for a new workshop, 200 for an update. YAML errors answer 400 `workshop.invalid` with each error at its YAML path and line.",
+  middleware: [readJson] as const,
+  request: { body: jsonBody(SubmitBody, "The text of workshop.yaml.", true) },
+  responses: {
+    200: json(Created, "The workshop existed and was updated."),
+    201: json(Created, "The workshop was created."),
+    ...errors(400, 401, 409),
+  },
+});
+
+const plan = createRoute({
+  method: "post",
+  path: "/plan",
+  tags,
+  summary: "Plan a workshop (dry run)",
+  description: "What `up` would do per host: create, reuse or nothing. Nothing is stored or created.",
+  middleware: [readJson] as const,
+  request: { body: jsonBody(SubmitBody, "The text of workshop.yaml.", true) },
+  responses: {
+    200: json(Plan, "One item per host."),
+    ...errors(400, 401),
+  },
+});
+
+const status = createRoute({
+  method: "get",
+  path: "/{name}",
+  tags,
+  summary: "Read a workshop",
+  description: "Its state, spec, every host with its phase and error, and its runs.",
+  request: { params: NameParams },
+  responses: {
+    200: json(WorkshopStatus, "The workshop."),
+    ...errors(400, 401, 404),
+  },
+});
+
+const up = createRoute({
+  method: "post",
+  path: "/{name}/up",
+  tags,
+  summary: "Start up: provision, deploy, wait until ready, publish",
+  description: "Starts the `up` workflow; labs already ready are skipped unless `force`. Poll the run.",
+  middleware: [readJson] as const,
+  request: { params: NameParams, body: jsonBody(UpBody, "Optional; `{}` or an empty body is fine.") },
+  responses: {
+    202: json(RunAnswer, "The run was started."),
+    ...errors(400, 401, 404, 409),
+  },
+});
+
+const teardown = createRoute({
+  method: "post",
+  path: "/{name}/teardown",
+  tags,
+  summary: "Tear the workshop down",
+  description: "Starts the `teardown` workflow: every host labfleet created goes, the portal closes.",
+  request: { params: NameParams },
+  responses: {
+    202: json(RunAnswer, "The run was started."),
+    ...errors(400, 401, 404, 409),
+  },
+});
+
+const access = createRoute({
+  method: "get",
+  path: "/{name}/hosts/{hostId}/access",
+  tags,
+  summary: "Read a lab's access details",
+  description:
+    "What the lab wrote to $LABFLEET_ACCESS (usually `urls`, `credentials`, `notes`), decrypted. 404 `host.no_access` until the lab wrote it.",
+  request: {
+    params: z.object({
+      name: Name,
+      hostId: z.string().meta({ description: "a host id", example: "student-01" }),
+    }),
+  },
+  responses: {
+    200: json(
+      z.object({
+        access: z.unknown().meta({ description: "the JSON the lab wrote, as it wrote it" }),
+      }),
+      "The access details.",
+    ),
+    ...errors(400, 401, 404),
+  },
+});
+
+const run = createRoute({
+  method: "get",
+  path: "/{name}/runs/{runId}",
+  tags,
+  summary: "Read a run",
+  description: "A workflow run with its per-host results.",
+  request: {
+    params: z.object({ name: Name, runId: z.string().meta({ example: "run_01J9ZK3M4R7S8T9V0W1X2Y3Z4A" }) }),
+  },
+  responses: {
+    200: json(RunAnswer, "The run."),
+    ...errors(400, 401, 404),
+  },
+});
 
 /** Instructor routes for workshops: submit YAML, start up/teardown, read status and runs. */
-export const workshops = new Hono()
-  .get("/", async (c) => c.json({ workshops: await listWorkshops() }))
-  .post("/", async (c) => {
-    const body = SubmitBody.parse(await jsonBody(c.req.raw));
+export const workshops = apiRouter()
+  .openapi(list, async (c) => c.json({ workshops: await listWorkshops() }, 200))
+  .openapi(submit, async (c) => {
+    const body = c.req.valid("json");
     const result = await submitWorkshop(body.yaml, body.baseDir);
-    return c.json(result, result.created ? 201 : 200);
+    return result.created ? c.json(result, 201) : c.json(result, 200);
   })
-  .post("/plan", async (c) => {
-    const body = SubmitBody.parse(await jsonBody(c.req.raw));
-    return c.json(await planWorkshop(body.yaml, body.baseDir));
+  .openapi(plan, async (c) => {
+    const body = c.req.valid("json");
+    return c.json(await planWorkshop(body.yaml, body.baseDir), 200);
   })
-  .get("/:name", async (c) => c.json(await workshopStatus(Name.parse(c.req.param("name")))))
-  .post("/:name/up", async (c) => {
-    const body = UpBody.parse(await jsonBody(c.req.raw));
-    const run = await startRun(Name.parse(c.req.param("name")), "up", { force: body.force });
+  .openapi(status, async (c) => c.json(await workshopStatus(c.req.valid("param").name), 200))
+  .openapi(up, async (c) => {
+    const run = await startRun(c.req.valid("param").name, "up", { force: c.req.valid("json").force });
     return c.json({ run: runView(run) }, 202);
   })
-  .post("/:name/teardown", async (c) => {
-    const run = await startRun(Name.parse(c.req.param("name")), "teardown");
+  .openapi(teardown, async (c) => {
+    const run = await startRun(c.req.valid("param").name, "teardown");
     return c.json({ run: runView(run) }, 202);
   })
-  .get("/:name/hosts/:hostId/access", async (c) => {
-    const access = await hostAccess(Name.parse(c.req.param("name")), c.req.param("hostId"));
-    return c.json({ access });
+  .openapi(access, async (c) => {
+    const { name, hostId } = c.req.valid("param");
+    return c.json({ access: await hostAccess(name, hostId) }, 200);
   })
-  .get("/:name/runs/:runId", async (c) =>
-    c.json({ run: runView(await getRun(Name.parse(c.req.param("name")), c.req.param("runId"))) }),
-  );
+  .openapi(run, async (c) => {
+    const { name, runId } = c.req.valid("param");
+    return c.json({ run: runView(await getRun(name, runId)) }, 200);
+  });

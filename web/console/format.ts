@@ -32,6 +32,12 @@ export function when(iso: string | null | undefined): string {
   return `${iso.replace("T", " ").slice(0, 16)} UTC`;
 }
 
+/** An ISO time to the second, "2026-05-01 10:22:07 UTC": what an activity entry shows. */
+export function whenExact(iso: string | null | undefined): string {
+  if (!iso) return "";
+  return `${iso.replace("T", " ").slice(0, 19)} UTC`;
+}
+
 /** Host ids typed into a field: commas, spaces or newlines between them. */
 export function hostList(text: string): string[] {
   return [...new Set(text.split(/[\s,]+/).filter(Boolean))];

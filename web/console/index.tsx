@@ -9,6 +9,7 @@ import type { Child } from "hono/jsx";
 import { trimTrailingSlash } from "hono/trailing-slash";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { ZodError, z } from "zod";
+import { CreateTokenInput, createToken, listTokens, revokeToken, TokenId } from "../../shared/auth/tokens.ts";
 import { ExtendInput, extendWorkshop } from "../../shared/fleet/extend.ts";
 import { diagnose, startDeploy, startRetry } from "../../shared/fleet/ops.ts";
 import { startRun } from "../../shared/fleet/runs.ts";
@@ -42,7 +43,8 @@ import { issueDetails } from "../../shared/runtime/zod.ts";
 import { tarGz } from "../api/archive.ts";
 import { statusOf } from "../api/errors.ts";
 import type { InstructorAuth } from "../app.ts";
-import { hostList } from "./format.ts";
+import { eventsAfter, recentEvents } from "./activity.ts";
+import { hostList, when } from "./format.ts";
 import { consoleJs } from "./script.ts";
 import {
   type CurrentSession,
@@ -51,10 +53,12 @@ import {
   endSession,
   loginCsrf,
   loginCsrfValid,
+  ownOrigin,
   startSession,
 } from "./session.ts";
 import { consoleCss } from "./style.ts";
 import {
+  ActivityRows,
   BoardItems,
   ClaimRows,
   ConfirmPage,
@@ -72,6 +76,8 @@ import {
   type RunRow,
   RunsPage,
   Summary,
+  TokenCreatedPage,
+  TokensPage,
   type Viewer,
   WorkshopPage,
   type WorkshopRow,
@@ -111,6 +117,24 @@ const LabForm = z.object({ lab: Lab, confirm: Confirm });
 const RevokeForm = z.object({ email: Email, confirm: Confirm });
 const ReassignForm = z.object({ lab: Lab, to: Lab, confirm: Confirm });
 const ConfirmForm = z.object({ confirm: Confirm });
+/** An event id (a ULID), where a workshop page's live updates continue from. */
+const LiveQuery = z.object({
+  after: z
+    .string()
+    .regex(/^[0-9A-HJKMNP-TV-Z]{26}$/, { error: "expected an event id" })
+    .optional(),
+});
+/** The create form's fields, made into createToken's input; its schema checks them. */
+const TokenForm = z
+  .object({ name: z.string().max(200).default(""), days: z.string().trim().max(20).default("") })
+  .transform((f) => ({
+    name: f.name,
+    // "" is no expiry; anything else must be a whole number, which CreateTokenInput checks.
+    ...(f.days === "" ? {} : { expiresInDays: /^\d+$/.test(f.days) ? Number(f.days) : Number.NaN }),
+  }))
+  .pipe(CreateTokenInput);
+const DAYS_ERROR = "expected a whole number of days from 1 to 3650, or nothing";
+const RevokeTokenForm = z.object({ id: TokenId, confirm: Confirm });
 
 /** What a redirect's `?notice=` key says on the next page. */
 const NOTICES: Record<string, string> = {
@@ -129,6 +153,7 @@ const NOTICES: Record<string, string> = {
   released: "The lab was released and is free again. Its old personal link no longer works.",
   revoked: "The student's lab was released. Its old personal link no longer works.",
   unlocked: "The student's PIN lock was reset.",
+  "token-revoked": "The token was revoked: anything still using it is refused from now on.",
 };
 
 const noticeOf = (c: Context) => NOTICES[c.req.query("notice") ?? ""];
@@ -142,10 +167,10 @@ async function fragment(node: Child): Promise<string> {
   return String(await (node as { toString(): string | Promise<string> }).toString());
 }
 
-async function live(c: Context, regions: Record<string, Child>) {
+async function live(c: Context, regions: Record<string, Child>, extra: Record<string, unknown> = {}) {
   const out: Record<string, string> = {};
   for (const [id, node] of Object.entries(regions)) out[id] = await fragment(node);
-  return c.json({ at: useDeps().clock.now().toISOString(), regions: out });
+  return c.json({ at: useDeps().clock.now().toISOString(), regions: out, ...extra });
 }
 
 function viewer(c: Ctx): Viewer {
@@ -175,6 +200,7 @@ function safeNext(next: string | undefined): string {
 
 /** The page a failed action goes back to. */
 function backFor(path: string): string {
+  if (path.startsWith("/console/tokens")) return "/console/tokens";
   const m = /^\/console\/w\/([a-z0-9-]{1,40})(\/portal|\/runs)?/.exec(path);
   return m ? `/console/w/${m[1]}${m[2] ?? ""}` : "/console";
 }
@@ -423,15 +449,31 @@ export function consoleRoutes(auth: InstructorAuth, opts: ConsoleOptions = {}) {
 
   // --- one workshop: hosts and fleet actions ----------------------------------------------------------------
   app.get("/w/:name", async (c) => {
-    const v = await workshopView(nameOf(c));
-    return page(c, <WorkshopPage viewer={viewer(c)} {...v} notice={noticeOf(c)} />);
+    const name = nameOf(c);
+    const [v, activity] = await Promise.all([workshopView(name), recentEvents(name)]);
+    return page(c, <WorkshopPage viewer={viewer(c)} {...v} activity={activity} notice={noticeOf(c)} />);
   });
+  // The live regions, and the events after the page's newest (`?after=`): the script adds their rows at
+  // the top of the activity list and asks from the returned `last` next time.
   app.get("/w/:name/live", async (c) => {
-    const v = await workshopView(nameOf(c));
-    return live(c, {
-      "live-summary": <Summary summary={v.summary} activeRun={v.activeRun} now={v.now} />,
-      "live-hosts": <HostRows hosts={v.hosts} />,
-    });
+    const { after } = LiveQuery.parse(c.req.query());
+    const name = nameOf(c);
+    const [v, news] = await Promise.all([workshopView(name), eventsAfter(name, after)]);
+    const newestFirst = [...news.events].reverse();
+    return live(
+      c,
+      {
+        "live-summary": <Summary summary={v.summary} activeRun={v.activeRun} now={v.now} />,
+        "live-hosts": <HostRows hosts={v.hosts} />,
+      },
+      {
+        activity: {
+          events: news.events,
+          last: news.last,
+          html: await fragment(<ActivityRows events={newestFirst} placeholder={false} />),
+        },
+      },
+    );
   });
   app.post("/w/:name/up", async (c) => {
     const name = nameOf(c);
@@ -669,6 +711,63 @@ export function consoleRoutes(auth: InstructorAuth, opts: ConsoleOptions = {}) {
   app.get("/w/:name/runs/live", async (c) =>
     live(c, { "live-runs": <RunList runs={await runRows(nameOf(c))} /> }),
   );
+
+  // --- API tokens -----------------------------------------------------------------------------------------
+  const tokensPage = async (c: Ctx, extra: Partial<Parameters<typeof TokensPage>[0]> = {}) =>
+    page(
+      c,
+      <TokensPage viewer={viewer(c)} tokens={await listTokens()} notice={noticeOf(c)} {...extra} />,
+      extra.errors ? 400 : 200,
+    );
+  app.get("/tokens", (c) => tokensPage(c));
+  // The new token is in this response only: never in a URL (no redirect), a log or a cache (no-store).
+  app.post("/tokens", async (c) => {
+    const body = await c.req.parseBody();
+    const field = (k: string) => (typeof body[k] === "string" ? (body[k] as string) : "");
+    const form = TokenForm.safeParse({ name: field("name"), days: field("days") });
+    if (!form.success) {
+      const errors: { name?: string; days?: string } = {};
+      for (const d of issueDetails(form.error.issues)) {
+        if (d.path === "expiresInDays") errors.days ??= DAYS_ERROR;
+        else errors.name ??= d.message;
+      }
+      return tokensPage(c, { form: { name: field("name"), days: field("days") }, errors });
+    }
+    const created = await createToken(form.data);
+    return page(
+      c,
+      <TokenCreatedPage viewer={viewer(c)} token={created.token} info={created.info} url={ownOrigin(c)} />,
+      201,
+    );
+  });
+  app.post("/tokens/revoke", async (c) => {
+    const f = RevokeTokenForm.parse(await c.req.parseBody());
+    if (f.confirm !== "yes") {
+      const t = (await listTokens()).find((x) => x.id === f.id);
+      if (!t)
+        throw new VisibleError("not_found", "token.not_found", "there is no such token (revoked already?)");
+      return page(
+        c,
+        <ConfirmPage
+          viewer={viewer(c)}
+          title={`Revoke the token ${t.name}?`}
+          message={
+            <p>
+              The token of {t.owner}
+              {t.mine ? " (you)" : ""}, created {when(t.createdAt)}, stops working at once: a CLI signed in
+              with it, or a script that sends it, is refused. This cannot be undone.
+            </p>
+          }
+          action="/console/tokens/revoke"
+          fields={{ id: t.id }}
+          button={`Revoke ${t.name}`}
+          back="/console/tokens"
+        />,
+      );
+    }
+    await revokeToken(f.id);
+    return c.redirect("/console/tokens?notice=token-revoked", 303);
+  });
 
   // Errors become a page with a way back (or JSON for the live endpoints), at the status of their kind.
   app.onError((err, c) => {

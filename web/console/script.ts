@@ -4,7 +4,9 @@
  * - live updates: a page whose <main> names a JSON endpoint in data-live is polled every 2 s; the endpoint
  *   answers `{regions: {id: html}}`, server-rendered fragments that replace the element of that id. A region
  *   is left alone while it holds the focus or a form control someone has changed, so typing, choosing and
- *   keyboard navigation are never undone by an update;
+ *   keyboard navigation are never undone by an update. A page with an activity list (an element with
+ *   data-after, the newest event id it shows) asks for `?after=<that id>`; the answer's `activity.html` rows
+ *   go at the top of the list and `activity.last` is where the next poll continues;
  * - sign-in from the link `labfleet dev` prints: its token travels in the URL fragment (never sent to a
  *   server, never logged), is moved into the token field, dropped from the address bar, and submitted;
  * - a chosen workshop.yaml file is shown in the text area, where it can still be edited; errors found in it
@@ -50,13 +52,28 @@ export const consoleJs = `"use strict";
     return false;
   };
   const busy = (el) => (document.activeElement !== document.body && el.contains(document.activeElement)) || changed(el);
+  const feed = document.querySelector("[data-after]");
+  let after = feed ? feed.getAttribute("data-after") : "";
+  const target = () => (after ? url + (url.includes("?") ? "&" : "?") + "after=" + encodeURIComponent(after) : url);
+  const addActivity = (a) => {
+    if (!feed || !a) return;
+    if (a.html) {
+      for (const e of feed.querySelectorAll("[data-empty]")) e.remove();
+      feed.insertAdjacentHTML("afterbegin", a.html);
+      while (feed.children.length > 200) feed.lastElementChild.remove();
+    }
+    if (a.last) {
+      after = a.last;
+      feed.setAttribute("data-after", after);
+    }
+  };
   const last = new Map();
   let polls = 0;
   let stopped = false;
   const tick = async () => {
     if (document.hidden) return;
     try {
-      const r = await fetch(url, { headers: { accept: "application/json" }, credentials: "same-origin", cache: "no-store" });
+      const r = await fetch(target(), { headers: { accept: "application/json" }, credentials: "same-origin", cache: "no-store" });
       if (r.status === 401 || r.status === 403) {
         stopped = true;
         say('Your session has ended, so this page no longer updates. <a href="/console/login">Sign in again</a>.');
@@ -70,6 +87,7 @@ export const consoleJs = `"use strict";
         el.innerHTML = html;
         last.set(id, html);
       }
+      addActivity(data.activity);
       polls += 1;
       main.setAttribute("data-polls", String(polls));
       say("");

@@ -41,7 +41,8 @@ export function isHttps(c: Context): boolean {
   return new URL(c.req.url).protocol === "https:";
 }
 
-function ownOrigin(c: Context): string {
+/** This site's origin as the browser sees it (https behind a trusted proxy): for links shown on a page. */
+export function ownOrigin(c: Context): string {
   const url = new URL(c.req.url);
   return `${isHttps(c) ? "https:" : url.protocol}//${url.host}`;
 }

@@ -86,6 +86,13 @@ ul.board .lab { display: block; font-weight: 600; }
 section.run { margin-top: 1rem; }
 section.run h2 { margin: 0 0 0.25rem; }
 .yaml-line { display: block; margin-top: 0.2rem; white-space: pre-wrap; }
+.ev-host-ready, .ev-lab-released { color: #0a6b2d; }
+.ev-host-failed { color: #a4141b; }
+.ev-run-started, .ev-run-finished, .ev-lab-claimed, .ev-workshop-torn-down { color: #3d4450; }
+.activity { max-height: 28rem; overflow-y: auto; }
+.activity td.what { overflow-wrap: anywhere; }
+input.secret { width: 100%; font: 0.95rem/1.4 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; padding: 0.45rem 0.6rem; border: 2px solid #555; border-radius: 6px; background: #fff; color: #111; }
+pre.command { margin: 0.25rem 0; white-space: pre-wrap; overflow-wrap: anywhere; }
 .providers { list-style: none; padding: 0; display: flex; gap: 0.5rem; flex-wrap: wrap; }
 .login { max-width: 30rem; }
 @media (max-width: 820px) {

@@ -3,11 +3,14 @@
 /** @jsxRuntime automatic */
 /** @jsxImportSource hono/jsx */
 import type { Child } from "hono/jsx";
+import type { TokenInfo } from "../../shared/auth/tokens.ts";
+import type { EventView } from "../../shared/fleet/events.ts";
 import type { HostView, RunView, WorkshopSummary } from "../../shared/fleet/workshops.ts";
 import type { BoardLab } from "../../shared/portal/claims.ts";
 import type { ClaimRow, PortalView } from "../../shared/portal/portal.ts";
 import type { ErrorDetail } from "../../shared/runtime/errors.ts";
-import { duration, timeLeft, when } from "./format.ts";
+import { eventLabel, eventSentence } from "./activity.ts";
+import { duration, timeLeft, when, whenExact } from "./format.ts";
 import { CSRF_FIELD } from "./session.ts";
 
 /**
@@ -31,7 +34,7 @@ export interface ProviderLink {
   href: string;
 }
 
-type Section = "workshops" | "new" | undefined;
+type Section = "workshops" | "new" | "tokens" | undefined;
 
 export const Csrf = (props: { token: string }) => (
   <input type="hidden" name={CSRF_FIELD} value={props.token} />
@@ -71,6 +74,9 @@ export function Layout(props: {
                 </a>
                 <a href="/console/new" aria-current={current("new")}>
                   New workshop
+                </a>
+                <a href="/console/tokens" aria-current={current("tokens")}>
+                  API tokens
                 </a>
               </nav>
               <div class="who">
@@ -425,11 +431,52 @@ export function HostRows(props: { hosts: HostView[] }) {
   );
 }
 
+/** The newest events first: one row each, with the event's id so a live update never adds it twice. */
+export function ActivityRows(props: {
+  events: EventView[];
+  /** Without events, a "nothing yet" row (the page's), or nothing at all (a live update's). */
+  placeholder?: boolean;
+}) {
+  if (props.events.length === 0)
+    return props.placeholder === false ? null : (
+      <tr data-empty="">
+        <td colspan={4}>
+          Nothing has happened yet: events appear here as hosts get ready or fail, labs are claimed and runs
+          go.
+        </td>
+      </tr>
+    );
+  return (
+    <>
+      {props.events.map((e) => (
+        <tr id={`event-${e.id}`} data-type={e.type}>
+          <td class="num">
+            <time datetime={e.at}>{whenExact(e.at)}</time>
+          </td>
+          <td>
+            <span class={`state ev-${e.type.replace(/[._]/g, "-")}`}>{eventLabel(e.type)}</span>
+          </td>
+          <td>{e.hostId ?? ""}</td>
+          <td class="what">{eventSentence(e)}</td>
+        </tr>
+      ))}
+    </>
+  );
+}
+
+export interface ActivityData {
+  /** Newest first. */
+  events: EventView[];
+  /** The newest event's id: where the page's live updates continue from. */
+  last: string | null;
+}
+
 export function WorkshopPage(
   props: WorkshopHeader & {
     viewer: Viewer;
     hosts: HostView[];
     canExtend: boolean;
+    activity: ActivityData;
     notice?: string | undefined;
   },
 ) {
@@ -538,6 +585,23 @@ export function WorkshopPage(
           </>
         )}
       </div>
+      <h2 id="activity-h">Activity</h2>
+      <div class="table-wrap activity">
+        <table aria-labelledby="activity-h">
+          <thead>
+            <tr>
+              <th scope="col">Time</th>
+              <th scope="col">Event</th>
+              <th scope="col">Host</th>
+              <th scope="col">What happened</th>
+            </tr>
+          </thead>
+          <tbody id="live-activity" data-after={props.activity.last ?? ""}>
+            <ActivityRows events={props.activity.events} />
+          </tbody>
+        </table>
+      </div>
+      <p class="hint">Newest first; new events are added at the top as they happen.</p>
     </Layout>
   );
 }
@@ -831,6 +895,171 @@ export function RunsPage(props: { viewer: Viewer; name: string; runs: RunRow[] }
       <div id="live-runs">
         <RunList runs={props.runs} />
       </div>
+    </Layout>
+  );
+}
+
+// ------------------------------------------------------------------------------------------- API tokens
+
+export type TokenRow = TokenInfo & { mine: boolean };
+
+export function TokenRows(props: { tokens: TokenRow[]; csrf: string }) {
+  if (props.tokens.length === 0)
+    return (
+      <tr>
+        <td colspan={6}>No API tokens yet. Create one below, or run labfleet login.</td>
+      </tr>
+    );
+  return (
+    <>
+      {props.tokens.map((t) => (
+        <tr id={`tok-${t.id}`}>
+          <th scope="row">{t.name}</th>
+          <td>
+            {t.owner}
+            {t.mine ? " (you)" : ""}
+          </td>
+          <td class="num">{when(t.createdAt)}</td>
+          <td class="num">{t.lastUsedAt ? when(t.lastUsedAt) : "never"}</td>
+          <td class="num">{t.expiresAt ? when(t.expiresAt) : "never"}</td>
+          <td>
+            <form method="post" action="/console/tokens/revoke">
+              <Csrf token={props.csrf} />
+              <input type="hidden" name="id" value={t.id} />
+              <button type="submit" class="danger secondary" aria-label={`Revoke the token ${t.name}`}>
+                Revoke…
+              </button>
+            </form>
+          </td>
+        </tr>
+      ))}
+    </>
+  );
+}
+
+export function TokensPage(props: {
+  viewer: Viewer;
+  tokens: TokenRow[];
+  notice?: string | undefined;
+  /** The create form sent back: what was typed, and its errors by field (name, days). */
+  form?: { name: string; days: string };
+  errors?: { name?: string | undefined; days?: string | undefined };
+}) {
+  const errors = props.errors ?? {};
+  const failed = Boolean(errors.name || errors.days);
+  return (
+    <Layout title="API tokens" viewer={props.viewer} section="tokens">
+      <h1>API tokens</h1>
+      <Notice text={props.notice} />
+      <p>
+        The CLI and scripts send an API token to the instructor API. labfleet keeps only a hash of each token:
+        a token is shown once, when it is created. Every instructor's tokens are listed, and any instructor
+        may revoke one (a lost laptop's, say).
+      </p>
+      <div class="table-wrap">
+        <table>
+          <caption>Tokens that work now (expired ones are left out)</caption>
+          <thead>
+            <tr>
+              <th scope="col">Name</th>
+              <th scope="col">Owner</th>
+              <th scope="col">Created</th>
+              <th scope="col">Last used</th>
+              <th scope="col">Expires</th>
+              <th scope="col">Actions</th>
+            </tr>
+          </thead>
+          <tbody>
+            <TokenRows tokens={props.tokens} csrf={props.viewer.csrf} />
+          </tbody>
+        </table>
+      </div>
+      <h2 id="create-h">Create a token</h2>
+      {failed ? (
+        <div class="alert" role="alert" id="token-errors">
+          <h3>The token was not created</h3>
+          <ul>
+            {errors.name ? <li>Name: {errors.name}</li> : null}
+            {errors.days ? <li>Expires after: {errors.days}</li> : null}
+          </ul>
+        </div>
+      ) : null}
+      <form method="post" action="/console/tokens" class="panel" aria-labelledby="create-h">
+        <Csrf token={props.viewer.csrf} />
+        <label for="token-name">Name</label>
+        <input
+          id="token-name"
+          name="name"
+          type="text"
+          required
+          maxlength={80}
+          autocomplete="off"
+          value={props.form?.name ?? ""}
+          aria-describedby="token-name-hint"
+          aria-invalid={errors.name ? "true" : undefined}
+        />
+        <p class="hint" id="token-name-hint">
+          Where it will be used, such as "laptop CLI" or "CI deploy job".
+        </p>
+        <label for="token-days">Expires after (days)</label>
+        <input
+          id="token-days"
+          name="days"
+          type="number"
+          min="1"
+          max="3650"
+          step="1"
+          value={props.form?.days ?? "90"}
+          aria-describedby="token-days-hint"
+          aria-invalid={errors.days ? "true" : undefined}
+        />
+        <p class="hint" id="token-days-hint">
+          From 1 to 3650. Leave it empty for a token that works until it is revoked.
+        </p>
+        <p>
+          <button type="submit">Create token</button>
+        </p>
+      </form>
+    </Layout>
+  );
+}
+
+export function TokenCreatedPage(props: { viewer: Viewer; token: string; info: TokenInfo; url: string }) {
+  return (
+    <Layout title="Token created" viewer={props.viewer} section="tokens">
+      <h1>Token created: {props.info.name}</h1>
+      <p class="notice" role="status">
+        Copy the token now. It is shown only on this page, once: labfleet keeps only its hash.
+      </p>
+      <label for="new-token">The new API token</label>
+      <input
+        id="new-token"
+        class="secret"
+        type="text"
+        readonly
+        value={props.token}
+        spellcheck={false}
+        autocomplete="off"
+        aria-describedby="new-token-hint"
+      />
+      <p class="hint" id="new-token-hint">
+        {props.info.expiresAt
+          ? `It works until ${when(props.info.expiresAt)}`
+          : "It works until it is revoked"}
+        , for the instructor API at this address.
+      </p>
+      <h2>Use it with the CLI</h2>
+      <p>Run this, then paste the token when asked (or pipe it in):</p>
+      <pre class="command">
+        <code id="login-hint">labfleet login --url {props.url} --token</code>
+      </pre>
+      <p class="hint">
+        The CLI stores it in <code>~/.labfleet/credentials</code> (mode 0600). Scripts send it as{" "}
+        <code>Authorization: Bearer ...</code>.
+      </p>
+      <p>
+        <a href="/console/tokens">Back to API tokens</a>
+      </p>
     </Layout>
   );
 }

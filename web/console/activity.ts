@@ -1,0 +1,102 @@
+import { type EventView, listEvents } from "../../shared/fleet/events.ts";
+import { duration } from "./format.ts";
+
+/**
+ * A workshop's activity list: its event records (shared/fleet/events.ts) as short sentences, newest first.
+ * The page shows the newest ACTIVITY_SHOWN; its live endpoint then sends the events after the newest id the
+ * page has (`?after=`), which the script puts at the top of the list.
+ */
+
+export const ACTIVITY_SHOWN = 50;
+/** Events per read; listEvents allows at most 500. */
+const PAGE = 500;
+/** A bound on the reads of one page view (25,000 events: far more than 30 days of a workshop keep). */
+const MAX_PAGES = 50;
+
+/**
+ * The newest `n` events, newest first, and the newest id (the page's cursor for its live endpoint).
+ * listEvents reads oldest first only, so this reads forward to the end and keeps the tail.
+ */
+export async function recentEvents(
+  workshop: string,
+  n = ACTIVITY_SHOWN,
+): Promise<{ events: EventView[]; last: string | null }> {
+  let tail: EventView[] = [];
+  let after: string | undefined;
+  for (let page = 0; page < MAX_PAGES; page++) {
+    const r = await listEvents(workshop, { ...(after ? { after } : {}), limit: PAGE });
+    tail = [...tail, ...r.events].slice(-n);
+    if (r.events.length < PAGE || !r.last) break;
+    after = r.last;
+  }
+  return { events: tail.reverse(), last: tail[0]?.id ?? null };
+}
+
+/** The events after `after` (oldest first, as many as one poll takes) and the new cursor. */
+export function eventsAfter(workshop: string, after: string | undefined) {
+  return listEvents(workshop, { ...(after ? { after } : {}), limit: 200 });
+}
+
+const text = (v: unknown): string | undefined =>
+  typeof v === "string" && v.trim() !== "" ? v.trim() : undefined;
+
+/** One line, at most `max` characters: a long setup error stays readable in a list. */
+function clip(s: string, max = 240): string {
+  const line = s.replace(/\s+/g, " ");
+  return line.length > max ? `${line.slice(0, max - 1)}…` : line;
+}
+
+const KIND_WORD: Record<string, string> = {
+  up: "Up",
+  deploy: "Deploy",
+  retry: "Retry",
+  teardown: "Teardown",
+};
+const runWord = (kind: unknown) => KIND_WORD[text(kind) ?? ""] ?? "A run";
+
+/** What a type is called in the list's Event column. */
+export function eventLabel(type: string): string {
+  return type.replace(".", " ").replace(/_/g, " ");
+}
+
+/**
+ * A short sentence for an event. `detail` is whatever its recorder put there (ids, states, reasons, first
+ * names); every field is optional, and a missing one leaves a shorter sentence.
+ */
+export function eventSentence(e: EventView): string {
+  const d = e.detail;
+  const host = e.hostId ?? "a host";
+  const type: string = e.type;
+  switch (e.type) {
+    case "host.ready": {
+      const took = duration(typeof d.seconds === "number" ? d.seconds : undefined);
+      return `${host} is ready${took ? ` (built in ${took})` : ""}.`;
+    }
+    case "host.failed": {
+      const reason = text(d.reason) ?? text(d.error) ?? text(d.message);
+      return reason ? `${host} failed: ${clip(reason)}` : `${host} failed.`;
+    }
+    case "lab.claimed": {
+      const by = text(d.firstName);
+      return `Lab ${host} was claimed${by ? ` by ${clip(by, 40)}` : ""}.`;
+    }
+    case "lab.released":
+      return `Lab ${host} was released and is free again.`;
+    case "run.started": {
+      const hosts = Array.isArray(d.hosts) ? d.hosts.filter((h) => typeof h === "string") : [];
+      const on = hosts.length ? ` on ${clip(hosts.join(", "), 120)}` : "";
+      return `${runWord(d.kind)} started${on}.`;
+    }
+    case "run.finished": {
+      const state = text(d.state) ?? text(d.result);
+      const took = duration(typeof d.durationSeconds === "number" ? d.durationSeconds : undefined);
+      const error = text(d.error);
+      const how = state ? ` ${state.replace(/_/g, " ")}` : " finished";
+      return `${runWord(d.kind)}${how}${took ? ` after ${took}` : ""}${error ? `: ${clip(error)}` : "."}`;
+    }
+    case "workshop.torn_down":
+      return "The workshop was torn down: its hosts and portal are gone.";
+    default:
+      return eventLabel(type);
+  }
+}
