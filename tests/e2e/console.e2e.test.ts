@@ -452,7 +452,7 @@ describe("an instructor's day in the console", () => {
     await page.getByLabel(`Type ${WS} to confirm`).fill(WS);
     await screenshot(page, SHOTS.teardown);
     await submit(page, `Tear down ${WS}`, `/console/w/${WS}/teardown`);
-    await page.getByText("Teardown started").waitFor();
+    await page.locator("p.notice").getByText("Teardown started").waitFor();
     const nav = countNavigations(page);
     await page.locator("#live-summary").getByText("torn down").waitFor({ timeout: 30_000 });
     await page.getByText("No hosts yet").waitFor();

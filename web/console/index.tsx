@@ -11,6 +11,7 @@ import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { ZodError, z } from "zod";
 import { CreateTokenInput, createToken, listTokens, revokeToken, TokenId } from "../../shared/auth/tokens.ts";
 import { ExtendInput, extendWorkshop } from "../../shared/fleet/extend.ts";
+import { notReadyProblem, setStudentAccess } from "../../shared/fleet/open-access.ts";
 import { diagnose, startDeploy, startRetry } from "../../shared/fleet/ops.ts";
 import { startRun } from "../../shared/fleet/runs.ts";
 import {
@@ -37,9 +38,10 @@ import {
 } from "../../shared/portal/portal.ts";
 import { withActor } from "../../shared/runtime/actor.ts";
 import { useDeps } from "../../shared/runtime/deps.ts";
-import { VisibleError } from "../../shared/runtime/errors.ts";
+import { errorMessage, VisibleError } from "../../shared/runtime/errors.ts";
 import { log } from "../../shared/runtime/logger.ts";
 import { issueDetails } from "../../shared/runtime/zod.ts";
+import type { Workshop } from "../../shared/workshop/schema.ts";
 import { tarGz } from "../api/archive.ts";
 import { statusOf } from "../api/errors.ts";
 import type { InstructorAuth } from "../app.ts";
@@ -58,18 +60,21 @@ import {
 } from "./session.ts";
 import { consoleCss } from "./style.ts";
 import {
+  AccessResultPage,
   ActivityRows,
   BoardItems,
   ClaimRows,
   ConfirmPage,
   ErrorPage,
   HostRows,
+  type LabAccess,
   LoginPage,
   NewWorkshopPage,
   type PortalData,
   PortalPage,
   PortalSummary,
   type ProviderLink,
+  portText,
   ResultPage,
   type RunHostRow,
   RunList,
@@ -240,6 +245,25 @@ async function workshopView(name: string) {
     now: now(),
     // Offered whenever the workshop may have a teardown pending; extendWorkshop says so when it has none.
     canExtend: !["draft", "tearing_down", "torn_down"].includes(s.state),
+    access: labAccess(s.spec),
+  };
+}
+
+/**
+ * Whether this runtime's provider of the workshop can open its lab UIs (the check setStudentAccess makes):
+ * only one with security groups (aws). The ports are accessPorts(spec).world, computed here so the console
+ * does not load the EC2 client.
+ */
+function labAccess(spec: Workshop): LabAccess {
+  const p = spec.provider;
+  const provider = useDeps().providers[p.type] as { setOpenAccess?: unknown } | undefined;
+  if (typeof provider?.setOpenAccess !== "function")
+    return { kind: "none", provider: p.type, available: provider !== undefined };
+  return {
+    kind: "firewall",
+    ports: [...new Set(spec.lab.ui_ports.map((u) => u.port))].filter((port) => port !== 22),
+    byo: p.type === "aws" && Boolean(p.security_group_ids?.length),
+    automatic: p.type === "aws" && p.student_access === "open",
   };
 }
 
@@ -554,6 +578,28 @@ export function consoleRoutes(auth: InstructorAuth, opts: ConsoleOptions = {}) {
     return done(c, name, "teardown");
   });
 
+  // --- student access to the lab UIs (labfleet open-access [--close]) -----------------------------------
+  // Opening puts the lab UI ports on the internet: a confirmation page first, which already refuses while a
+  // host is not ready (setStudentAccess checks again). The provider's message is the answer (with the
+  // workshop's own security groups, what to open by hand), so it is rendered, not redirected to a notice.
+  app.post("/w/:name/open-access", async (c) => {
+    const name = nameOf(c);
+    const f = ConfirmForm.parse(await c.req.parseBody());
+    if (f.confirm !== "yes") {
+      const access = labAccess((await getWorkshop(name)).spec as Workshop);
+      // Without a firewall to open, setStudentAccess below gives the reason.
+      if (access.kind === "firewall") {
+        const hosts = await listHosts(name);
+        const problem = notReadyProblem(name, hosts);
+        if (problem) return accessRefused(c, name, true, problem);
+        const live = hosts.filter((h) => h.state !== "torn_down").length;
+        return page(c, <OpenAccessConfirm c={c} name={name} access={access} hosts={live} />);
+      }
+    }
+    return changeAccess(c, name, true);
+  });
+  app.post("/w/:name/close-access", async (c) => changeAccess(c, nameOf(c), false));
+
   // --- the claim portal -------------------------------------------------------------------------------------
   app.get("/w/:name/portal", async (c) =>
     page(c, <PortalPage viewer={viewer(c)} data={await portalData(nameOf(c))} notice={noticeOf(c)} />),
@@ -832,6 +878,91 @@ function TeardownConfirm(props: { c: Ctx; name: string; hosts: number; error?: s
       button={`Tear down ${name}`}
       back={`/console/w/${name}`}
       error={props.error}
+    />
+  );
+}
+
+/** Opens or closes the lab UIs, answering with the provider's message or the refusal (never a 500). */
+async function changeAccess(c: Ctx, name: string, open: boolean) {
+  try {
+    const view = await setStudentAccess(name, open);
+    return page(c, <AccessResultPage viewer={viewer(c)} view={view} />);
+  } catch (err) {
+    return accessRefused(c, name, open, err);
+  }
+}
+
+function accessRefused(c: Ctx, name: string, open: boolean, err: unknown) {
+  const verb = open ? "opened" : "closed";
+  const back = `/console/w/${name}`;
+  if (err instanceof VisibleError) {
+    const notReady = err.code === "open_access.not_ready";
+    return page(
+      c,
+      <ErrorPage
+        viewer={viewer(c)}
+        title={`Lab access was not ${verb}`}
+        message={err.message}
+        // A host list: student-02: expected ready, got deploying (phase build).
+        details={err.details.map((d) => ({ ...d, path: d.path.replace(/^hosts\./, "") }))}
+        hint={
+          notReady
+            ? "Open lab access once every lab is ready: the Hosts table follows them live, and Retry failed hosts rebuilds the ones that failed."
+            : undefined
+        }
+        back={back}
+        backLabel={`Back to ${name}`}
+      />,
+      statusOf(err.kind),
+    );
+  }
+  // The provider's call failed (an EC2 error, say): said as such, never an internal error page.
+  const message = errorMessage(err);
+  log.warn(`console: lab access not ${verb}`, { workshop: name, error: message });
+  return page(
+    c,
+    <ErrorPage
+      viewer={viewer(c)}
+      title={`Lab access was not ${verb}`}
+      message={`The provider could not change the security group: ${message}`}
+      hint="Part of the change may have happened before the error. Trying again is safe: both actions leave the rules as asked whatever they were."
+      back={back}
+      backLabel={`Back to ${name}`}
+    />,
+    502,
+  );
+}
+
+function OpenAccessConfirm(props: {
+  c: Ctx;
+  name: string;
+  access: Extract<LabAccess, { kind: "firewall" }>;
+  hosts: number;
+}) {
+  const { name, access } = props;
+  const ready = props.hosts === 1 ? "The host is ready." : `All ${props.hosts} hosts are ready.`;
+  return (
+    <ConfirmPage
+      viewer={viewer(props.c)}
+      title={`Open the lab UIs of ${name} to the internet?`}
+      message={
+        access.byo ? (
+          <p>
+            {ready} This workshop uses its own security groups (provider.security_group_ids): labfleet changes
+            none of them, and the next page says what to open by hand ({portText(access.ports)} from 0.0.0.0/0
+            and ::/0).
+          </p>
+        ) : (
+          <p>
+            {ready} {props.hosts === 1 ? "Its" : "Their"} lab UIs ({portText(access.ports)}) become reachable
+            from anywhere on the internet (0.0.0.0/0 and ::/0), by anyone who has a host's address, not only
+            your students. Port 22 is never opened. Close lab access when the workshop ends.
+          </p>
+        )
+      }
+      action={`/console/w/${name}/open-access`}
+      button="Open lab access"
+      back={`/console/w/${name}`}
     />
   );
 }

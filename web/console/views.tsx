@@ -5,6 +5,7 @@
 import type { Child } from "hono/jsx";
 import type { TokenInfo } from "../../shared/auth/tokens.ts";
 import type { EventView } from "../../shared/fleet/events.ts";
+import type { OpenAccessView } from "../../shared/fleet/open-access.ts";
 import type { HostView, RunView, WorkshopSummary } from "../../shared/fleet/workshops.ts";
 import type { BoardLab } from "../../shared/portal/claims.ts";
 import type { ClaimRow, PortalView } from "../../shared/portal/portal.ts";
@@ -464,6 +465,113 @@ export function ActivityRows(props: {
   );
 }
 
+/**
+ * Whether a workshop's lab UIs can be opened to students from here: `firewall` when its provider manages
+ * security groups (aws), with the ports concerned; `none` for local and static labs (or a provider this
+ * runtime lacks).
+ */
+export type LabAccess =
+  | {
+      kind: "firewall";
+      /** The `lab.ui_ports` opened to the world (never 22). */
+      ports: number[];
+      /** `provider.security_group_ids` is set: labfleet changes nothing and says what to open by hand. */
+      byo: boolean;
+      /** `provider.student_access: open`: up opens access by itself once every lab is ready. */
+      automatic: boolean;
+    }
+  | { kind: "none"; provider: string; available: boolean };
+
+export const portText = (ports: number[]) =>
+  ports.length ? `TCP ${ports.join(", ")}` : "no port (lab.ui_ports lists none)";
+
+/** The workshop page's lab access actions: open (confirmed on the next page) and close, or a note. */
+function AccessActions(props: { base: string; csrf: string; access: LabAccess }) {
+  const a = props.access;
+  if (a.kind === "none")
+    return (
+      <div class="card" id="lab-access">
+        <h3 id="act-access">Lab access</h3>
+        <p class="hint" id="access-note">
+          {a.available
+            ? "Nothing to open: local and static (bring-your-own-host) labs have no firewall that labfleet manages, so their lab UIs are reachable as the hosts' own network allows."
+            : `The ${a.provider} provider is not available here, so lab access cannot be opened or closed from this console.`}
+        </p>
+      </div>
+    );
+  return (
+    <>
+      <form method="post" action={`${props.base}/open-access`} aria-labelledby="act-open-access">
+        <Csrf token={props.csrf} />
+        <h3 id="act-open-access">Open lab access</h3>
+        <p class="hint">
+          {a.byo
+            ? `This workshop uses its own security groups: labfleet changes none and says what to open by hand (${portText(a.ports)}).`
+            : `Opens the lab UIs (${portText(a.ports)}) of every host to the internet, once every lab is ready. Port 22 stays closed.`}{" "}
+          You confirm on the next page.
+        </p>
+        {a.automatic ? (
+          <p class="hint">
+            <code>student_access: open</code> is set: Up opens it by itself once every lab is ready.
+          </p>
+        ) : null}
+        <button type="submit">Open lab access…</button>
+      </form>
+      <form method="post" action={`${props.base}/close-access`} aria-labelledby="act-close-access">
+        <Csrf token={props.csrf} />
+        <h3 id="act-close-access">Close lab access</h3>
+        <p class="hint">
+          {a.byo
+            ? "Says which inbound rules to remove from your security groups."
+            : "Removes the internet rules: only the operator addresses reach the lab UIs again."}
+        </p>
+        <button type="submit" class="secondary">
+          Close lab access
+        </button>
+      </form>
+    </>
+  );
+}
+
+/** What opening or closing lab access did: the provider's message (with own groups, what to do by hand). */
+export function AccessResultPage(props: { viewer: Viewer; view: OpenAccessView }) {
+  const v = props.view;
+  const verb = v.open ? "open" : "close";
+  const title =
+    v.mode === "byo"
+      ? `${v.workshop}: ${verb} the lab UIs by hand`
+      : `${v.workshop}: lab access ${v.open ? "opened" : "closed"}`;
+  return (
+    <ResultPage viewer={props.viewer} title={title} back={`/console/w/${v.workshop}`}>
+      <p class="notice" role="status" id="access-message">
+        {v.message}
+      </p>
+      <ul class="summary">
+        <li>Ports: {portText(v.ports)}</li>
+        <li>Security groups: {v.groupIds.length ? v.groupIds.join(", ") : "none"}</li>
+        <li>
+          {v.mode === "byo"
+            ? "labfleet changed nothing (the workshop's own groups)"
+            : v.changed
+              ? "labfleet changed the rules"
+              : "nothing needed to change"}
+        </li>
+      </ul>
+      {v.mode === "byo" ? (
+        <p>
+          Make the change in your security groups (EC2 console or <code>aws ec2</code>); labfleet never edits
+          groups it does not own.
+        </p>
+      ) : v.open ? (
+        <p>
+          Anyone with a host's address can reach its lab UIs now, not only your students. Close lab access
+          when the workshop ends; teardown removes the security group anyway.
+        </p>
+      ) : null}
+    </ResultPage>
+  );
+}
+
 export interface ActivityData {
   /** Newest first. */
   events: EventView[];
@@ -476,6 +584,7 @@ export function WorkshopPage(
     viewer: Viewer;
     hosts: HostView[];
     canExtend: boolean;
+    access: LabAccess;
     activity: ActivityData;
     notice?: string | undefined;
   },
@@ -573,6 +682,7 @@ export function WorkshopPage(
                 <button type="submit">Extend</button>
               </form>
             ) : null}
+            <AccessActions base={base} csrf={csrf} access={props.access} />
             <div class="card">
               <h3 id="act-teardown">Tear down</h3>
               <p class="hint">
@@ -1139,6 +1249,8 @@ export function ErrorPage(props: {
   details?: ErrorDetail[];
   back: string;
   backLabel?: string;
+  /** What to do about it, under the alert. */
+  hint?: Child;
 }) {
   return (
     <Layout title={props.title} viewer={props.viewer}>
@@ -1147,6 +1259,7 @@ export function ErrorPage(props: {
         <p>{props.message}</p>
         <Details details={props.details ?? []} />
       </div>
+      {props.hint ? <p class="hint">{props.hint}</p> : null}
       <p>
         <a href={props.back}>{props.backLabel ?? "Back"}</a>
       </p>
