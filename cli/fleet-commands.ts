@@ -138,21 +138,35 @@ export async function run(command: string, args: Args, out: Output): Promise<num
       }
       if (sub === "pubkey") {
         const r = await client.call<{ publicKey: string }>("GET", `${path}/ssh-public-key`);
-        out.write(`${r.publicKey}\n`);
+        // The text form is the bare key line, ready for authorized_keys.
+        out.write(json ? `${JSON.stringify({ publicKey: r.publicKey }, null, 2)}\n` : `${r.publicKey}\n`);
         return 0;
       }
       if (sub === "forget-key") {
         const hosts = sel.hosts ?? [];
         if (hosts.length === 0) throw new CliError("hosts forget-key needs --host ID", 2);
+        const forgotten: { hostId: string; fingerprint: string }[] = [];
         for (const h of hosts) {
-          const r = await client.call<{ forgotten: { hostId: string; fingerprint: string } }>(
-            "DELETE",
-            `${path}/host-keys/${encodeURIComponent(h)}`,
-          );
-          out.write(
-            `forgot ${r.forgotten.fingerprint} for ${r.forgotten.hostId}; the next connection pins the key the host shows\n`,
-          );
+          let r: { forgotten: { hostId: string; fingerprint: string } };
+          try {
+            r = await client.call("DELETE", `${path}/host-keys/${encodeURIComponent(h)}`);
+          } catch (err) {
+            // With JSON, keys already forgotten are not lost: they are reported with the host that failed
+            // (and the error still goes to stderr, exit 1). A first host failing prints no document, as elsewhere.
+            if (json && forgotten.length > 0 && err instanceof CliError) {
+              out.write(
+                `${JSON.stringify({ forgotten, failed: { hostId: h, message: err.message } }, null, 2)}\n`,
+              );
+            }
+            throw err;
+          }
+          forgotten.push(r.forgotten);
+          if (!json)
+            out.write(
+              `forgot ${r.forgotten.fingerprint} for ${r.forgotten.hostId}; the next connection pins the key the host shows\n`,
+            );
         }
+        if (json) out.write(`${JSON.stringify({ forgotten }, null, 2)}\n`);
         return 0;
       }
       throw new CliError(

@@ -136,6 +136,8 @@ export const COMMANDS: readonly CommandSpec[] = [
     json: false,
     notes: [
       "It stays up until Ctrl-C. Other commands find it through .labfleet/runtime.json (or LABFLEET_DATA_DIR).",
+      "It has no --output json: it is a long-running process that prints progress as it goes, not one document. " +
+        "For data, run `labfleet up`, `status` or `runs` with --output json against it from another shell.",
     ],
   },
   {
@@ -149,6 +151,25 @@ export const COMMANDS: readonly CommandSpec[] = [
       { command: "npx labfleet validate -f workshop.yaml --output json", note: "the errors as a list" },
     ],
     json: true,
+  },
+  {
+    name: "submit",
+    group: "workshops",
+    summary: "validate a workshop file and store it (created or updated); starts nothing",
+    usage: [["submit -f workshop.yaml", "validate and store the file; start nothing"]],
+    options: ["file", "output"],
+    examples: [
+      { command: "npx labfleet submit -f workshop.yaml" },
+      {
+        command: "npx labfleet submit -f workshop.yaml --output json",
+        note: '{"name": ..., "created": true}',
+      },
+    ],
+    json: true,
+    notes: [
+      "The file is checked before it is sent (exit 1 with every error). No host is created and no run starts: " +
+        "`labfleet up -f workshop.yaml` does that.",
+    ],
   },
   {
     name: "up",
@@ -218,6 +239,25 @@ export const COMMANDS: readonly CommandSpec[] = [
     json: true,
   },
   {
+    name: "runs",
+    group: "workshops",
+    summary: "a workshop's runs, newest first; with RUN_ID, that run and its result on each host",
+    usage: [
+      [`runs ${W}`, "the workshop's runs, newest first: kind, state, start, duration"],
+      [`runs ${W} RUN_ID`, "one run: its state, error and the result on each host"],
+    ],
+    options: ["file", "output"],
+    examples: [
+      { command: "npx labfleet runs my-workshop" },
+      { command: "npx labfleet runs my-workshop run_01J9ZK3M4R7S8T9V0W1X2Y3Z4A --output json" },
+    ],
+    json: true,
+    notes: [
+      "Exit 0 whatever state the runs are in (exit 1 for an unknown workshop or run).",
+      "With -f, only the workshop's name is taken from the file: nothing is submitted.",
+    ],
+  },
+  {
     name: "doctor",
     group: "workshops",
     summary: "check each host against lab.requires: reachable, sudo, CPUs, memory, disk, KVM, commands",
@@ -276,13 +316,12 @@ export const COMMANDS: readonly CommandSpec[] = [
     options: ["file", "output"],
     subcommands: [
       { name: "keys", summary: "list the pinned SSH host keys and their fingerprints" },
-      { name: "pubkey", summary: "print the public key to install on bring-your-own hosts", json: false },
+      { name: "pubkey", summary: "print the public key to install on bring-your-own hosts" },
       {
         name: "forget-key",
         args: "--host ID",
         summary: "forget a pinned key after a host was rebuilt; the next connection pins the new one",
         options: [["host", "the host whose key to forget (repeatable)"]],
-        json: false,
       },
     ],
     examples: [
@@ -400,21 +439,25 @@ export const COMMANDS: readonly CommandSpec[] = [
       ["login [--url URL]", "sign the CLI in through the browser; the token goes to ~/.labfleet/credentials"],
       ["login --url URL --token", "store a pasted API token (read from stdin) instead"],
     ],
-    options: ["url", "token"],
+    options: ["url", "token", "output"],
     examples: [
       { command: "npx labfleet login --url https://labfleet.example.org", overview: true },
       { command: 'echo "$TOKEN" | npx labfleet login --url https://labfleet.example.org --token' },
     ],
-    json: false,
+    json: true,
+    notes: [
+      "With --output json, the page and code to confirm go to stderr and stdout gets one document: " +
+        "the URL, who signed in and where the token is (never the token itself).",
+    ],
   },
   {
     name: "logout",
     group: "auth",
     summary: "revoke the stored API token and remove the credentials file",
     usage: [["logout", "revoke the stored token and remove the credentials"]],
-    options: [],
+    options: ["output"],
     examples: [{ command: "npx labfleet logout" }],
-    json: false,
+    json: true,
   },
   {
     name: "tokens",

@@ -1,8 +1,8 @@
 import type { EventView } from "../shared/fleet/events.ts";
 import type { WorkshopSummary } from "../shared/fleet/workshops.ts";
-import { ApiClient, resolveTarget } from "./client.ts";
-import { type Args, jsonOutput, workshopName } from "./main.ts";
-import { type Output, writeTable } from "./render.ts";
+import { ApiClient, CliError, type RunView, resolveTarget } from "./client.ts";
+import { type Args, checkedFile, jsonOutput, workshopName } from "./main.ts";
+import { type Output, paint, writeTable } from "./render.ts";
 
 /** `labfleet workshops`: every workshop the control plane knows, one line each. */
 export async function cmdWorkshops(args: Args, out: Output): Promise<number> {
@@ -68,4 +68,140 @@ function describe(detail: Record<string, unknown>): string {
   return Object.entries(detail)
     .map(([k, v]) => `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`)
     .join(" ");
+}
+
+const RUNS_USAGE = "usage: labfleet runs (-f workshop.yaml | NAME) [RUN_ID]";
+
+/**
+ * `labfleet runs NAME [RUN_ID]`: the workshop's runs, newest first (from GET /workshops/:name), or one run with
+ * its result on each host (GET /workshops/:name/runs/:runId). Reading a failed run is not a failure: exit 0.
+ */
+export async function cmdRuns(args: Args, out: Output): Promise<number> {
+  // Without -f: runs NAME [RUN_ID]; with -f the name comes from the file: runs -f FILE [RUN_ID].
+  const rest = args.positionals.slice(args.values.file ? 1 : 2);
+  if (rest.length > 1) {
+    throw new CliError(
+      `too many arguments: ${rest.slice(1).join(" ")} (one RUN_ID at most)\n${RUNS_USAGE}`,
+      2,
+    );
+  }
+  if (!args.values.file && !args.positionals[1]) throw new CliError(`name the workshop\n${RUNS_USAGE}`, 2);
+  const name = workshopName(args);
+  const runId = rest[0];
+  if (runId === "") throw new CliError(`RUN_ID is empty\n${RUNS_USAGE}`, 2);
+  const json = jsonOutput(args);
+  const client = new ApiClient(resolveTarget());
+  if (runId === undefined) {
+    const { runs } = await client.status(name);
+    if (json) out.write(`${JSON.stringify({ workshop: name, runs }, null, 2)}\n`);
+    else if (runs.length === 0) out.write(`${name}: no runs yet (labfleet up starts one)\n`);
+    else
+      writeTable(
+        [
+          ["id", "kind", "state", "started (UTC)", "duration", "transitions"],
+          ...runs.map((r) => [
+            r.id,
+            r.kind,
+            paint(out, r.state),
+            utc(r.startedAt),
+            r.durationSeconds === undefined ? "-" : duration(r.durationSeconds),
+            String(r.transitions),
+          ]),
+        ],
+        out,
+      );
+    return 0;
+  }
+  const { run } = await client.call<{ run: RunView }>(
+    "GET",
+    `/workshops/${encodeURIComponent(name)}/runs/${encodeURIComponent(runId)}`,
+  );
+  if (json) {
+    out.write(`${JSON.stringify({ workshop: name, run }, null, 2)}\n`);
+    return 0;
+  }
+  writeRun(name, run, out);
+  return 0;
+}
+
+function writeRun(name: string, run: RunView, out: Output): void {
+  const [errorLine = "", ...errorMore] = (run.error ?? "").split("\n");
+  writeTable(
+    [
+      ["run", run.id],
+      ["workshop", name],
+      ["kind", run.kind],
+      ["state", paint(out, run.state)],
+      ["started", `${utc(run.startedAt)} UTC`],
+      ...(run.endedAt ? [["ended", `${utc(run.endedAt)} UTC`]] : []),
+      ...(run.durationSeconds !== undefined ? [["duration", duration(run.durationSeconds)]] : []),
+      ["transitions", String(run.transitions)],
+      ...(run.selection?.length ? [["selected", run.selection.join(", ")]] : []),
+      ...(run.error ? [["error", errorLine]] : []),
+    ].map(([k, v]) => [`${k}:`, v ?? ""]),
+    out,
+  );
+  if (errorMore.length) out.write(`${indent(errorMore.join("\n"))}\n`);
+  const hosts = Object.entries(run.hosts ?? {}).sort(([a], [b]) => a.localeCompare(b));
+  if (hosts.length === 0) {
+    out.write(
+      run.state === "running"
+        ? "\nno per-host results yet: the run is still running (labfleet status shows each host's phase)\n"
+        : "\nno per-host results were recorded for this run\n",
+    );
+    return;
+  }
+  out.write("\n");
+  writeTable(
+    [
+      ["host", "result", "error"],
+      ...hosts.map(([id, h]) => [id, paint(out, h.state), (h.error ?? "").split("\n")[0] ?? ""]),
+    ],
+    out,
+  );
+  // An error of several lines (a log tail) is shown in full below the table.
+  for (const [id, h] of hosts) {
+    if (h.error?.includes("\n")) out.write(`\n${id}:\n${indent(h.error.trimEnd())}\n`);
+  }
+}
+
+function indent(text: string): string {
+  return text
+    .split("\n")
+    .map((l) => (l ? `  ${l}` : l))
+    .join("\n");
+}
+
+/** "2025-01-02T10:11:12.345Z" as "2025-01-02 10:11:12". */
+function utc(iso: string): string {
+  return iso.slice(0, 19).replace("T", " ");
+}
+
+function duration(s: number): string {
+  const h = Math.floor(s / 3600);
+  const m = Math.floor((s % 3600) / 60);
+  const sec = String(s % 60).padStart(2, "0");
+  if (h > 0) return `${h}h${String(m).padStart(2, "0")}m${sec}s`;
+  return m > 0 ? `${m}m${sec}s` : `${s}s`;
+}
+
+/** `labfleet submit -f FILE`: validate, then store it (created or updated). Nothing is provisioned or run. */
+export async function cmdSubmit(args: Args, out: Output): Promise<number> {
+  const file = args.values.file;
+  if (!file) throw new CliError("submit needs -f workshop.yaml", 2);
+  if (args.positionals.length > 1) {
+    throw new CliError(
+      `submit takes no arguments besides -f workshop.yaml, got ${args.positionals.slice(1).join(" ")}`,
+      2,
+    );
+  }
+  const json = jsonOutput(args);
+  const { yaml, baseDir } = checkedFile(file); // exit 1 with every error: an invalid file is never sent
+  const r = await new ApiClient(resolveTarget()).submit(yaml, baseDir);
+  if (json) out.write(`${JSON.stringify({ name: r.name, created: r.created }, null, 2)}\n`);
+  else
+    out.write(
+      `${r.name}: ${r.created ? "created" : "updated"} from ${file}; nothing was started (labfleet up -f ${file} runs it)\n`,
+    );
+  return 0;
 }

@@ -93,7 +93,8 @@ function clientName(): string {
   return host ? `labfleet CLI on ${host}` : "labfleet CLI";
 }
 
-async function deviceLogin(url: string, out: Output): Promise<string> {
+/** The sign-in prompts go to `say`: stdout, or stderr with --output json so stdout holds one document. */
+async function deviceLogin(url: string, say: (text: string) => void): Promise<string> {
   const started = await post(url, "/auth/device", { clientName: clientName() });
   const d = started.body as {
     deviceCode?: unknown;
@@ -116,7 +117,7 @@ async function deviceLogin(url: string, out: Output): Promise<string> {
     throw new CliError(`${url} refused the sign-in request (HTTP ${started.status})`, 1);
   }
   const page = typeof d.verifyUrlComplete === "string" ? d.verifyUrlComplete : d.verifyUrl;
-  out.write(
+  say(
     `To sign in the CLI, open this page in a browser where you are signed in to the labfleet console:\n\n  ${page}\n\nand check that it shows the code  ${d.userCode}\n\nWaiting for you to approve it (the code expires in ${Math.round(d.expiresIn / 60)} minutes)...\n`,
   );
   openBrowser(page);
@@ -172,33 +173,52 @@ async function whoAmI(target: Target): Promise<string> {
 }
 
 async function cmdLogin(args: Args, out: Output): Promise<number> {
+  const json = jsonOutput(args);
   const url = loginUrl(args);
-  const token = args.values.token ? await readPastedToken() : await deviceLogin(url, out);
+  const say = json ? (t: string) => void process.stderr.write(t) : (t: string) => out.write(t);
+  const token = args.values.token ? await readPastedToken() : await deviceLogin(url, say);
   const owner = await whoAmI({ url, token });
   const file = writeCredentials({ url, token });
-  out.write(`Signed in to ${url} as ${owner}. The token is in ${file} (mode 0600).\n`);
+  // Never the token itself, in either form.
+  if (json) out.write(`${JSON.stringify({ url, owner, credentialsFile: file }, null, 2)}\n`);
+  else out.write(`Signed in to ${url} as ${owner}. The token is in ${file} (mode 0600).\n`);
   return 0;
 }
 
-async function cmdLogout(out: Output): Promise<number> {
+/** What became of the stored token on the server: revoked now, unknown to it, refused, or not asked. */
+type Revocation = "revoked" | "not_found" | "rejected" | "unreachable";
+
+async function cmdLogout(args: Args, out: Output): Promise<number> {
+  const json = jsonOutput(args);
   const file = credentialsFile();
   const stored = readCredentials();
   if (!stored) {
-    out.write(`Not signed in (no ${file}).\n`);
+    if (json)
+      out.write(
+        `${JSON.stringify({ wasSignedIn: false, url: null, revocation: null, note: "not signed in", credentialsFile: file }, null, 2)}\n`,
+      );
+    else out.write(`Not signed in (no ${file}).\n`);
     return 0;
   }
+  let revocation: Revocation;
   let note: string;
   try {
     const r = await new ApiClient(stored).call<{ revoked: boolean }>("DELETE", "/tokens/current");
+    revocation = r.revoked ? "revoked" : "not_found";
     note = r.revoked ? "the token is revoked" : "the server holds no such API token";
   } catch (err) {
-    note =
-      err instanceof CliError && /cannot reach/.test(err.message)
-        ? `${stored.url} was not reachable, so the token still works until it is revoked (labfleet tokens revoke, or the console)`
-        : "the server no longer accepted the token";
+    const unreachable = err instanceof CliError && /cannot reach/.test(err.message);
+    revocation = unreachable ? "unreachable" : "rejected";
+    note = unreachable
+      ? `${stored.url} was not reachable, so the token still works until it is revoked (labfleet tokens revoke, or the console)`
+      : "the server no longer accepted the token";
   }
   removeCredentials();
-  out.write(`Signed out of ${stored.url}: ${note}; removed ${file}.\n`);
+  if (json)
+    out.write(
+      `${JSON.stringify({ wasSignedIn: true, url: stored.url, revocation, note, credentialsFile: file }, null, 2)}\n`,
+    );
+  else out.write(`Signed out of ${stored.url}: ${note}; removed ${file}.\n`);
   return 0;
 }
 
@@ -276,6 +296,6 @@ async function cmdTokens(args: Args, out: Output): Promise<number> {
 
 export async function run(command: "login" | "logout" | "tokens", args: Args, out: Output): Promise<number> {
   if (command === "login") return cmdLogin(args, out);
-  if (command === "logout") return cmdLogout(out);
+  if (command === "logout") return cmdLogout(args, out);
   return cmdTokens(args, out);
 }

@@ -368,6 +368,10 @@ export async function main(argv: string[], out: Output = stdoutOutput()): Promis
         return await (await import("./list-commands.ts")).cmdWorkshops(args, out);
       case "events":
         return await (await import("./list-commands.ts")).cmdEvents(args, out);
+      case "runs":
+        return await (await import("./list-commands.ts")).cmdRuns(args, out);
+      case "submit":
+        return await (await import("./list-commands.ts")).cmdSubmit(args, out);
       case "down":
         return await cmdDown(args, out);
       case "doctor":

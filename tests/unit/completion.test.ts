@@ -99,7 +99,7 @@ describe("bash completion", () => {
         "--help",
       ].sort(),
     );
-    expect(complete(["login", "--"])).toEqual(["--help", "--token", "--url"]);
+    expect(complete(["login", "--"])).toEqual(["--help", "--output", "--token", "--url"]);
     // A subcommand's own options come with it.
     expect(complete(["portal", "export", "ws", "--"])).toEqual(["--csv", "--file", "--help", "--output"]);
     expect(complete(["portal", "open", "ws", "--"])).toEqual(["--file", "--help", "--output"]);
