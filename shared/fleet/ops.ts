@@ -6,9 +6,10 @@ import { open } from "../runtime/crypto.ts";
 import { useDeps } from "../runtime/deps.ts";
 import { errorMessage, VisibleError } from "../runtime/errors.ts";
 import type { HostItem, RunItem } from "../store/entities.ts";
+import type { ExecResult, Transport } from "../transports/types.ts";
 import type { Workshop } from "../workshop/schema.ts";
 import { type Selection, selectHosts, withTransport } from "./hosts.ts";
-import { judge, parsePhases, parseProbe, stateDir } from "./lab.ts";
+import { judge, lastLines, parsePhases, parseProbe, stateDir } from "./lab.ts";
 import { startRun } from "./runs.ts";
 import { redactor, secretRedactor, secretValues } from "./secrets.ts";
 import { checkHost, loadWorkshop } from "./up.ts";
@@ -310,8 +311,53 @@ export interface Diagnosis {
   };
 }
 
-function diagnoseScript(workshop: string): string {
+/**
+ * Bytes of a host file one command reads. A page comes back base64-encoded (exact bytes, whatever the
+ * encoding, and a length that can be checked): 12 KiB is 16.6 KB of base64 lines, under the smallest
+ * output a transport returns whole (SSM: the last 20,000 bytes, see SSM_STDOUT_TAIL).
+ */
+export const DIAGNOSE_PAGE_BYTES = 12 * 1024;
+/** diagnose keeps at most the last this many bytes of the lab log. */
+export const DIAGNOSE_LOG_CAP_BYTES = 2 * 1024 * 1024;
+/** ... of status.jsonl. */
+export const DIAGNOSE_STATUS_CAP_BYTES = 512 * 1024;
+/** ... of wrapper.sh and of setup.sh. */
+export const DIAGNOSE_SCRIPT_CAP_BYTES = 256 * 1024;
+/** No new read of a host starts after this long (each page is a round trip: seconds over SSM). */
+export const DIAGNOSE_HOST_BUDGET_MS = 120_000;
+const DIAGNOSE_EXEC_TIMEOUT_MS = 60_000;
+
+/** The host files diagnose reads, by the name of the file it writes them to, with their caps. */
+const DIAGNOSE_SOURCES = [
+  { out: "wrapper.txt", file: "wrapper.sh", cap: DIAGNOSE_SCRIPT_CAP_BYTES },
+  { out: "setup.sh", file: "setup.sh", cap: DIAGNOSE_SCRIPT_CAP_BYTES },
+  { out: "status.jsonl", file: "status.jsonl", cap: DIAGNOSE_STATUS_CAP_BYTES },
+  { out: "lab.log.tail", file: "log", cap: DIAGNOSE_LOG_CAP_BYTES },
+] as const;
+
+/** What the summary says about one file read from the host. */
+export interface DiagnoseRead {
+  /** The host file (in the lab's state folder). */
+  file: string;
+  /** Its size when diagnose looked; null when there is no such file. */
+  hostBytes: number | null;
+  /** The host-file offset of the first byte collected. */
+  fromByte: number;
+  bytesRead: number;
+  capBytes: number;
+  /** The file was longer than the cap: its first `fromByte` bytes were left out on purpose. */
+  cutByCap: boolean;
+  /** Every byte from `max(0, hostBytes - capBytes)` to `hostBytes` was read. */
+  complete: boolean;
+  pages: number;
+  /** Why it is not complete: a page that failed or came back cut, or the host's time ran out. */
+  error?: string;
+}
+
+/** Head facts (as wrapper.txt shows them), then the sizes of the files diagnose reads. */
+function diagnoseProbeScript(workshop: string): string {
   const d = stateDir(workshop);
+  const files = DIAGNOSE_SOURCES.map((s) => s.file).join(" ");
   return `d=${d}
 pid=$(cat "$d/pid" 2>/dev/null)
 alive=0
@@ -319,16 +365,97 @@ if [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] && tr '\\0' ' ' < "/proc/$pid/cm
 echo "pid=$pid"; echo "alive=$alive"; echo "rc=$(cat "$d/rc" 2>/dev/null)"; echo "rc_age="
 echo "started=$( [ -f "$d/started" ] && echo 1 )"
 echo "heartbeat=$(cat "$d/heartbeat" 2>/dev/null)"; echo "now=$(date +%s)"
-echo "@@status"
-tail -n 1000 "$d/status.jsonl" 2>/dev/null
-echo "@@log"
-tail -n 500 "$d/log" 2>/dev/null
-echo "@@wrapper"
-cat "$d/wrapper.sh" 2>/dev/null
-echo "@@setup"
-cat "$d/setup.sh" 2>/dev/null
+echo "@@sizes"
+for f in ${files}; do
+  if [ -f "$d/$f" ]; then echo "$f=$(stat -c %s "$d/$f" 2>/dev/null || wc -c < "$d/$f")"; else echo "$f="; fi
+done
 exit 0
 `;
+}
+
+/** Bytes [offset, offset + length) of a file in the lab's state folder, as base64. */
+function diagnosePageScript(workshop: string, file: string, offset: number, length: number): string {
+  return `tail -c +${offset + 1} ${stateDir(workshop)}/${file} 2>/dev/null | head -c ${length} | base64`;
+}
+
+interface DiagnoseBudget {
+  deadline: number;
+  now: () => number;
+  ms: number;
+}
+
+function checkedOutput(r: ExecResult): string | undefined {
+  if (r.truncated) return "the transport cut its output (truncated)";
+  if (r.timedOut) return "timed out";
+  if (r.exitCode !== 0) return lastLines(r);
+  return undefined;
+}
+
+/**
+ * Reads the last `cap` bytes of a host file in pages of DIAGNOSE_PAGE_BYTES, newest first (so a host whose
+ * time runs out still gives the end of its log), and returns them in order. A page that fails, comes back
+ * cut or is not as long as asked ends the reading, said in `error`; what was read before is kept.
+ */
+async function readHostFile(
+  t: Transport,
+  workshop: string,
+  file: string,
+  size: number | null,
+  cap: number,
+  budget: DiagnoseBudget,
+): Promise<{ bytes: Buffer; read: DiagnoseRead }> {
+  const end = size ?? 0;
+  const start = Math.max(0, end - cap);
+  const pages: Buffer[] = [];
+  let from = end;
+  let error: string | undefined;
+  while (from > start) {
+    if (budget.now() >= budget.deadline) {
+      error = `diagnose spends at most ${budget.ms / 1000} s on a host: bytes ${start} to ${from} were not read`;
+      break;
+    }
+    const offset = Math.max(start, from - DIAGNOSE_PAGE_BYTES);
+    const length = from - offset;
+    const where = `bytes ${offset} to ${from}`;
+    let r: ExecResult;
+    try {
+      r = await t.exec(diagnosePageScript(workshop, file, offset, length), {
+        step: `diagnose: read ${file}`,
+        timeoutMs: DIAGNOSE_EXEC_TIMEOUT_MS,
+      });
+    } catch (err) {
+      error = `reading ${where} failed: ${errorMessage(err)}`;
+      break;
+    }
+    const problem = checkedOutput(r);
+    if (problem) {
+      error = `reading ${where} failed: ${problem}`;
+      break;
+    }
+    const text = r.stdout.replace(/\s+/g, "");
+    const page = Buffer.from(text, "base64");
+    if (!/^[A-Za-z0-9+/]*={0,2}$/.test(text) || page.length !== length) {
+      error = `reading ${where} failed: ${page.length} bytes came back (the file changed, or the output is not base64)`;
+      break;
+    }
+    pages.unshift(page);
+    from = offset;
+  }
+  const bytesRead = end - from;
+  return {
+    bytes: Buffer.concat(pages),
+    read: {
+      file,
+      hostBytes: size,
+      fromByte: from,
+      bytesRead,
+      capBytes: cap,
+      cutByCap: start > 0,
+      complete: error === undefined,
+      pages: pages.length,
+      ...(error ? { error } : {}),
+    },
+  };
 }
 
 function stringsIn(value: unknown): string[] {
@@ -338,10 +465,107 @@ function stringsIn(value: unknown): string[] {
   return [];
 }
 
+export interface DiagnoseHostOptions {
+  workshop: string;
+  redact: (text: string) => string;
+  /** The time status.json's elapsed seconds are measured at. */
+  now: Date;
+  /** How long the host may take; default DIAGNOSE_HOST_BUDGET_MS. */
+  budgetMs?: number;
+  /** Injectable for tests: the clock the budget is measured with (ms). */
+  clock?: () => number;
+}
+
 /**
- * Collects from each failed host (or every selected one) what explains it: status, lab log and wrapper
- * tails, phase records and a summary. Never collects the access or secrets files, and redacts every known
- * secret value from what it does collect.
+ * What diagnose writes for one host. `reach` runs its argument with a transport to the host. Each section is
+ * its own command, and files are read in pages, so no command's output is larger than a page: over SSM,
+ * which returns only the end of a long output, nothing is lost. Secrets are redacted from each whole file
+ * (a secret across two pages is still found).
+ */
+export async function diagnoseHost(
+  h: HostItem,
+  reach: <T>(fn: (t: Transport) => Promise<T>) => Promise<T>,
+  opts: DiagnoseHostOptions,
+): Promise<{ files: DiagnoseFile[]; error?: string }> {
+  const { redact } = opts;
+  const view = hostView(h, opts.now);
+  const record = { ...view, attempt: h.attempt ?? 0, deployStartedAt: h.deployStartedAt ?? null };
+  const files: DiagnoseFile[] = [
+    { path: `${h.hostId}/status.json`, content: redact(`${JSON.stringify(record, null, 2)}\n`) },
+  ];
+  let error: string | undefined;
+  let summary: Record<string, unknown> = {
+    host: h.hostId,
+    state: h.state,
+    error: h.error ? redact(h.error) : null,
+    phases: h.phases ?? [],
+  };
+  const clock = opts.clock ?? Date.now;
+  const ms = opts.budgetMs ?? DIAGNOSE_HOST_BUDGET_MS;
+  const budget: DiagnoseBudget = { deadline: clock() + ms, now: clock, ms };
+  try {
+    const collected = await reach(async (t) => {
+      const r = await t.exec(diagnoseProbeScript(opts.workshop), {
+        step: "diagnose",
+        timeoutMs: DIAGNOSE_EXEC_TIMEOUT_MS,
+      });
+      const problem = checkedOutput(r);
+      if (problem) throw new Error(`reading the lab's records failed: ${problem}`);
+      const [head = "", sizeText = ""] = r.stdout.split("\n@@sizes\n");
+      const sizes = keyValues(sizeText);
+      const texts: Record<string, string> = {};
+      const reads: Record<string, DiagnoseRead> = {};
+      for (const s of DIAGNOSE_SOURCES) {
+        const raw = sizes[s.file];
+        const size = raw === undefined || raw === "" || Number.isNaN(Number(raw)) ? null : Number(raw);
+        const { bytes, read } = await readHostFile(t, opts.workshop, s.file, size, s.cap, budget);
+        texts[s.out] = bytes.toString("utf8");
+        reads[s.out] = read;
+      }
+      return { head, texts, reads };
+    });
+    const { head, texts, reads } = collected;
+    const logText = redact(texts["lab.log.tail"] ?? "");
+    const statusText = texts["status.jsonl"] ?? "";
+    const probe = {
+      ...parseProbe(`${head}\n@@status\n@@log\n`),
+      statusLines: statusText.split("\n").filter((l) => l.trim() !== ""),
+      logTail: logText.split("\n").filter((l) => l.trim() !== ""),
+    };
+    const verdict = judge(probe);
+    files.push(
+      { path: `${h.hostId}/lab.log.tail`, content: logText },
+      { path: `${h.hostId}/status.jsonl`, content: redact(statusText) },
+      {
+        path: `${h.hostId}/wrapper.txt`,
+        content: redact(`${head}\n\n# wrapper.sh\n${texts["wrapper.txt"] ?? ""}`),
+      },
+      { path: `${h.hostId}/setup.sh`, content: redact(texts["setup.sh"] ?? "") },
+    );
+    summary = {
+      ...summary,
+      verdict: verdict.state,
+      reason: verdict.state === "failed" ? redact(verdict.reason) : null,
+      exitCode: probe.rc ?? null,
+      wrapperAlive: probe.alive,
+      phases: parsePhases(probe.statusLines).phases,
+      lastLogLines: probe.logTail.slice(-10),
+      collected: Object.fromEntries(
+        Object.entries(reads).map(([k, v]) => [k, v.error ? { ...v, error: redact(v.error) } : v]),
+      ),
+    };
+  } catch (err) {
+    error = redact(errorMessage(err));
+    summary = { ...summary, unreachable: error };
+  }
+  files.push({ path: `${h.hostId}/summary.json`, content: `${JSON.stringify(summary, null, 2)}\n` });
+  return { files, ...(error ? { error } : {}) };
+}
+
+/**
+ * Collects from each failed host (or every selected one) what explains it: status, lab log (its last
+ * DIAGNOSE_LOG_CAP_BYTES), wrapper, setup, phase records and a summary. Never collects the access or
+ * secrets files, and redacts every known secret value from what it does collect.
  */
 export async function diagnose(
   name: string,
@@ -369,56 +593,17 @@ export async function diagnose(
   const files: DiagnoseFile[] = [];
   const index: Diagnosis["index"] = { workshop: name, collectedAt, hosts: [] };
   await mapLimit(targets, opts.concurrency ?? DEFAULT_READ_CONCURRENCY, async (h) => {
-    const view = hostView(h, now);
-    const record = { ...view, attempt: h.attempt ?? 0, deployStartedAt: h.deployStartedAt ?? null };
-    const hostFiles: DiagnoseFile[] = [
-      { path: `${h.hostId}/status.json`, content: redact(`${JSON.stringify(record, null, 2)}\n`) },
-    ];
-    let error: string | undefined;
-    let summary: Record<string, unknown> = {
-      host: h.hostId,
-      state: h.state,
-      error: h.error ? redact(h.error) : null,
-      phases: h.phases ?? [],
-    };
-    try {
-      const r = await withTransport(spec, provider, h, (t) =>
-        t.exec(diagnoseScript(name), { step: "diagnose", timeoutMs: 60_000 }),
-      );
-      const [probeText = "", rest1 = ""] = r.stdout.split("\n@@wrapper\n");
-      const [wrapper = "", setup = ""] = rest1.split("@@setup\n");
-      const probe = parseProbe(probeText);
-      const [, logText = ""] = probeText.split("@@log\n");
-      const [, statusPart = ""] = probeText.split("\n@@status\n");
-      const statusText = statusPart.split("@@log\n")[0] ?? "";
-      const head = probeText.split("\n@@status\n")[0] ?? "";
-      const verdict = judge(probe);
-      hostFiles.push(
-        { path: `${h.hostId}/lab.log.tail`, content: redact(logText) },
-        { path: `${h.hostId}/status.jsonl`, content: redact(statusText) },
-        { path: `${h.hostId}/wrapper.txt`, content: redact(`${head}\n\n# wrapper.sh\n${wrapper}`) },
-        { path: `${h.hostId}/setup.sh`, content: redact(setup) },
-      );
-      summary = {
-        ...summary,
-        verdict: verdict.state,
-        reason: verdict.state === "failed" ? redact(verdict.reason) : null,
-        exitCode: probe.rc ?? null,
-        wrapperAlive: probe.alive,
-        phases: parsePhases(probe.statusLines).phases,
-        lastLogLines: redact(logText).split("\n").filter(Boolean).slice(-10),
-      };
-    } catch (err) {
-      error = errorMessage(err);
-      summary = { ...summary, unreachable: error };
-    }
-    hostFiles.push({ path: `${h.hostId}/summary.json`, content: `${JSON.stringify(summary, null, 2)}\n` });
-    files.push(...hostFiles);
+    const one = await diagnoseHost(h, (fn) => withTransport(spec, provider, h, fn), {
+      workshop: name,
+      redact,
+      now,
+    });
+    files.push(...one.files);
     index.hosts.push({
       id: h.hostId,
       state: h.state,
-      files: hostFiles.map((f) => f.path),
-      ...(error ? { error } : {}),
+      files: one.files.map((f) => f.path),
+      ...(one.error ? { error: one.error } : {}),
     });
   });
   index.hosts.sort((a, b) => a.id.localeCompare(b.id));
