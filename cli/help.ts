@@ -194,16 +194,23 @@ export const COMMANDS: readonly CommandSpec[] = [
   {
     name: "provision",
     group: "workshops",
-    summary: "the plan of what provisioning would create or reuse (provisioning alone is not available yet)",
+    summary: "submit a workshop file and create (or reuse) its hosts, without deploying the lab",
     usage: [
-      [
-        "provision -f workshop.yaml --plan",
-        "the same plan (provisioning alone is not available yet: use up)",
-      ],
+      ["provision -f workshop.yaml", "submit, create or reuse the hosts, print each id and address"],
+      ["provision -f workshop.yaml --plan", "what would be created or reused, per host; changes nothing"],
     ],
     options: ["file", "plan", "output"],
-    examples: [{ command: "npx labfleet provision -f workshop.yaml --plan" }],
+    examples: [
+      { command: "npx labfleet provision -f workshop.yaml", note: "hosts ready for a later up" },
+      { command: "npx labfleet provision -f workshop.yaml --plan", note: "the plan up --plan prints" },
+      { command: "npx labfleet provision -f workshop.yaml --output json" },
+    ],
     json: true,
+    notes: [
+      "A provision run records the hosts (new ones pending, with their address) and arms the TTL teardown; " +
+        "no lab is deployed. A later `labfleet up -f workshop.yaml` deploys them.",
+      "Exit 0 only when every host was provisioned.",
+    ],
   },
   {
     name: "workshops",

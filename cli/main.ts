@@ -2,7 +2,14 @@ import { readFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { formatErrors, validateWorkshopYaml } from "../shared/workshop/load.ts";
-import { ApiClient, CliError, resolveTarget, type WorkshopPlan, type WorkshopStatus } from "./client.ts";
+import {
+  ApiClient,
+  CliError,
+  type RunView,
+  resolveTarget,
+  type WorkshopPlan,
+  type WorkshopStatus,
+} from "./client.ts";
 import { knownCommand, overview, showHelp } from "./help.ts";
 import { type Output, ProgressView, paint, runLine, stdoutOutput, writeTable } from "./render.ts";
 
@@ -181,20 +188,86 @@ async function cmdUp(args: Args, out: Output): Promise<number> {
 }
 
 /**
- * `labfleet provision -f FILE --plan`: the plan `up --plan` prints. Provisioning alone (hosts created and
- * recorded, nothing deployed) is not a run kind yet, so without --plan it is refused with what to do instead.
+ * `labfleet provision -f FILE`: submits the file as `up` does, starts a `provision` run (hosts created or
+ * reused and recorded, the TTL teardown armed, no lab deployed), follows it and prints each host's id and
+ * address. Exit 0 when every host was provisioned. With --plan, the plan `up --plan` prints; nothing changes.
  */
 async function cmdProvision(args: Args, out: Output): Promise<number> {
   const file = args.values.file;
   if (!file) throw new CliError("provision needs -f workshop.yaml", 2);
-  if (!args.values.plan) {
-    throw new CliError(
-      "provision without --plan is not available yet: `labfleet provision -f FILE --plan` shows what would be created or reused, and `labfleet up -f FILE` provisions and deploys",
-      2,
+  const { yaml, baseDir, name } = checkedFile(file);
+  const json = jsonOutput(args);
+  const client = new ApiClient(resolveTarget());
+  if (args.values.plan) return printPlan(await client.plan(yaml, baseDir), json, out);
+  await client.submit(yaml, baseDir);
+  const { run } = await client.call<{ run: RunView }>(
+    "POST",
+    `/workshops/${encodeURIComponent(name)}/provision`,
+    {},
+  );
+  if (!json) out.write(`provision ${name}: run ${run.id}\n`);
+  const s = await follow(client, name, run.id, undefined);
+  return reportProvision(s, run.id, json, out, file);
+}
+
+/**
+ * The end of a provision run: each host it provisioned, with its address. The run's per-host results say
+ * which hosts it acted on (`provisioned` or `failed`); exit 0 only when the run succeeded, i.e. every one
+ * was provisioned.
+ */
+export function reportProvision(
+  s: WorkshopStatus,
+  runId: string,
+  json: boolean,
+  out: Output,
+  file = "workshop.yaml",
+): number {
+  const run = s.runs.find((r) => r.id === runId);
+  const results = run?.hosts ?? {};
+  const byId = new Map(s.hostList.map((h) => [h.id, h]));
+  const hosts = Object.entries(results)
+    .sort(([a], [b]) => a.localeCompare(b, "en", { numeric: true }))
+    .map(([id, r]) => {
+      const h = byId.get(id);
+      return {
+        id,
+        result: r.state,
+        state: h?.state ?? null,
+        address: h?.address ?? null,
+        providerId: h?.providerId ?? null,
+        error: r.error ?? null,
+      };
+    });
+  const success = run?.state === "succeeded" && hosts.every((h) => h.result === "provisioned");
+  if (json) {
+    out.write(
+      `${JSON.stringify({ workshop: s.name, state: s.state, expiry: s.expiry ?? null, hosts, run: run ?? null }, null, 2)}\n`,
+    );
+    return success ? 0 : 1;
+  }
+  if (run) out.write(`${runLine(run)}\n`);
+  const ok = hosts.filter((h) => h.result === "provisioned");
+  if (ok.length) {
+    writeTable(
+      [
+        ["host", "state", "address"],
+        ...ok.map((h) => [h.id, paint(out, h.state ?? "", h.state ?? ""), h.address ?? ""]),
+      ],
+      out,
     );
   }
-  const { yaml, baseDir } = checkedFile(file);
-  return printPlan(await new ApiClient(resolveTarget()).plan(yaml, baseDir), jsonOutput(args), out);
+  for (const h of hosts.filter((h) => h.result !== "provisioned")) {
+    out.write(`${paint(out, "failed", `${h.id} failed`)}: ${h.error ?? "no reason recorded"}\n`);
+  }
+  if (run?.error) out.write(`${run.error}\n`);
+  const bare = ok.filter((h) => h.state === "pending").length;
+  if (bare > 0) {
+    out.write(
+      `${bare} host${bare === 1 ? " has" : "s have"} no lab yet: \`labfleet up -f ${file}\` deploys ${bare === 1 ? "it" : "them"}\n`,
+    );
+  }
+  if (ok.length && s.expiry) out.write(`torn down at ${s.expiry} (\`labfleet extend\` moves it)\n`);
+  return success ? 0 : 1;
 }
 
 function printPlan(plan: WorkshopPlan, json: boolean, out: Output): number {

@@ -12,11 +12,7 @@ import { secretValues } from "./secrets.ts";
 import type { RunKind } from "./workflows.ts";
 import { getWorkshop, listRuns } from "./workshops.ts";
 
-/**
- * Starts `up` or `teardown` for a workshop. `up` while an `up` is running returns that run (no duplicate
- * work); `teardown` stops a running `up` first. The run record is written before the workflow starts, so
- * a runtime that dies in between finds the run and resumes it.
- */
+/** What a run acts on and how: the options of startRun. */
 export interface RunOptions {
   force?: boolean;
   /** Resolved host ids a deploy or retry acts on (none: every host). */
@@ -42,9 +38,10 @@ export async function checkSecrets(spec: Workshop): Promise<void> {
 }
 
 /**
- * Starts a run of a workshop: `up`, `deploy` and `retry` (the up workflow on selected hosts) or `teardown`.
- * A second start of the same kind while one runs returns the running one (no duplicate work); teardown
- * stops a running up/deploy/retry first. Secrets and the git ref are checked before anything starts. The
+ * Starts a run of a workshop: `up`, `deploy` and `retry` (the up workflow on selected hosts), `provision`
+ * (the up workflow up to the recorded hosts, deploying nothing) or `teardown`. A second start of the same
+ * kind while one runs returns the running one (no duplicate work); teardown stops a running
+ * up/deploy/retry/provision first. Secrets and the git ref are checked before a run that deploys starts. The
  * run record is written before the workflow starts, so a runtime that dies in between resumes it.
  */
 export async function startRun(workshop: string, kind: RunKind, opts: RunOptions = {}): Promise<RunItem> {
@@ -59,7 +56,7 @@ export async function startRun(workshop: string, kind: RunKind, opts: RunOptions
   if (current?.kind === kind) {
     // The same request again joins the running run; a different selection waits its turn.
     const same = (current.selection ?? []).join(",") === (opts.hosts ?? []).join(",");
-    if (kind === "up" || kind === "teardown" || same) return current;
+    if (kind === "up" || kind === "provision" || kind === "teardown" || same) return current;
     throw new VisibleError(
       "conflict",
       "workshop.busy",
@@ -77,9 +74,12 @@ export async function startRun(workshop: string, kind: RunKind, opts: RunOptions
         `workshop ${workshop} is busy with a ${current.kind} run (${current.runId})`,
       );
     }
-    const spec = w.spec as Workshop;
-    await checkSecrets(spec);
-    await checkRef(spec, opts.ref ?? spec.lab.ref);
+    // A provision run deploys nothing: the secrets and the ref are checked by the run that deploys.
+    if (kind !== "provision") {
+      const spec = w.spec as Workshop;
+      await checkSecrets(spec);
+      await checkRef(spec, opts.ref ?? spec.lab.ref);
+    }
   } else if (current) {
     await abortRun(current, "stopped by teardown");
   }

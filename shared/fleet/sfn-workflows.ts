@@ -14,17 +14,26 @@ import type { RunInput, RunKind, Workflows } from "./workflows.ts";
 /**
  * The two state machines, named after the ASL files in stepfunctions/ (`up.asl.json`, `teardown.asl.json`).
  * shared/ imports nothing from stepfunctions/, so the kind -> definition rule of stepfunctions/definitions.ts
- * is restated here: deploy and retry are runs of `up`.
+ * is restated here: deploy, retry and provision are runs of `up` (provision stops after provisioning: the
+ * up machine's BeginUp reads the kind from the run record, so the execution input stays the same).
  */
 export type DefinitionName = "up" | "teardown";
 
+const DEFINITIONS: Record<RunKind, DefinitionName> = {
+  up: "up",
+  deploy: "up",
+  retry: "up",
+  provision: "up",
+  teardown: "teardown",
+};
+
 export function definitionOf(kind: RunKind): DefinitionName {
-  return kind === "teardown" ? "teardown" : "up";
+  return DEFINITIONS[kind];
 }
 
 export interface StepFunctionsWorkflowsOptions {
   client: SFNClient;
-  /** The deployed state machines, by definition: deploy and retry run `up`. */
+  /** The deployed state machines, by definition: deploy, retry and provision run `up`. */
   stateMachineArns: Record<DefinitionName, string>;
 }
 

@@ -60,6 +60,11 @@ export interface UpSettings {
   concurrency: number;
   pollSeconds: number;
   deadline: string;
+  /**
+   * Whether the run goes on to deploy after provisioning: false for a `provision` run. Read from the run
+   * record's kind, so a resumed run and a Step Functions execution (whose input holds no kind) both know.
+   */
+  deploy: boolean;
 }
 
 /** Settings for this run; the deadline is fixed at the first start so a resumed run keeps it. */
@@ -72,15 +77,24 @@ export async function beginUp(workshop: string, runId: string): Promise<UpSettin
     deadline = new Date(clock.now().getTime() + spec.lab.timeout_minutes * 60_000).toISOString();
     await store.run.patch({ workshop, runId }).set({ deadline }).go();
   }
-  await checkSecrets(spec); // before any host is touched, also when a run was not started through startRun
+  const deploy = run.kind !== "provision";
+  // Before any host is touched, also when a run was not started through startRun. A provision run deploys
+  // nothing, so it needs no secret: the `up` that deploys its hosts checks them.
+  if (deploy) await checkSecrets(spec);
   return {
     concurrency: run.concurrency ?? spec.lab.concurrency,
     pollSeconds: spec.lab.poll_seconds,
     deadline,
+    deploy,
   };
 }
 
-/** Acquires the hosts (reusing existing ones), records them, and arms the TTL teardown. */
+/**
+ * Acquires the hosts (reusing existing ones), records them, and arms the TTL teardown. A new host is recorded
+ * `pending` (it exists, no lab is deployed on it); a reused one keeps its state. A `provision` run also
+ * records each host's result on the run (`provisioned`, or `failed` with the provider's reason), which
+ * FinishUp turns into the run's outcome, and leaves the workshop `provisioning`: nothing deploys.
+ */
 export async function provisionHosts(workshop: string, runId: string): Promise<{ hostIds: string[] }> {
   const { store, clock } = useDeps();
   const { spec, provider } = await loadWorkshop(workshop);
@@ -135,6 +149,16 @@ export async function provisionHosts(workshop: string, runId: string): Promise<{
       .go();
   }
   await ensureTeardownSchedule(workshop, expiry);
+  if (run.kind === "provision") {
+    const results = Object.fromEntries(
+      provisioned.map((p) => [
+        p.hostId,
+        p.error ? { state: "failed", error: p.error.slice(0, 2000) } : { state: "provisioned" },
+      ]),
+    );
+    await store.run.patch({ workshop, runId }).set({ hosts: results }).go();
+    return { hostIds: provisioned.filter((p) => !p.error).map((p) => p.hostId) };
+  }
   await store.workshop
     .patch({ name: workshop })
     .set({ state: "deploying", updatedAt: isoNow(clock) })
@@ -425,6 +449,8 @@ export async function failUnfinished(
 /** Ends the run: per-host results on the run, the workshop ready only when every lab is. */
 export async function finishUp(workshop: string, runId: string): Promise<{ state: "succeeded" | "failed" }> {
   const { store, clock } = useDeps();
+  const { kind } = await getRun(workshop, runId);
+  if (kind === "provision") return finishProvision(workshop, runId);
   const hosts = await runHosts(workshop, runId);
   const results = Object.fromEntries(
     hosts.map((h) => [
@@ -454,8 +480,48 @@ export async function finishUp(workshop: string, runId: string): Promise<{ state
     .go();
   await removeRunSecrets(workshop);
   await releaseWorkshop(workshop, runId);
-  const { kind } = await getRun(workshop, runId);
   await recordEvent({ workshop, type: "run.finished", runId, detail: { kind, state } });
+  return { state };
+}
+
+/**
+ * Ends a `provision` run (the up workflow's FinishUp, reached from AfterProvision): it succeeded when every
+ * host the provider was asked for was provisioned. The workshop is `ready` when every one of its labs already
+ * is (a provision of a workshop that was up), `failed` when a host could not be provisioned, and otherwise
+ * stays `provisioning`: hosts recorded, labs not deployed until the next `up` or `deploy`.
+ */
+async function finishProvision(workshop: string, runId: string): Promise<{ state: "succeeded" | "failed" }> {
+  const { store, clock } = useDeps();
+  const run = await getRun(workshop, runId);
+  const results = (run.hosts ?? {}) as Record<string, { state: string; error?: string }>;
+  const total = Object.keys(results).length;
+  const failed = Object.values(results).filter((r) => r.state !== "provisioned").length;
+  const state = total > 0 && failed === 0 ? "succeeded" : "failed";
+  const now = isoNow(clock);
+  await store.run
+    .patch({ workshop, runId })
+    .set({
+      state,
+      endedAt: now,
+      ...(state === "succeeded"
+        ? {}
+        : {
+            error:
+              total === 0
+                ? "the workshop has no hosts to provision"
+                : `${failed} of ${total} hosts could not be provisioned`,
+          }),
+    })
+    .go();
+  await store.workshop
+    .patch({ name: workshop })
+    .set({
+      state: (await fleetReady(workshop)) ? "ready" : state === "failed" ? "failed" : "provisioning",
+      updatedAt: now,
+    })
+    .go();
+  await releaseWorkshop(workshop, runId);
+  await recordEvent({ workshop, type: "run.finished", runId, detail: { kind: run.kind, state } });
   return { state };
 }
 

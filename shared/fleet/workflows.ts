@@ -1,5 +1,5 @@
 /** How the domain starts and stops workflow runs: Step Functions in the cloud, the local executor here. */
-export type RunKind = "up" | "deploy" | "retry" | "teardown";
+export type RunKind = "up" | "deploy" | "retry" | "provision" | "teardown";
 
 export interface RunInput {
   workshop: string;

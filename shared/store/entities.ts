@@ -24,8 +24,11 @@ export const EVENT_TYPES = [
   "workshop.torn_down",
 ] as const;
 export const EVENT_RETENTION_DAYS = 30;
-/** deploy and retry run the `up` definition on selected hosts (retry forces a rebuild). */
-export const RUN_KINDS = ["up", "deploy", "retry", "teardown"] as const;
+/**
+ * deploy and retry run the `up` definition on selected hosts (retry forces a rebuild); provision runs it up to
+ * the provisioned hosts and stops there (no lab is deployed).
+ */
+export const RUN_KINDS = ["up", "deploy", "retry", "provision", "teardown"] as const;
 export const RUN_STATES = ["running", "succeeded", "failed", "aborted"] as const;
 export const SCHEDULE_STATES = ["pending", "fired", "cancelled"] as const;
 

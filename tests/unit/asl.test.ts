@@ -2,9 +2,12 @@ import { existsSync } from "node:fs";
 import aslValidator from "asl-validator";
 import { StateMachine } from "aws-local-stepfunctions";
 import { describe, expect, it } from "vitest";
+import { definitionOf as sfnDefinitionOf } from "../../shared/fleet/sfn-workflows.ts";
+import { RUN_KINDS } from "../../shared/store/entities.ts";
 import {
   type AslDefinition,
   allStates,
+  definitionOf,
   functionKeyOf,
   loadDefinition,
 } from "../../stepfunctions/definitions.ts";
@@ -62,17 +65,43 @@ describe("ASL definitions", () => {
     };
     expect(item.Catch?.[0]).toMatchObject({ ErrorEquals: ["States.ALL"], Next: "RecordHostFailure" });
   });
+
+  it("after Provision, a Choice on BeginUp's deploy flag goes to Deploy, or for provision to FinishUp", () => {
+    const def = loadDefinition("up");
+    expect(def.States.BeginUp?.ResultSelector).toMatchObject({ "deploy.$": "$.Payload.deploy" });
+    expect(def.States.Provision?.Next).toBe("AfterProvision");
+    expect(def.States.AfterProvision).toMatchObject({
+      Type: "Choice",
+      Choices: [{ Variable: "$.settings.deploy", BooleanEquals: false, Next: "FinishUp" }],
+      Default: "Deploy",
+    });
+  });
 });
 
-/** Runs the real `up` definition with stand-in handlers to count what Step Functions would bill. */
+describe("run kinds and definitions", () => {
+  it("maps every run kind to its definition, provision to up", () => {
+    const expected = { up: "up", deploy: "up", retry: "up", provision: "up", teardown: "teardown" };
+    for (const kind of RUN_KINDS) {
+      expect(definitionOf(kind), kind).toBe(expected[kind]);
+      expect(sfnDefinitionOf(kind), kind).toBe(expected[kind]);
+    }
+  });
+});
+
+/**
+ * Runs the real `up` definition with stand-in handlers to count what Step Functions would bill. `deploy:
+ * false` is what BeginUp returns for a provision run.
+ */
 async function countTransitions(
   hosts: number,
   pollsUntilReady: number,
-): Promise<{ transitions: number; polls: number }> {
+  deploy = true,
+): Promise<{ transitions: number; polls: number; tasks: string[] }> {
   const def = loadDefinition("up");
   let polls = 0;
+  const tasks: string[] = [];
   const stand: Record<string, (p: Record<string, unknown>) => unknown> = {
-    BeginUp: () => ({ concurrency: 4, pollSeconds: 60, deadline: "2099-01-01T00:00:00.000Z" }),
+    BeginUp: () => ({ concurrency: 4, pollSeconds: 60, deadline: "2099-01-01T00:00:00.000Z", deploy }),
     Provision: () => ({ hostIds: Array.from({ length: hosts }, (_, i) => `h${i}`) }),
     DeployHost: (p) => ({ hostId: p.hostId, action: "started" }),
     Poll: () => {
@@ -88,6 +117,7 @@ async function countTransitions(
       async (input: unknown) => {
         const fn = stand[name];
         if (!fn) throw new Error(`unexpected task ${name}`);
+        tasks.push(name);
         return { StatusCode: 200, Payload: fn((input as { Payload: Record<string, unknown> }).Payload) };
       },
     ]),
@@ -102,15 +132,15 @@ async function countTransitions(
   })();
   await execution.result;
   await counting;
-  return { transitions, polls };
+  return { transitions, polls, tasks };
 }
 
 describe("state transitions (Step Functions bills per transition)", () => {
   it("a 50-host lab polled every minute for two hours stays under 1,000 transitions", async () => {
     const { transitions, polls } = await countTransitions(50, 120);
     expect(polls).toBe(120);
-    // BeginUp, Provision, Deploy + 50 DeployHost items, 120 x (Wait, Poll, Choice), FinishUp.
-    expect(transitions).toBe(3 + 50 + 120 * 3 + 1);
+    // BeginUp, Provision, AfterProvision, Deploy + 50 DeployHost items, 120 x (Wait, Poll, Choice), FinishUp.
+    expect(transitions).toBe(4 + 50 + 120 * 3 + 1);
     expect(transitions).toBeLessThan(1000);
   });
 
@@ -118,5 +148,15 @@ describe("state transitions (Step Functions bills per transition)", () => {
     const small = await countTransitions(5, 10);
     const large = await countTransitions(40, 10);
     expect(large.transitions - small.transitions).toBe(35);
+  });
+
+  it("a provision run stops after provisioning: four transitions whatever the fleet, no deploy, no poll", async () => {
+    for (const hosts of [1, 50]) {
+      const { transitions, polls, tasks } = await countTransitions(hosts, 120, false);
+      // BeginUp, Provision, AfterProvision, FinishUp.
+      expect(transitions).toBe(4);
+      expect(polls).toBe(0);
+      expect(tasks).toEqual(["BeginUp", "Provision", "FinishUp"]);
+    }
   });
 });

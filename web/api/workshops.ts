@@ -40,6 +40,8 @@ const SubmitBody = z
 const UpBody = z.strictObject({
   force: z.boolean().default(false).meta({ description: "redeploy labs that are already ready" }),
 });
+/** Provisioning takes no option: only `{}` (or an empty body); an unknown key is a 400. */
+const ProvisionBody = z.strictObject({});
 
 const Created = z.object({ name: z.string(), created: z.boolean() });
 const Plan = z.object({
@@ -130,6 +132,21 @@ const up = createRoute({
   },
 });
 
+const provision = createRoute({
+  method: "post",
+  path: "/{name}/provision",
+  tags,
+  summary: "Start provision: create or reuse the hosts, deploy nothing",
+  description:
+    "Starts a `provision` run (the `up` workflow, stopping after provisioning): the hosts are created or reused and recorded (new ones `pending`, with their address), and the TTL teardown is armed. No lab is deployed: a later `up` deploys them. Operator secrets are not needed yet. A second start while one runs returns the running one. Poll the run: it succeeds when every host was provisioned.",
+  middleware: [readJson] as const,
+  request: { params: NameParams, body: jsonBody(ProvisionBody, "Optional; `{}` or an empty body.") },
+  responses: {
+    202: json(RunAnswer, "The run was started."),
+    ...errors(400, 401, 404, 409),
+  },
+});
+
 const teardown = createRoute({
   method: "post",
   path: "/{name}/teardown",
@@ -182,7 +199,7 @@ const run = createRoute({
   },
 });
 
-/** Instructor routes for workshops: submit YAML, start up/teardown, read status and runs. */
+/** Instructor routes for workshops: submit YAML, start up/provision/teardown, read status and runs. */
 export const workshops = apiRouter()
   .openapi(list, async (c) => c.json({ workshops: await listWorkshops() }, 200))
   .openapi(submit, async (c) => {
@@ -197,6 +214,10 @@ export const workshops = apiRouter()
   .openapi(status, async (c) => c.json(await workshopStatus(c.req.valid("param").name), 200))
   .openapi(up, async (c) => {
     const run = await startRun(c.req.valid("param").name, "up", { force: c.req.valid("json").force });
+    return c.json({ run: runView(run) }, 202);
+  })
+  .openapi(provision, async (c) => {
+    const run = await startRun(c.req.valid("param").name, "provision");
     return c.json({ run: runView(run) }, 202);
   })
   .openapi(teardown, async (c) => {
