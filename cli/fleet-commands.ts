@@ -136,6 +136,23 @@ export async function run(command: string, args: Args, out: Output): Promise<num
           );
         return 0;
       }
+      if (sub === "credentials") {
+        // A lab's own access details ($LABFLEET_ACCESS: URLs, users, passwords): shown only when asked
+        // for one host by name, never by the access sheet.
+        const hosts = sel.hosts ?? [];
+        if (hosts.length !== 1) throw new CliError("hosts credentials needs exactly one --host ID", 2);
+        const host = hosts[0] as string;
+        const r = await client.call<{ access: unknown }>(
+          "GET",
+          `${path}/hosts/${encodeURIComponent(host)}/access`,
+        );
+        out.write(
+          json
+            ? `${JSON.stringify({ host, access: r.access }, null, 2)}\n`
+            : `${JSON.stringify(r.access, null, 2)}\n`,
+        );
+        return 0;
+      }
       if (sub === "pubkey") {
         const r = await client.call<{ publicKey: string }>("GET", `${path}/ssh-public-key`);
         // The text form is the bare key line, ready for authorized_keys.

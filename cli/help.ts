@@ -318,12 +318,22 @@ export const COMMANDS: readonly CommandSpec[] = [
   {
     name: "hosts",
     group: "workshops",
-    summary: "the pinned SSH host keys and the fleet's SSH public key",
-    usage: [[`hosts keys|pubkey|forget-key ${W} [--host ID]`, "pinned host keys; the managed public key"]],
+    summary: "the pinned SSH host keys, the fleet's SSH public key, one lab's access details",
+    usage: [
+      [`hosts keys|pubkey|forget-key ${W} [--host ID]`, "pinned host keys; the managed public key"],
+      [`hosts credentials ${W} --host ID`, "one lab's access details (URLs, users, passwords)"],
+    ],
     options: ["file", "output"],
     subcommands: [
       { name: "keys", summary: "list the pinned SSH host keys and their fingerprints" },
       { name: "pubkey", summary: "print the public key to install on bring-your-own hosts" },
+      {
+        name: "credentials",
+        args: "--host ID",
+        summary:
+          "print one lab's access details from $LABFLEET_ACCESS (they hold passwords: mind the screen)",
+        options: [["host", "the lab whose access details to print"]],
+      },
       {
         name: "forget-key",
         args: "--host ID",
@@ -334,6 +344,7 @@ export const COMMANDS: readonly CommandSpec[] = [
     examples: [
       { command: "npx labfleet hosts keys my-workshop" },
       { command: "npx labfleet hosts forget-key my-workshop --host student-04" },
+      { command: "npx labfleet hosts credentials my-workshop --host student-01" },
     ],
     json: true,
   },

@@ -122,6 +122,30 @@ describe("labfleet CLI", () => {
     expect(bad.stderr).toContain("after");
   });
 
+  it("hosts credentials prints one lab's access details, and only for one named host", async () => {
+    const r = await runCli(["hosts", "credentials", "cli-ok", "--host", "student-02"], { env });
+    expect(r.code, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout)).toEqual({
+      urls: { ui: "https://student-02.example.test/" },
+      credentials: { password: "s3cret-student-02" },
+    });
+    const doc = JSON.parse(
+      (await runCli(["hosts", "credentials", "cli-ok", "--host", "student-01", "-o", "json"], { env }))
+        .stdout,
+    );
+    expect(doc).toEqual({
+      host: "student-01",
+      access: {
+        urls: { ui: "https://student-01.example.test/" },
+        credentials: { password: "s3cret-student-01" },
+      },
+    });
+    expect((await runCli(["hosts", "credentials", "cli-ok"], { env })).code).toBe(2);
+    const unknown = await runCli(["hosts", "credentials", "cli-ok", "--host", "student-09"], { env });
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toContain("no host student-09");
+  });
+
   it("up exits non-zero when a lab fails, naming the host and the reason", async () => {
     const r = await runCli(["up", "-f", join(work, "fail.yaml")], { env });
     expect(r.code).toBe(1);

@@ -75,7 +75,7 @@ describe("bash completion", () => {
       ].sort(),
     );
     expect(complete(["portal", "re"])).toEqual(["reassign", "release", "revoke"]);
-    expect(complete(["hosts", ""])).toEqual(["forget-key", "keys", "pubkey"]);
+    expect(complete(["hosts", ""])).toEqual(["credentials", "forget-key", "keys", "pubkey"]);
     expect(complete(["tokens", ""])).toEqual(["create", "list", "revoke"]);
     // Options before the command do not confuse it.
     expect(complete(["-o", "json", "tokens", "l"])).toEqual(["list"]);
