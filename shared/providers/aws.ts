@@ -247,7 +247,7 @@ export function powerOffMinutes(ttlHours: number): number {
  * rewrites the deadline file and re-runs `shutdown -P`. LABFLEET_ROOT (unset on a real host) lets a test run the
  * script in a folder.
  */
-export function powerOffUserData(ttlHours: number, expiry: Date): string {
+export function powerOffUserData(ttlHours: number, expiry: Date, opts: { awsCli?: boolean } = {}): string {
   const minutes = powerOffMinutes(ttlHours);
   const deadline = Math.floor(expiry.getTime() / 1000);
   return `#!/bin/bash
@@ -284,8 +284,16 @@ WantedBy=timers.target
 EOF
 systemctl daemon-reload
 systemctl enable --now labfleet-deadman.timer
-`;
+${opts.awsCli ? AWS_CLI_INSTALL : ""}`;
 }
+
+/**
+ * Hosts fetch the workshop's operator secrets from Parameter Store with the AWS CLI (never through the SSM
+ * command, whose parameters SSM keeps for 30 days). The default image has none: installed after the dead-man
+ * switch is armed, so a slow or failed install never delays it.
+ */
+const AWS_CLI_INSTALL = `command -v aws >/dev/null 2>&1 || snap install aws-cli --classic >/dev/null 2>&1 || echo "labfleet: could not install the AWS CLI; operator secrets need it" >&2
+`;
 
 function tagOf(instance: Instance, key: string): string | undefined {
   return tagValue(instance.Tags, key);
@@ -1119,7 +1127,10 @@ export class AwsProvider implements Provider {
           Ebs: { VolumeSize: volumeSize, VolumeType: "gp3", Encrypted: true, DeleteOnTermination: true },
         },
       ],
-      UserData: Buffer.from(powerOffUserData(p.ttl_hours, expiry), "utf8").toString("base64"),
+      UserData: Buffer.from(
+        powerOffUserData(p.ttl_hours, expiry, { awsCli: spec.lab.operator_secrets.length > 0 }),
+        "utf8",
+      ).toString("base64"),
       TagSpecifications: [
         { ResourceType: "instance", Tags: tags },
         { ResourceType: "volume", Tags: tags },

@@ -1036,6 +1036,15 @@ describe("the dead-man switch user data", () => {
     expect(ud(1 / 7)).toContain("shutdown -P +8 "); // 8.57 minutes: rounded down
     expect(ud(0.001)).toContain("shutdown -P +1 ");
   });
+
+  it("installs the AWS CLI only for workshops with operator secrets, after the switch is armed", () => {
+    expect(powerOffUserData(6, NOW)).not.toContain("aws-cli");
+    const withCli = powerOffUserData(6, NOW, { awsCli: true });
+    expect(withCli).toContain("command -v aws >/dev/null 2>&1 || snap install aws-cli --classic");
+    expect(withCli.indexOf("snap install aws-cli")).toBeGreaterThan(
+      withCli.indexOf("systemctl enable --now labfleet-deadman.timer"),
+    );
+  });
 });
 
 describe("AwsProvider.deprovision", () => {
