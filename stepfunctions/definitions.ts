@@ -1,26 +1,9 @@
 import { readFileSync } from "node:fs";
-import type { RunKind } from "../shared/fleet/workflows.ts";
+import type { DefinitionName } from "../shared/fleet/workflows.ts";
+
+export { type DefinitionName, definitionOf } from "../shared/fleet/workflows.ts";
 
 /** The ASL definitions, as the JSON files in this folder; sst.config.ts reads the same files. */
-export type DefinitionName = "up" | "teardown";
-
-/**
- * deploy and retry are runs of the `up` definition on the hosts they select; provision is a run of `up` that
- * stops after provisioning (BeginUp returns `deploy: false` for it, read from the run record, and the
- * AfterProvision Choice goes straight to FinishUp). Every kind is listed, so a new one must be mapped here.
- */
-const DEFINITIONS: Record<RunKind, DefinitionName> = {
-  up: "up",
-  deploy: "up",
-  retry: "up",
-  provision: "up",
-  teardown: "teardown",
-};
-
-export function definitionOf(kind: RunKind): DefinitionName {
-  return DEFINITIONS[kind];
-}
-
 export const definitionFiles: Record<DefinitionName, string> = {
   up: new URL("./up.asl.json", import.meta.url).pathname,
   teardown: new URL("./teardown.asl.json", import.meta.url).pathname,

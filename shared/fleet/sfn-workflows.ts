@@ -9,27 +9,13 @@ import {
   StopExecutionCommand,
 } from "@aws-sdk/client-sfn";
 import { log } from "../runtime/logger.ts";
-import type { RunInput, RunKind, Workflows } from "./workflows.ts";
-
-/**
- * The two state machines, named after the ASL files in stepfunctions/ (`up.asl.json`, `teardown.asl.json`).
- * shared/ imports nothing from stepfunctions/, so the kind -> definition rule of stepfunctions/definitions.ts
- * is restated here: deploy, retry and provision are runs of `up` (provision stops after provisioning: the
- * up machine's BeginUp reads the kind from the run record, so the execution input stays the same).
- */
-export type DefinitionName = "up" | "teardown";
-
-const DEFINITIONS: Record<RunKind, DefinitionName> = {
-  up: "up",
-  deploy: "up",
-  retry: "up",
-  provision: "up",
-  teardown: "teardown",
-};
-
-export function definitionOf(kind: RunKind): DefinitionName {
-  return DEFINITIONS[kind];
-}
+import {
+  type DefinitionName,
+  definitionOf,
+  type RunInput,
+  type RunKind,
+  type Workflows,
+} from "./workflows.ts";
 
 export interface StepFunctionsWorkflowsOptions {
   client: SFNClient;

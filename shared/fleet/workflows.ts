@@ -1,6 +1,27 @@
 /** How the domain starts and stops workflow runs: Step Functions in the cloud, the local executor here. */
 export type RunKind = "up" | "deploy" | "retry" | "provision" | "teardown";
 
+/** The two state machines, as the ASL files in stepfunctions/ (`up.asl.json`, `teardown.asl.json`). */
+export type DefinitionName = "up" | "teardown";
+
+/**
+ * deploy and retry are runs of the `up` definition on the hosts they select; provision is a run of `up` that
+ * stops after provisioning (BeginUp returns `deploy: false` for it, read from the run record, and the
+ * AfterProvision Choice goes straight to FinishUp). Every kind is listed, so a new one must be mapped here.
+ */
+const DEFINITIONS: Record<RunKind, DefinitionName> = {
+  up: "up",
+  deploy: "up",
+  retry: "up",
+  provision: "up",
+  teardown: "teardown",
+};
+
+/** Which state machine runs a kind of run: the local executor and the Step Functions adapter both ask here. */
+export function definitionOf(kind: RunKind): DefinitionName {
+  return DEFINITIONS[kind];
+}
+
 export interface RunInput {
   workshop: string;
   runId: string;

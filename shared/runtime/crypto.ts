@@ -1,4 +1,4 @@
-import { createCipheriv, createDecipheriv, randomBytes } from "node:crypto";
+import { createCipheriv, createDecipheriv, createHmac, randomBytes } from "node:crypto";
 
 /** AES-256-GCM for lab credentials at rest: `v1.<iv>.<tag>.<ciphertext>`, base64url parts. */
 export function seal(key: Buffer, plaintext: string): string {
@@ -17,4 +17,18 @@ export function open(key: Buffer, sealed: string): string {
   const decipher = createDecipheriv("aes-256-gcm", key, Buffer.from(iv, "base64url"));
   decipher.setAuthTag(Buffer.from(tag, "base64url"));
   return Buffer.concat([decipher.update(Buffer.from(body, "base64url")), decipher.final()]).toString("utf8");
+}
+
+const derivedKeys = new Map<string, { from: Buffer; key: Buffer }>();
+
+/**
+ * A key for one purpose (`label`), derived from the runtime's access key with HMAC-SHA256, so a changed access
+ * key ends everything signed with it (cookies, OAuth state). Kept per label while the access key is the same.
+ */
+export function derivedKey(accessKey: Buffer, label: string): Buffer {
+  const kept = derivedKeys.get(label);
+  if (kept?.from === accessKey) return kept.key;
+  const key = createHmac("sha256", accessKey).update(label).digest();
+  derivedKeys.set(label, { from: accessKey, key });
+  return key;
 }

@@ -2,7 +2,6 @@ import { existsSync } from "node:fs";
 import aslValidator from "asl-validator";
 import { StateMachine } from "aws-local-stepfunctions";
 import { describe, expect, it } from "vitest";
-import { definitionOf as sfnDefinitionOf } from "../../shared/fleet/sfn-workflows.ts";
 import { RUN_KINDS } from "../../shared/store/entities.ts";
 import {
   type AslDefinition,
@@ -83,7 +82,6 @@ describe("run kinds and definitions", () => {
     const expected = { up: "up", deploy: "up", retry: "up", provision: "up", teardown: "teardown" };
     for (const kind of RUN_KINDS) {
       expect(definitionOf(kind), kind).toBe(expected[kind]);
-      expect(sfnDefinitionOf(kind), kind).toBe(expected[kind]);
     }
   });
 });

@@ -13,6 +13,7 @@ import {
   startDeviceLogin,
 } from "../../shared/auth/device.ts";
 import { withActor } from "../../shared/runtime/actor.ts";
+import { derivedKey } from "../../shared/runtime/crypto.ts";
 import { useDeps } from "../../shared/runtime/deps.ts";
 import { isVisibleError } from "../../shared/runtime/errors.ts";
 import { log } from "../../shared/runtime/logger.ts";
@@ -87,17 +88,7 @@ const OAuthCookie = z.object({
 });
 type OAuthCookie = z.output<typeof OAuthCookie>;
 
-let derived: { from: Buffer; key: Buffer } | undefined;
-function cookieKey(): Buffer {
-  const { accessKey } = useDeps();
-  if (derived?.from !== accessKey) {
-    derived = {
-      from: accessKey,
-      key: createHmac("sha256", accessKey).update("labfleet oauth cookie v1").digest(),
-    };
-  }
-  return derived.key;
-}
+const cookieKey = () => derivedKey(useDeps().accessKey, "labfleet oauth cookie v1");
 const mac = (value: string) => createHmac("sha256", cookieKey()).update(value).digest("base64url");
 
 function same(a: string, b: string): boolean {

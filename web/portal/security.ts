@@ -3,6 +3,7 @@ import type { Context, MiddlewareHandler } from "hono";
 import { deleteCookie, getCookie, setCookie } from "hono/cookie";
 import { accessValid, type CodeAccess } from "../../shared/portal/claims.ts";
 import { COOKIES } from "../../shared/portal/constants.ts";
+import { derivedKey } from "../../shared/runtime/crypto.ts";
 import { useDeps } from "../../shared/runtime/deps.ts";
 
 /**
@@ -13,17 +14,7 @@ import { useDeps } from "../../shared/runtime/deps.ts";
 export type PortalEnv = { Variables: { csrf: string } };
 type Ctx = Context<PortalEnv>;
 
-let derived: { from: Buffer; key: Buffer } | undefined;
-function cookieKey(): Buffer {
-  const { accessKey } = useDeps();
-  if (derived?.from !== accessKey) {
-    derived = {
-      from: accessKey,
-      key: createHmac("sha256", accessKey).update("labfleet portal cookies v1").digest(),
-    };
-  }
-  return derived.key;
-}
+const cookieKey = () => derivedKey(useDeps().accessKey, "labfleet portal cookies v1");
 
 const mac = (purpose: string, value: string) =>
   createHmac("sha256", cookieKey()).update(`${purpose}\n${value}`).digest("base64url");
