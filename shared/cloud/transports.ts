@@ -1,9 +1,8 @@
 import type { SSMClient } from "@aws-sdk/client-ssm";
-import { storePins } from "../fleet/host-keys.ts";
+import { sshTransport } from "../fleet/transports.ts";
 import type { HostAddress } from "../runtime/deps.ts";
 import { VisibleError } from "../runtime/errors.ts";
 import { lazyTransport } from "../transports/lazy.ts";
-import { SshTransport } from "../transports/ssh.ts";
 import { publicKeyLine, type SshIdentity } from "../transports/ssh-identity.ts";
 import { SsmTransport } from "../transports/ssm.ts";
 import type { Transport } from "../transports/types.ts";
@@ -60,19 +59,7 @@ export function cloudTransportFactory(opts: {
           `${host.hostId}: identity_file names a file on your machine, which the cloud deployment cannot read: remove it and authorize labfleet's managed key on the host (labfleet hosts pubkey)`,
         );
       }
-      return lazyTransport(
-        async () =>
-          new SshTransport({
-            workshop: host.workshop,
-            hostId: host.hostId,
-            address: host.address,
-            identity: opts.sshIdentity(),
-            pins: storePins(host.workshop),
-            ...(host.ssh?.defaultUser ? { defaultUser: host.ssh.defaultUser } : {}),
-            ...(host.ssh?.via ? { via: host.ssh.via } : {}),
-            ...(host.ssh?.connectTimeoutMs ? { connectTimeoutMs: host.ssh.connectTimeoutMs } : {}),
-          }),
-      );
+      return lazyTransport(async () => sshTransport(host, opts.sshIdentity()));
     }
     throw new VisibleError(
       "input",

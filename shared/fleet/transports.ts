@@ -37,20 +37,22 @@ export function transportFactory(opts: {
   return (host) => {
     if (host.transport === "local") return new LocalTransport(host.address);
     if (host.transport === "ssh") {
-      return lazyTransport(
-        async () =>
-          new SshTransport({
-            workshop: host.workshop,
-            hostId: host.hostId,
-            address: host.address,
-            identity: await identityFor(host.ssh?.identityFile),
-            pins: storePins(host.workshop),
-            ...(host.ssh?.defaultUser ? { defaultUser: host.ssh.defaultUser } : {}),
-            ...(host.ssh?.via ? { via: host.ssh.via } : {}),
-            ...(host.ssh?.connectTimeoutMs ? { connectTimeoutMs: host.ssh.connectTimeoutMs } : {}),
-          }),
-      );
+      return lazyTransport(async () => sshTransport(host, await identityFor(host.ssh?.identityFile)));
     }
     throw new Error(`no ${host.transport} transport in this runtime`);
   };
+}
+
+/** An SSH host as workshop.yaml describes it (user, bastion, timeout), its key pinned in the store. */
+export function sshTransport(host: HostAddress, identity: SshIdentity): SshTransport {
+  return new SshTransport({
+    workshop: host.workshop,
+    hostId: host.hostId,
+    address: host.address,
+    identity,
+    pins: storePins(host.workshop),
+    ...(host.ssh?.defaultUser ? { defaultUser: host.ssh.defaultUser } : {}),
+    ...(host.ssh?.via ? { via: host.ssh.via } : {}),
+    ...(host.ssh?.connectTimeoutMs ? { connectTimeoutMs: host.ssh.connectTimeoutMs } : {}),
+  });
 }
