@@ -67,6 +67,13 @@ export function eventView(e: EventItem): EventView {
   };
 }
 
+/** A workshop's newest `n` events, newest first, in one read: what a page shows before it polls. */
+export async function newestEvents(workshop: string, n: number): Promise<EventView[]> {
+  const limit = Math.min(Math.max(n, 1), 500);
+  const r = await useDeps().store.event.query.byWorkshop({ workshop }).go({ order: "desc", limit });
+  return r.data.map(eventView);
+}
+
 /** A workshop's events after `after` (an event id), oldest first: what a live view polls for. */
 export async function listEvents(
   workshop: string,

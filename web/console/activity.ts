@@ -1,4 +1,4 @@
-import { type EventView, listEvents } from "../../shared/fleet/events.ts";
+import { type EventView, listEvents, newestEvents } from "../../shared/fleet/events.ts";
 import { duration } from "./format.ts";
 
 /**
@@ -8,28 +8,13 @@ import { duration } from "./format.ts";
  */
 
 export const ACTIVITY_SHOWN = 50;
-/** Events per read; listEvents allows at most 500. */
-const PAGE = 500;
-/** A bound on the reads of one page view (25,000 events: far more than 30 days of a workshop keep). */
-const MAX_PAGES = 50;
-
-/**
- * The newest `n` events, newest first, and the newest id (the page's cursor for its live endpoint).
- * listEvents reads oldest first only, so this reads forward to the end and keeps the tail.
- */
+/** The newest `n` events, newest first, and the newest id (the page's cursor for its live endpoint). */
 export async function recentEvents(
   workshop: string,
   n = ACTIVITY_SHOWN,
 ): Promise<{ events: EventView[]; last: string | null }> {
-  let tail: EventView[] = [];
-  let after: string | undefined;
-  for (let page = 0; page < MAX_PAGES; page++) {
-    const r = await listEvents(workshop, { ...(after ? { after } : {}), limit: PAGE });
-    tail = [...tail, ...r.events].slice(-n);
-    if (r.events.length < PAGE || !r.last) break;
-    after = r.last;
-  }
-  return { events: tail.reverse(), last: tail[0]?.id ?? null };
+  const events = await newestEvents(workshop, n);
+  return { events, last: events[0]?.id ?? null };
 }
 
 /** The events after `after` (oldest first, as many as one poll takes) and the new cursor. */
