@@ -154,8 +154,8 @@ function writeRun(name: string, run: RunView, out: Output): void {
   out.write("\n");
   writeTable(
     [
-      ["host", "result", "error"],
-      ...hosts.map(([id, h]) => [id, paint(out, h.state), (h.error ?? "").split("\n")[0] ?? ""]),
+      ["host", "result", "error or detail"],
+      ...hosts.map(([id, h]) => [id, paint(out, h.state), (h.error ?? h.detail ?? "").split("\n")[0] ?? ""]),
     ],
     out,
   );

@@ -95,7 +95,10 @@ export async function finishTeardown(
       state,
       endedAt: now,
       hosts: Object.fromEntries(
-        results.map((r) => [r.hostId, { state: r.result, ...(r.detail ? { error: r.detail } : {}) }]),
+        results.map((r) => [
+          r.hostId,
+          { state: r.result, ...(r.detail ? { [r.result === "error" ? "error" : "detail"]: r.detail } : {}) },
+        ]),
       ),
       ...(errors.length ? { error: `${errors.length} hosts could not be torn down` } : {}),
     })

@@ -121,6 +121,7 @@ export async function provisionHosts(workshop: string, runId: string): Promise<{
   const provisioned = await provider.provision(
     spec,
     hostIdsOf(spec).filter((id) => !removed.has(id)),
+    { expiry: new Date(expiry) },
   );
   for (const p of provisioned) {
     const prev = existing.get(p.hostId);

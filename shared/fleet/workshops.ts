@@ -42,7 +42,8 @@ export interface RunView {
   transitions: number;
   /** The hosts a deploy or retry acted on. */
   selection?: string[];
-  hosts?: Record<string, { state: string; error?: string }>;
+  /** Per host: its end state, why it failed (`error`), or what was done (`detail`, e.g. a teardown). */
+  hosts?: Record<string, { state: string; error?: string; detail?: string }>;
   error?: string;
 }
 

@@ -50,6 +50,7 @@ import {
   type PlanItem,
   type Provider,
   type ProvisionedHost,
+  type ProvisionOptions,
   type SweptInstance,
 } from "./types.ts";
 
@@ -475,7 +476,11 @@ export class AwsProvider implements Provider {
     });
   }
 
-  async provision(spec: Workshop, hostIds?: string[]): Promise<ProvisionedHost[]> {
+  async provision(
+    spec: Workshop,
+    hostIds?: string[],
+    opts: ProvisionOptions = {},
+  ): Promise<ProvisionedHost[]> {
     const p = await this.ready(spec, true);
     const labels = { ...(p.labels ?? {}) };
     const known = new Set(hostIdsOf(spec));
@@ -535,7 +540,7 @@ export class AwsProvider implements Provider {
     }
 
     if (toCreate.length > 0) {
-      const expiry = this.expiryOf(p);
+      const expiry = this.expiryOf(p, opts.expiry);
       let image: Image | undefined;
       let launchError = groupError;
       if (!launchError) {
@@ -806,8 +811,9 @@ export class AwsProvider implements Provider {
     return p;
   }
 
-  private expiryOf(p: AwsSpec): Date {
-    const ms = this.clock.now().getTime() + p.ttl_hours * 3_600_000;
+  /** The workshop's recorded end when given (it moves with extend), else now + ttl_hours; whole seconds. */
+  private expiryOf(p: AwsSpec, recorded?: Date): Date {
+    const ms = recorded?.getTime() ?? this.clock.now().getTime() + p.ttl_hours * 3_600_000;
     return new Date(Math.floor(ms / 1000) * 1000);
   }
 
@@ -1128,7 +1134,10 @@ export class AwsProvider implements Provider {
         },
       ],
       UserData: Buffer.from(
-        powerOffUserData(p.ttl_hours, expiry, { awsCli: spec.lab.operator_secrets.length > 0 }),
+        // The power-off counts from now to the expiry: a host made after an extend ends with the others.
+        powerOffUserData((expiry.getTime() - this.clock.now().getTime()) / 3_600_000, expiry, {
+          awsCli: spec.lab.operator_secrets.length > 0,
+        }),
         "utf8",
       ).toString("base64"),
       TagSpecifications: [

@@ -13,6 +13,10 @@ export interface ProvisionedHost {
   error?: string;
 }
 
+export interface ProvisionOptions {
+  expiry?: Date;
+}
+
 export interface PlanItem {
   hostId: string;
   action: "create" | "reuse" | "noop";
@@ -32,8 +36,11 @@ export interface Provider {
   /** Checks the provider section beyond the schema; returns every problem with its YAML path. */
   validate(spec: Workshop): ErrorDetail[];
   plan(spec: Workshop): Promise<PlanItem[]>;
-  /** Provisions these hosts of the spec (by default every one). */
-  provision(spec: Workshop, hostIds?: string[]): Promise<ProvisionedHost[]>;
+  /**
+   * Provisions these hosts of the spec (by default every one). `expiry` is the workshop's recorded end (it
+   * moves with extend): hosts made now end then, not at now + ttl_hours.
+   */
+  provision(spec: Workshop, hostIds?: string[], opts?: ProvisionOptions): Promise<ProvisionedHost[]>;
   deprovision(spec: Workshop, hostIds: string[]): Promise<DeprovisionResult[]>;
   /** Moves the provider-side expiry of these hosts (EC2: the expiry tag). Absent: nothing to move. */
   extendExpiry?(spec: Workshop, hostIds: string[], expiry: Date): Promise<void>;

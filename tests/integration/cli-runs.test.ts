@@ -173,7 +173,7 @@ describe("labfleet runs", () => {
     expect(text.stdout).toMatch(/^workshop: +cli-runs$/m);
     expect(text.stdout).toMatch(/^state: +succeeded$/m);
     expect(text.stdout).toMatch(/^duration: +\d+s$/m);
-    expect(text.stdout).toMatch(/^host +result +error$/m);
+    expect(text.stdout).toMatch(/^host +result +error or detail$/m);
     expect(text.stdout).toMatch(/^student-01 +ready$/m);
     expect(text.stdout).toMatch(/^student-02 +ready$/m);
   });

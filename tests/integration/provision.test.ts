@@ -2,10 +2,14 @@ import { existsSync, mkdirSync, readdirSync, statSync, writeFileSync } from "nod
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { listEvents } from "../../shared/fleet/events.ts";
+import { extendWorkshop } from "../../shared/fleet/extend.ts";
 import { startRun } from "../../shared/fleet/runs.ts";
 import { listHosts, submitWorkshop, workshopStatus } from "../../shared/fleet/workshops.ts";
+import type { Provider, ProvisionOptions } from "../../shared/providers/types.ts";
 import { withActor } from "../../shared/runtime/actor.ts";
+import { configure, useDeps } from "../../shared/runtime/deps.ts";
 import { createID } from "../../shared/runtime/ids.ts";
+import type { Workshop } from "../../shared/workshop/schema.ts";
 import { runCli } from "../harness/cli.ts";
 import {
   fixturesDir,
@@ -142,6 +146,33 @@ describe("a provision run", () => {
     expect(after.expiry).toBe(before.expiry);
     expect(after.hostList).toEqual(before.hostList.map((h) => ({ ...h })));
     expect((await schedule("prov"))?.at).toBe(before.expiry);
+  });
+
+  it("after an extend, hosts are provisioned to end with the workshop (the provider gets the recorded expiry)", async () => {
+    const deps = useDeps();
+    const local = deps.providers.local as Provider;
+    const seen: (string | undefined)[] = [];
+    configure({
+      ...deps,
+      providers: {
+        ...deps.providers,
+        local: Object.assign(Object.create(local), {
+          provision: (spec: Workshop, hostIds?: string[], opts?: ProvisionOptions) => {
+            seen.push(opts?.expiry?.toISOString());
+            return local.provision(spec, hostIds, opts);
+          },
+        }),
+      },
+    });
+    try {
+      const extended = await asInstructor(() => extendWorkshop("prov", 2));
+      await asInstructor(() => startRun("prov", "provision"));
+      await rt.executor.idle();
+      expect(seen).toEqual([extended.expiry]);
+      expect((await asInstructor(() => workshopStatus("prov"))).expiry).toBe(extended.expiry);
+    } finally {
+      configure(deps);
+    }
   });
 
   it("a later up deploys the provisioned hosts to ready", async () => {

@@ -216,7 +216,7 @@ describe("a static fleet over SSH", () => {
     expect(s.state).toBe("torn_down");
     expect(s.runs[0].hosts["byo-01"]).toEqual({
       state: "skipped",
-      error: "bring-your-own host: left as it is",
+      detail: "bring-your-own host: left as it is",
     });
     expect(existsSync(join(fleet.hosts[0]?.root as string, "home", "lab", "built"))).toBe(true);
   });

@@ -474,6 +474,22 @@ describe("AwsProvider.plan", () => {
 });
 
 describe("AwsProvider.provision", () => {
+  it("gives a host made after an extend the workshop's recorded expiry, not launch + ttl_hours", async () => {
+    const account = fakeAccount([]);
+    const { p } = provider({ sleep: vi.fn(async (_ms: number) => account.boot()) });
+    // The workshop was extended: it now ends 2 h later than a fresh launch + ttl_hours would.
+    const recorded = new Date(Date.parse(EXPIRY) + 2 * 3_600_000);
+    await p.provision(spec({ count: 1, security_group_ids: ["sg-0123456789abcdef0"] }), ["student-01"], {
+      expiry: recorded,
+    });
+    const run = calls(RunInstancesCommand)[0];
+    const tag = run?.TagSpecifications?.[0]?.Tags?.find((t) => t.Key === "labfleet-expiry")?.Value;
+    expect(tag).toBe(recorded.toISOString());
+    const userData = Buffer.from(run?.UserData ?? "", "base64").toString("utf8");
+    expect(userData).toContain(`shutdown -P +480 "labfleet: the workshop's time is up"`); // 6 h + 2 h
+    expect(userData).toContain(`echo ${recorded.getTime() / 1000} > "$root/etc/labfleet/deadline"`);
+  });
+
   it("creates only the missing hosts with every required field, reuses the running one, waits until running", async () => {
     const account = fakeAccount([
       instance("i-0running0000000002", "running", tags("k8s-intro", "student-02"), {
