@@ -134,6 +134,7 @@ export function cloudDeps(env: Env, options: CloudDepsOptions = {}): Deps {
     accessKey,
     secrets: parameterStoreSecrets({ client: clients.ssm, stage: config.stage }),
     secretParameters: new SsmSecretParameters({ client: clients.ssm, stage: config.stage }),
+    gitSourcesOnly: true,
     sshPublicKey: async () => publicKeyLine(sshIdentity()),
     ...(config.schedules
       ? {

@@ -83,6 +83,12 @@ function providerFor(spec: Workshop): Provider {
     );
   }
   const problems = provider.validate(spec);
+  if (useDeps().gitSourcesOnly && !spec.lab.source.startsWith("git:")) {
+    problems.push({
+      path: "lab.source",
+      message: `expected a "git:" URL: this control plane runs in the cloud and cannot read the folder ${spec.lab.source} on your machine`,
+    });
+  }
   if (problems.length > 0)
     throw new VisibleError("input", "workshop.invalid", "workshop.yaml is not valid", problems);
   return provider;

@@ -55,6 +55,11 @@ export interface Deps {
   /** 32-byte key for lab credentials at rest (AES-256-GCM). */
   accessKey: Buffer;
   secrets: SecretStore;
+  /**
+   * Only `git:` lab sources (the cloud): a control plane in Lambda cannot read a folder on the operator's
+   * machine, so a local `lab.source` is refused when the workshop is submitted, not at deploy.
+   */
+  gitSourcesOnly?: boolean;
   /** The public key line hosts must authorize for labfleet's managed SSH key (created if missing). */
   sshPublicKey?: () => Promise<string>;
   /** Cloud only: the EventBridge Scheduler copy of the teardown schedules (the local scheduler reads the records). */

@@ -195,8 +195,11 @@ beforeAll(async () => {
     },
   });
   executor = new LocalExecutor({ waitMs: 100, retryMs: 100 });
-  // The cloud's adapters, with the same ASL run in-process instead of by Step Functions.
-  configure({ ...deps, workflows: executor });
+  // The cloud's adapters, with the same ASL run in-process instead of by Step Functions. The cloud takes git
+  // lab sources only (a Lambda cannot read the operator's folders); here the lab is a local fixture folder,
+  // which this test process can read, so that check is the one thing turned off (it has its own test below).
+  expect(deps.gitSourcesOnly).toBe(true);
+  configure({ ...deps, workflows: executor, gitSourcesOnly: false });
   setLogSink((line) => lines.push(line), "info");
 });
 
@@ -216,6 +219,22 @@ describe("the cloud path: EC2 hosts reached through SSM, on the cloud adapters",
     expect(deps.scheduleMirror).toBeInstanceOf(EventBridgeScheduleMirror);
     expect(deps.secretParameters).toBeInstanceOf(SsmSecretParameters);
     expect(deps.workflows).toBe(executor);
+  });
+
+  it("refuses a local lab folder as the cloud would, naming lab.source", async () => {
+    const deps = useDeps();
+    configure({ ...deps, gitSourcesOnly: true });
+    try {
+      const res = await post("/plan", { yaml: YAML });
+      expect(res.status).toBe(400);
+      const body = await j(res);
+      expect(body.error.details.map((d: { path: string }) => d.path)).toEqual(["lab.source"]);
+      expect(body.error.details[0].message).toMatch(
+        /^expected a "git:" URL: this control plane runs in the cloud/,
+      );
+    } finally {
+      configure(deps);
+    }
   });
 
   it("plans two new m7i.large hosts within the vCPU quota, then stores the workshop", async () => {
