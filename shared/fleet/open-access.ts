@@ -99,6 +99,10 @@ export async function setStudentAccess(workshop: string, open: boolean): Promise
     if (problem) throw problem;
   }
   const result = await provider.setOpenAccess(spec, open);
+  await useDeps()
+    .store.workshop.patch({ name: workshop })
+    .set({ studentAccess: open ? "open" : "closed" })
+    .go();
   log.info(open ? "student access opened" : "student access closed", {
     workshop,
     mode: result.mode,
@@ -121,6 +125,8 @@ export async function openAccessWhenReady(
 ): Promise<void> {
   if (spec.provider.type !== "aws" || spec.provider.student_access !== "open") return;
   if (notReadyProblem(spec.name, hosts)) return;
+  // An instructor who closed access keeps it closed: `labfleet open-access` opens it again.
+  if ((await getWorkshop(spec.name)).studentAccess === "closed") return;
   let note: string | undefined;
   try {
     if (!canOpenAccess(provider)) {

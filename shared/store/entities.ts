@@ -48,6 +48,8 @@ function entities(client: DynamoDBDocumentClient, table: string) {
         activeRunId: { type: "string" },
         /** Hosts taken out by `down --unclaimed`: a later up does not bring them back. */
         removedHosts: { type: "list", items: { type: "string" } },
+        /** The last open-access or close by an instructor: a workflow never reopens what one closed. */
+        studentAccess: { type: ["open", "closed"] as const },
         expiry: { type: "string" },
         createdAt: { type: "string", required: true, readOnly: true },
         updatedAt: { type: "string", required: true },

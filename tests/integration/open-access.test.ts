@@ -346,6 +346,17 @@ describe("provider.student_access: open", () => {
     ).toBe(true);
   });
 
+  it("an instructor's close sticks: a later up does not reopen it, an explicit open-access does", async () => {
+    calls.length = 0;
+    expect((await runCli(["open-access", "oa-auto", "--close"], { env })).code).toBe(0);
+    const path = join(work, "auto.yaml");
+    const again = await runCli(["up", "-f", path, "--force"], { env });
+    expect(again.code, again.stderr).toBe(0);
+    expect(calls).toEqual([{ workshop: "oa-auto", open: false, states: ["ready", "ready"] }]);
+    expect((await runCli(["open-access", "oa-auto"], { env })).code).toBe(0);
+    expect(calls.at(-1)).toEqual({ workshop: "oa-auto", open: true, states: ["ready", "ready"] });
+  });
+
   it("an error opening access is logged and recorded on the run, which still succeeds", async () => {
     calls.length = 0;
     openFails = new Error("AuthorizeSecurityGroupIngress: UnauthorizedOperation");
