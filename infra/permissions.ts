@@ -465,10 +465,11 @@ export const FUNCTIONS = {
   BeginUp: {
     handler: "functions/lambda.BeginUp",
     source: "functions/begin-up.ts",
-    description: "labfleet up: claim the workshop for the run, read its settings",
+    description: "labfleet up: read the run's settings, check the operator secrets exist before any host",
     timeout: "1 minute",
     memory: "512 MB",
-    grants: ["table"],
+    // checkSecrets reads the operator secrets' parameters (presence only) before a run touches a host.
+    grants: ["table", "operatorSecrets"],
     secrets: ["AccessKey"],
   },
   Provision: {

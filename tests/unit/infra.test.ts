@@ -279,6 +279,14 @@ describe("the lab hosts' role", () => {
     expect(read("sst.config.ts")).not.toContain("AmazonSSMManagedInstanceCore");
   });
 
+  it("reads the operator secrets wherever the domain does: the check before a run, deploys, the API", () => {
+    // checkSecrets (BeginUp, and startRun in the API), pushSecrets (DeployHost) and the redaction of logs
+    // (diagnose, host failures) read them; a function that calls them without the grant fails in AWS only.
+    const readers = allFunctions.filter((n) => specOf(n).grants.includes("operatorSecrets"));
+    for (const fn of ["BeginUp", "DeployHost", "RecordHostFailure", "Poll", "Api"])
+      expect(readers, fn).toContain(fn);
+  });
+
   it("writes and deletes the secrets parameter where the runs do it", () => {
     const holders = allFunctions.filter((n) => specOf(n).grants.includes("secretParameters"));
     expect(holders.sort()).toEqual(["DeployHost", "FailRun", "FinishTeardown", "FinishUp"]);
