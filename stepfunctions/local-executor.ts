@@ -67,6 +67,28 @@ export function localHandlers(def: AslDefinition) {
   return handlers;
 }
 
+const COUNTING_GRACE_MS = 2000;
+const CLOSE_GRACE_MS = 15_000;
+
+/** Whether `p` settled within `ms` (its result or error is not needed). */
+async function settleWithin(p: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<false>((res) => {
+    timer = setTimeout(() => res(false), ms);
+  });
+  try {
+    return await Promise.race([
+      p.then(
+        () => true,
+        () => true,
+      ),
+      timeout,
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /**
  * Runs the ASL definitions in-process with aws-local-stepfunctions: the local adapter of `Workflows`.
  * Counts state transitions (StateEntered events, as Step Functions bills them) into the run record.
@@ -140,11 +162,14 @@ export class LocalExecutor implements Workflows {
           }
         }
       })();
+      // The event log ends with the execution; an aborted one (Ctrl-C) may leave it open, so counting is
+      // waited for only briefly: a stopped run resumes at the next start anyway.
+      const counted = () => settleWithin(counting, COUNTING_GRACE_MS);
       try {
         await execution.result;
-        await counting.catch(() => undefined);
+        await counted();
       } catch (err) {
-        await counting.catch(() => undefined);
+        await counted();
         if (!entry.stopped) {
           log.error("workflow failed", { kind, runId: input.runId, error: errorMessage(err) });
           await failRunIfRunning(input.workshop, input.runId, `workflow error: ${errorMessage(err)}`);
@@ -176,7 +201,12 @@ export class LocalExecutor implements Workflows {
       e.stopped = true;
       e.abort();
     }
-    await Promise.all(all.map((e) => e.done));
+    // A task handler still in flight (a host command, a store call) is not cancelled by abort: wait for it a
+    // while, then go on; the run is resumed from its record at the next start.
+    if (!(await settleWithin(Promise.all(all.map((e) => e.done)), CLOSE_GRACE_MS)))
+      log.warn("closing with workflow steps still running; their runs resume at the next start", {
+        runs: all.length,
+      });
   }
 
   get running(): string[] {

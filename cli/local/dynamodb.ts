@@ -51,6 +51,9 @@ export function localClient(endpoint: string): DynamoDBClient {
     region: "local",
     credentials: { accessKeyId: "local", secretAccessKey: "local" },
     maxAttempts: 3,
+    // A request DynamoDB Local never answers (a stalled JVM on a busy machine) fails and is retried
+    // instead of hanging its caller forever; the SDK has no timeout by default.
+    requestHandler: { connectionTimeout: 5_000, requestTimeout: 30_000 },
   });
 }
 

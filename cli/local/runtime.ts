@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import type { Server as HttpServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { homedir } from "node:os";
 import { join, resolve } from "node:path";
@@ -162,6 +163,17 @@ export async function startLocalRuntime(opts: LocalRuntimeOptions): Promise<Loca
     }, opts.schedulerIntervalMs ?? 5000);
     timer.unref();
 
+    // Idle keep-alive connections close at once; one still answering gets a moment, then is cut.
+    const closeServer = () =>
+      new Promise<void>((res) => {
+        if (!server) return res();
+        const cut = setTimeout(() => (server as unknown as HttpServer).closeAllConnections?.(), 3000);
+        server.close(() => {
+          clearTimeout(cut);
+          res();
+        });
+        (server as unknown as HttpServer).closeIdleConnections?.();
+      });
     const close = async () => {
       if (timer) clearInterval(timer);
       await ticking?.catch(() => undefined);
@@ -173,7 +185,7 @@ export async function startLocalRuntime(opts: LocalRuntimeOptions): Promise<Loca
           log.warn("stopping labs failed", { error: errorMessage(err) }),
         );
       }
-      await new Promise<void>((res) => (server ? server.close(() => res()) : res()));
+      await closeServer();
       try {
         if (JSON.parse(readFileSync(runtimeFile, "utf8")).pid === process.pid)
           rmSync(runtimeFile, { force: true });

@@ -33,8 +33,9 @@ function runtimeInfo(): { url: string; token: string; pid: number } | undefined 
 async function status(info: { url: string; token: string }) {
   const res = await fetch(`${info.url}/api/workshops/resume`, {
     headers: { authorization: `Bearer ${info.token}` },
-  });
-  return res.ok
+    signal: AbortSignal.timeout(10_000), // a stuck request is retried by waitFor, not waited for forever
+  }).catch(() => undefined);
+  return res?.ok
     ? ((await res.json()) as {
         state: string;
         hostList: { id: string; state: string; phase: string | null }[];
@@ -166,7 +167,9 @@ describe("a killed runtime resumes its run", () => {
       async () => {
         const res = await fetch(`${info.url}/api/workshops/pause`, {
           headers: { authorization: `Bearer ${info.token}` },
-        });
+          signal: AbortSignal.timeout(10_000), // a stuck request is retried, not waited for forever
+        }).catch(() => undefined);
+        if (!res?.ok) return undefined;
         const s = (await res.json()) as { hostList: { state: string }[]; runs: { state: string }[] };
         return s.runs[0]?.state !== "running" ? s : undefined;
       },
