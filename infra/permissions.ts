@@ -299,8 +299,9 @@ export const GRANTS = {
   ],
 
   /**
-   * The parameter operator secrets reach SSM hosts through (shared/fleet/secret-parameters.ts): written before
-   * a lab's setup starts, deleted when the run ends and at teardown. This stage's workshops only.
+   * The parameter operator secrets reach SSM hosts through (shared/fleet/secret-parameters.ts): written once
+   * per run by BeginUp, before any host is touched (the hosts' deploys only name it), deleted when the run
+   * ends and at teardown. This stage's workshops only.
    */
   secretParameters: [
     {
@@ -465,11 +466,13 @@ export const FUNCTIONS = {
   BeginUp: {
     handler: "functions/lambda.BeginUp",
     source: "functions/begin-up.ts",
-    description: "labfleet up: read the run's settings, check the operator secrets exist before any host",
+    description:
+      "labfleet up: read the run's settings, check the operator secrets, write the run's secrets parameter",
     timeout: "1 minute",
     memory: "512 MB",
-    // checkSecrets reads the operator secrets' parameters (presence only) before a run touches a host.
-    grants: ["table", "operatorSecrets"],
+    // checkSecrets reads the operator secrets before a run touches a host; for SSM hosts,
+    // publishSecretParameter then writes them once for the run as the workshop's secrets parameter.
+    grants: ["table", "operatorSecrets", "secretParameters"],
     secrets: ["AccessKey"],
   },
   Provision: {
@@ -495,7 +498,8 @@ export const FUNCTIONS = {
     description: "labfleet up: sync the lab source to one host and start its setup",
     timeout: "15 minutes",
     memory: "512 MB",
-    grants: [...reachesHosts.grants, "operatorSecrets", "secretParameters"],
+    // pushSecrets reads the operator secrets (stdin to SSH hosts); SSM hosts fetch the parameter BeginUp wrote.
+    grants: [...reachesHosts.grants, "operatorSecrets"],
     secrets: reachesHosts.secrets as LinkedSecretName[],
   },
   RecordHostFailure: {

@@ -6,8 +6,9 @@ import { VisibleError } from "../runtime/errors.ts";
  * Operator secrets for hosts reached through SSM. SSM keeps every command's parameters (the script, so any
  * stdin sent with it) in its command history for 30 days, so the values never travel in a command: the
  * control plane writes them as one SecureString parameter, `/labfleet/<stage>/workshops/<workshop>/secrets`
- * (a JSON object of name -> value), and the host fetches it with its own instance role (see pushSecrets).
- * The parameter is deleted when the run that wrote it ends and at teardown.
+ * (a JSON object of name -> value), once per run before any host is touched (publishSecretParameter, in
+ * BeginUp), and each host fetches it with its own instance role (see pushSecrets). The parameter is deleted
+ * when the run that wrote it ends and at teardown.
  *
  * IAM: the control plane needs ssm:PutParameter and ssm:DeleteParameter on
  * `arn:aws:ssm:<region>:<account>:parameter/labfleet/<stage>/workshops/*`; the hosts' instance profile needs

@@ -12,9 +12,9 @@ import { LabStepError, stateDir } from "./lab.ts";
  *
  * How they travel depends on the transport. Over SSH and to local sandboxes, over stdin. SSM keeps a command's
  * parameters (the script, and so any stdin sent with it) in its history for 30 days, so to hosts reached
- * through SSM the values never travel in a command: they are written as one SecureString parameter
- * (`Deps.secretParameters`, see secret-parameters.ts), and the command only names it; the host fetches it
- * with its own instance role and writes the same file.
+ * through SSM the values never travel in a command: BeginUp writes them once per run as one SecureString
+ * parameter (publishSecretParameter; `Deps.secretParameters`, see secret-parameters.ts), and each host's
+ * command only names it; the host fetches it with its own instance role and writes the same file.
  */
 export async function secretValues(
   spec: Workshop,
@@ -45,15 +45,33 @@ export function secretsFile(values: Record<string, string>): string {
 }
 
 /**
+ * Writes the workshop's secrets parameter for a run that deploys to hosts reached through SSM: once per run,
+ * by BeginUp before any host is touched, so a fleet of N hosts makes one PutParameter, not N in parallel
+ * (Parameter Store throttles PutParameter). Does nothing for a lab without operator secrets, for a provider
+ * whose hosts are not reached through SSM, or in a runtime without a parameter writer (pushSecrets then
+ * refuses each SSM host clearly). The run's end and the teardown delete it (removeSecretParameter).
+ */
+export async function publishSecretParameter(spec: Workshop): Promise<void> {
+  if (spec.lab.operator_secrets.length === 0) return;
+  const { secretParameters: parameters, providers } = useDeps();
+  if (!parameters || providers[spec.provider.type]?.transport !== "ssm") return;
+  const { values, missing } = await secretValues(spec);
+  if (missing.length > 0)
+    throw new LabStepError(`operator secrets missing from the secret store: ${missing.join(", ")}`);
+  await parameters.put(spec.name, values);
+}
+
+/**
  * Writes the lab's operator secrets on a host. `transport` is how the host is reached (the provider's):
- * `ssm` hosts fetch them from Parameter Store, the others get them over stdin.
+ * `ssm` hosts fetch them from the parameter publishSecretParameter wrote at the start of the run, the others
+ * get them over stdin.
  */
 export async function pushSecrets(t: Transport, spec: Workshop, transport: TransportName): Promise<void> {
   if (spec.lab.operator_secrets.length === 0) return; // startLab removes a stale secrets.env
   const { values, missing } = await secretValues(spec);
   if (missing.length > 0)
     throw new LabStepError(`operator secrets missing from the secret store: ${missing.join(", ")}`);
-  if (transport === "ssm") return fetchSecretsOnHost(t, spec, values);
+  if (transport === "ssm") return fetchSecretsOnHost(t, spec);
   const d = stateDir(spec.name);
   const r = await t.exec(
     `set -e; umask 077; d=${d}; mkdir -p "$d"; chmod 700 "$d"; cat > "$d/secrets.env.tmp"; chmod 600 "$d/secrets.env.tmp"; mv "$d/secrets.env.tmp" "$d/secrets.env"`,
@@ -119,18 +137,15 @@ chmod 600 "$d/secrets.env.tmp" && mv -f "$d/secrets.env.tmp" "$d/secrets.env"
 `;
 }
 
-async function fetchSecretsOnHost(
-  t: Transport,
-  spec: Workshop,
-  values: Record<string, string>,
-): Promise<void> {
+/** Names the run's parameter (written once by publishSecretParameter) in the host's fetch command. */
+async function fetchSecretsOnHost(t: Transport, spec: Workshop): Promise<void> {
   const parameters = useDeps().secretParameters;
   if (!parameters) {
     throw new LabStepError(
       "operator secrets cannot reach hosts through SSM here: SSM keeps a command's input in its history, so labfleet sends them only through a Parameter Store parameter, and this runtime has no parameter writer (Deps.secretParameters) configured",
     );
   }
-  const name = await parameters.put(spec.name, values);
+  const name = parameters.nameOf(spec.name);
   const region = spec.provider.type === "aws" ? spec.provider.region : undefined;
   const r = await t.exec(fetchSecretsScript(spec.name, name, region), {
     step: "fetch operator secrets",

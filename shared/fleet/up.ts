@@ -26,7 +26,7 @@ import {
 import { openAccessWhenReady } from "./open-access.ts";
 import { checkSecrets, getRun, releaseWorkshop } from "./runs.ts";
 import { ensureTeardownSchedule } from "./schedules.ts";
-import { pushSecrets, removeSecretParameter, secretRedactor } from "./secrets.ts";
+import { publishSecretParameter, pushSecrets, removeSecretParameter, secretRedactor } from "./secrets.ts";
 import { getWorkshop, listHosts } from "./workshops.ts";
 
 /**
@@ -79,8 +79,12 @@ export async function beginUp(workshop: string, runId: string): Promise<UpSettin
   }
   const deploy = run.kind !== "provision";
   // Before any host is touched, also when a run was not started through startRun. A provision run deploys
-  // nothing, so it needs no secret: the `up` that deploys its hosts checks them.
-  if (deploy) await checkSecrets(spec);
+  // nothing, so it needs no secret: the `up` that deploys its hosts checks them. For hosts reached through
+  // SSM the secrets parameter is written here, once for the run: every DeployHost only names it.
+  if (deploy) {
+    await checkSecrets(spec);
+    await publishSecretParameter(spec);
+  }
   return {
     concurrency: run.concurrency ?? spec.lab.concurrency,
     pollSeconds: spec.lab.poll_seconds,

@@ -36,6 +36,8 @@ export interface ScheduleMirror {
  * a command's parameters in its history, so the values never travel in a command; the host fetches them itself.
  */
 export interface SecretParameters {
+  /** The name of the workshop's parameter (what a host's fetch command names); no call. */
+  nameOf(workshop: string): string;
   /** Writes the workshop's secret values as one SecureString; returns the parameter's name. */
   put(workshop: string, values: Record<string, string>): Promise<string>;
   /** Deletes it; one that is already gone is fine. */

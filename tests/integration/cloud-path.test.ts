@@ -344,15 +344,15 @@ describe("the cloud path: EC2 hosts reached through SSM, on the cloud adapters",
       expect(readFileSync(join(inst.home, "lab/seen-secret"), "utf8")).toBe(SECRET);
     }
 
-    // The secret went through one SecureString parameter, fetched by each instance. (Each host's deploy
-    // writes it again, the same value: one PutParameter per host.)
+    // The secret went through one SecureString parameter, written once for the run (BeginUp, before any
+    // host), fetched by each instance: one PutParameter for the two hosts, none from their deploys.
     const written = expect.objectContaining({
       Name: SECRETS_PARAMETER,
       Type: "SecureString",
       Value: JSON.stringify({ DB_TOKEN: SECRET }),
       Overwrite: true,
     });
-    expect(aws.inputs<PutParameterCommandInput>(aws.ssm, PutParameterCommand)).toEqual([written, written]);
+    expect(aws.inputs<PutParameterCommandInput>(aws.ssm, PutParameterCommand)).toEqual([written]);
     expect(aws.cliCalls.map((c) => [c.instanceId, c.code, c.args.join(" ")]).sort()).toEqual(
       [host("student-01").id, host("student-02").id]
         .sort()

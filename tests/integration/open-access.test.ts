@@ -82,8 +82,9 @@ const fakeAws: Provider & { setOpenAccess: typeof setOpenAccess } = {
 };
 
 const writer: SecretParameters = {
+  nameOf: (workshop) => `/labfleet/test/workshops/${workshop}/secrets`,
   async put(workshop, values) {
-    const name = `/labfleet/test/workshops/${workshop}/secrets`;
+    const name = writer.nameOf(workshop);
     parameters.puts.push(workshop);
     const file = join(work, "parameters.json");
     const all = existsSync(file) ? JSON.parse(readFileSync(file, "utf8")) : {};
@@ -451,7 +452,8 @@ describe("operator secrets to SSM hosts", () => {
       expect(readFileSync(env, "utf8")).toBe(secretsFile({ API_TOKEN }));
       expect(statSync(env).mode & 0o777).toBe(0o600);
     }
-    expect(parameters.puts).toEqual(["oa-sec", "oa-sec"]);
+    // Written once for the run (BeginUp), not once per host.
+    expect(parameters.puts).toEqual(["oa-sec"]);
     expect(parameters.removes).toEqual(["oa-sec"]);
     const mine = sent.filter((s) => s.host.startsWith("oa-sec/"));
     expect(mine.filter((s) => s.command.includes("ssm get-parameter"))).toHaveLength(2);

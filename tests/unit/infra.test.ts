@@ -280,8 +280,9 @@ describe("the lab hosts' role", () => {
   });
 
   it("reads the operator secrets wherever the domain does: the check before a run, deploys, the API", () => {
-    // checkSecrets (BeginUp, and startRun in the API), pushSecrets (DeployHost) and the redaction of logs
-    // (diagnose, host failures) read them; a function that calls them without the grant fails in AWS only.
+    // checkSecrets and publishSecretParameter (BeginUp), checkSecrets (startRun in the API), pushSecrets
+    // (DeployHost) and the redaction of logs (diagnose, host failures) read them; a function that calls them
+    // without the grant fails in AWS only.
     const readers = allFunctions.filter((n) => specOf(n).grants.includes("operatorSecrets"));
     for (const fn of ["BeginUp", "DeployHost", "RecordHostFailure", "Poll", "Api"])
       expect(readers, fn).toContain(fn);
@@ -289,7 +290,8 @@ describe("the lab hosts' role", () => {
 
   it("writes and deletes the secrets parameter where the runs do it", () => {
     const holders = allFunctions.filter((n) => specOf(n).grants.includes("secretParameters"));
-    expect(holders.sort()).toEqual(["DeployHost", "FailRun", "FinishTeardown", "FinishUp"]);
+    // BeginUp writes it once per run (no host's deploy does: they only name it); the ends of runs delete it.
+    expect(holders.sort()).toEqual(["BeginUp", "FailRun", "FinishTeardown", "FinishUp"]);
   });
 
   it("renders statements as an IAM policy document, conditions grouped by operator", () => {

@@ -11,18 +11,26 @@ import {
 import { join } from "node:path";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { LabStepError } from "../../shared/fleet/lab.ts";
-import { fetchSecretsScript, pushSecrets, secretsFile } from "../../shared/fleet/secrets.ts";
+import {
+  fetchSecretsScript,
+  publishSecretParameter,
+  pushSecrets,
+  secretsFile,
+} from "../../shared/fleet/secrets.ts";
+import type { Provider } from "../../shared/providers/types.ts";
 import { configure, type Deps, type SecretParameters } from "../../shared/runtime/deps.ts";
 import { LocalTransport } from "../../shared/transports/local.ts";
 import { wrapScript } from "../../shared/transports/ssm.ts";
-import type { ExecOptions, Transport } from "../../shared/transports/types.ts";
+import type { ExecOptions, Transport, TransportName } from "../../shared/transports/types.ts";
 import { parseWorkshopYaml } from "../../shared/workshop/load.ts";
 import { removeDir, tempDir } from "../harness/runtime.ts";
 
 /**
- * pushSecrets for hosts reached through SSM: the values go to Parameter Store through the injected writer and
- * the host fetches them itself; no value may appear in any command, stdin or environment sent to the host.
- * The "host" is a folder run by the local transport, with a fake `aws` CLI that serves what the writer wrote.
+ * Operator secrets for hosts reached through SSM: publishSecretParameter (BeginUp, once per run) writes the
+ * values to Parameter Store through the injected writer, and pushSecrets (each host's deploy) only names the
+ * parameter: the host fetches it itself; no value may appear in any command, stdin or environment sent to the
+ * host. The "host" is a folder run by the local transport, with a fake `aws` CLI that serves what the writer
+ * wrote.
  */
 
 const VALUES = {
@@ -76,9 +84,10 @@ let awsFail: string | undefined;
 let bin: string;
 
 const writer: SecretParameters = {
+  nameOf: (workshop) => `/labfleet/test/workshops/${workshop}/secrets`,
   async put(workshop, values) {
     puts.push({ workshop, values });
-    const name = `/labfleet/test/workshops/${workshop}/secrets`;
+    const name = writer.nameOf(workshop);
     const store = existsSync(storeFile) ? JSON.parse(readFileSync(storeFile, "utf8")) : {};
     writeFileSync(storeFile, JSON.stringify({ ...store, [name]: JSON.stringify(values) }));
     return name;
@@ -86,9 +95,9 @@ const writer: SecretParameters = {
   async remove() {},
 };
 
-/** The local transport in `home`, recording exactly what labfleet sent before adding the test's environment. */
-function recordingTransport(): Transport {
-  const inner = new LocalTransport(home);
+/** The local transport in `dir`, recording exactly what labfleet sent before adding the test's environment. */
+function recordingTransport(dir: string = home): Transport {
+  const inner = new LocalTransport(dir);
   return {
     async exec(command: string, options: ExecOptions = {}) {
       const stdin =
@@ -108,11 +117,12 @@ function recordingTransport(): Transport {
   };
 }
 
-function deps(parameters: SecretParameters | undefined): Deps {
+/** The workshop's provider (`aws`), reaching its hosts through `transport`. */
+function deps(parameters: SecretParameters | undefined, transport: TransportName = "ssm"): Deps {
   return {
     store: undefined as never,
     clock: { now: () => new Date() },
-    providers: {},
+    providers: { aws: { name: "aws", transport } as Provider },
     transport: () => recordingTransport(),
     workflows: { start: async () => {}, stop: async () => {} },
     accessKey: Buffer.alloc(32),
@@ -191,9 +201,13 @@ beforeEach(() => {
 });
 
 describe("pushSecrets to a host reached through SSM", () => {
-  it("writes the values to the parameter and the host fetches them into secrets.env; no value is sent", async () => {
-    await pushSecrets(recordingTransport(), spec, "ssm");
+  it("the run writes the values to the parameter, the host fetches them into secrets.env; no value is sent", async () => {
+    await publishSecretParameter(spec);
+    expect(puts).toEqual([{ workshop: "sec", values: VALUES }]);
+    expect(sent).toEqual([]);
 
+    await pushSecrets(recordingTransport(), spec, "ssm");
+    // The host's deploy writes nothing: it only names the parameter.
     expect(puts).toEqual([{ workshop: "sec", values: VALUES }]);
     // Byte for byte the file the SSH path writes, mode 0600 in a 0700 folder, no temporary file left.
     expect(readFileSync(secretsEnv(), "utf8")).toBe(secretsFile(VALUES));
@@ -282,7 +296,11 @@ describe("pushSecrets to a host reached through SSM", () => {
 
   it("refuses a parameter that is not a JSON object of text values", async () => {
     writeFileSync(storeFile, JSON.stringify({ [PARAMETER]: JSON.stringify(["not", "an", "object"]) }));
-    const notAnObject: SecretParameters = { put: async () => PARAMETER, remove: async () => {} };
+    const notAnObject: SecretParameters = {
+      nameOf: () => PARAMETER,
+      put: async () => PARAMETER,
+      remove: async () => {},
+    };
     configure(deps(notAnObject));
     const err = await failure(pushSecrets(recordingTransport(), spec, "ssm"));
     expect(err.message).toBe(
@@ -291,15 +309,17 @@ describe("pushSecrets to a host reached through SSM", () => {
     expect(existsSync(secretsEnv())).toBe(false);
   });
 
-  it("without a parameter writer, refuses before anything reaches the host", async () => {
+  it("without a parameter writer, the run writes nothing and each host is refused before anything reaches it", async () => {
     configure(deps(undefined));
+    await publishSecretParameter(spec);
     const err = await failure(pushSecrets(recordingTransport(), spec, "ssm"));
     expect(err.message).toContain("operator secrets cannot reach hosts through SSM here");
     expect(sent).toEqual([]);
   });
 
-  it("a writer that fails stops the deploy before any command", async () => {
+  it("a writer that fails stops the run before any host is touched", async () => {
     const failing: SecretParameters = {
+      nameOf: () => PARAMETER,
       put: async () => {
         throw new Error(
           "Parameter Store refused to write /labfleet/test/workshops/sec/secrets (ThrottlingException)",
@@ -308,11 +328,53 @@ describe("pushSecrets to a host reached through SSM", () => {
       remove: async () => {},
     };
     configure(deps(failing));
-    await expect(pushSecrets(recordingTransport(), spec, "ssm")).rejects.toThrow("(ThrottlingException)");
+    await expect(publishSecretParameter(spec)).rejects.toThrow("(ThrottlingException)");
     expect(sent).toEqual([]);
   });
 
+  it("a run of several hosts writes the parameter once; each host's pushSecrets only fetches it", async () => {
+    await publishSecretParameter(spec);
+    const homes = [1, 2, 3, 4].map((i) => {
+      const dir = join(work, `host-${hosts}-fleet-${i}`);
+      mkdirSync(dir);
+      return dir;
+    });
+    await Promise.all(homes.map((dir) => pushSecrets(recordingTransport(dir), spec, "ssm")));
+    expect(puts).toEqual([{ workshop: "sec", values: VALUES }]);
+    for (const dir of homes) {
+      expect(readFileSync(join(dir, ".labfleet", "sec", "secrets.env"), "utf8")).toBe(secretsFile(VALUES));
+    }
+    expect(sent).toHaveLength(homes.length);
+    for (const s of sent) expect(s.command).toContain(`--name '${PARAMETER}'`);
+    expectNoValueSent();
+  });
+
+  it("pushSecrets alone writes nothing: without the run's parameter the host's fetch fails, naming it", async () => {
+    writeFileSync(storeFile, "{}");
+    const err = await failure(pushSecrets(recordingTransport(), spec, "ssm"));
+    expect(puts).toEqual([]);
+    expect(err.message).toContain(`Parameter Store (${PARAMETER}) failed on the host (ParameterNotFound)`);
+    expect(existsSync(secretsEnv())).toBe(false);
+  });
+
+  it("publishSecretParameter writes nothing for a lab without operator secrets", async () => {
+    const plain = parseWorkshopYaml(`name: plain
+lab:
+  source: /srv/lab
+  setup: bash setup.sh
+provider:
+  type: aws
+  region: eu-west-1
+  count: 1
+  ttl_hours: 4
+`);
+    await publishSecretParameter(plain);
+    expect(puts).toEqual([]);
+  });
+
   it("hosts reached over SSH or locally still get the values over stdin, with no parameter written", async () => {
+    configure(deps(writer, "ssh"));
+    await publishSecretParameter(spec);
     await pushSecrets(recordingTransport(), spec, "ssh");
     expect(puts).toEqual([]);
     expect(sent).toHaveLength(1);
