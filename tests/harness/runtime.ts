@@ -1,4 +1,4 @@
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { inject } from "vitest";
@@ -108,4 +108,18 @@ export function writeFile(dir: string, name: string, text: string): string {
 
 export function removeDir(dir: string): void {
   rmSync(dir, { recursive: true, force: true });
+}
+
+/**
+ * The pid a lab's wrapper wrote to `pidFile`, once its own process group exists: the pid is written as the
+ * wrapper starts, and `kill(-pid)` finds no group (ESRCH) until setsid has run in it.
+ */
+export function wrapperGroup(pidFile: string): Promise<number> {
+  return waitFor("the lab wrapper's own process group", () => {
+    const pid = existsSync(pidFile) ? Number(readFileSync(pidFile, "utf8")) : Number.NaN;
+    if (!Number.isInteger(pid) || !existsSync(`/proc/${pid}/stat`)) return undefined;
+    // /proc/PID/stat: "pid (comm) state ppid pgrp ...": comm may hold spaces, so split after its ")".
+    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.split(" ") ?? [];
+    return Number(fields[2]) === pid ? pid : undefined;
+  });
 }

@@ -5,7 +5,14 @@ import { gunzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { listHosts } from "../../shared/fleet/workshops.ts";
 import { bootstrapAuth, createApp } from "../../web/app.ts";
-import { fixturesDir, removeDir, tempDir, testRuntime, waitFor, workshopYaml } from "../harness/runtime.ts";
+import {
+  fixturesDir,
+  removeDir,
+  tempDir,
+  testRuntime,
+  workshopYaml,
+  wrapperGroup,
+} from "../harness/runtime.ts";
 
 type Runtime = Awaited<ReturnType<typeof testRuntime>>;
 let rt: Runtime;
@@ -177,9 +184,7 @@ describe("retry, deploy and status on a selection", () => {
     const up = await post("/dies/up");
     expect(up.status).toBe(202);
     const pidFile = join(rt.dataDir, "hosts", "dies", "student-01", ".labfleet", "dies", "pid");
-    const pid = await waitFor("the wrapper", () =>
-      existsSync(pidFile) ? Number(readFileSync(pidFile, "utf8")) : undefined,
-    );
+    const pid = await wrapperGroup(pidFile);
     process.kill(-pid, "SIGKILL");
     const res = await post("/dies/refresh", { hosts: ["student-01"] });
     const hosts = (await j(res)).hosts;

@@ -13,6 +13,7 @@ import {
   testRuntime,
   waitFor,
   workshopYaml,
+  wrapperGroup,
 } from "../harness/runtime.ts";
 
 type Runtime = Awaited<ReturnType<typeof testRuntime>>;
@@ -172,13 +173,7 @@ describe("up and teardown on local hosts", () => {
     await asInstructor(() => submitWorkshop(workshopYaml({ name: "killed", lab: "hang", count: 1 })));
     await asInstructor(() => startRun("killed", "up"));
     const pidFile = join(hostDir("killed", "student-01"), ".labfleet", "killed", "pid");
-    // The pid is written as the wrapper starts; its process group exists once setsid has run in it.
-    const pid = await waitFor("the wrapper's own process group", () => {
-      const p = existsSync(pidFile) ? Number(readFileSync(pidFile, "utf8")) : Number.NaN;
-      if (!Number.isInteger(p) || !existsSync(`/proc/${p}/stat`)) return undefined;
-      const fields = readFileSync(`/proc/${p}/stat`, "utf8").split(") ")[1]?.split(" ") ?? [];
-      return Number(fields[2]) === p ? p : undefined; // pgrp, the 5th field of /proc/PID/stat
-    });
+    const pid = await wrapperGroup(pidFile);
     process.kill(-pid, "SIGKILL");
     await rt.executor.idle();
     const s = await asInstructor(() => workshopStatus("killed"));
