@@ -9,6 +9,7 @@ import { onError } from "../../web/api/errors.ts";
 import { type AuthConfig, authRoutes } from "../../web/auth/routes.ts";
 import { tokensApi } from "../../web/auth/tokens-api.ts";
 import { currentSession } from "../../web/console/session.ts";
+import { cookieHeader, storeCookies } from "./cookies.ts";
 
 /**
  * Fake identity providers served on 127.0.0.1 (node:http, port 0), and the small browser the auth tests
@@ -351,20 +352,11 @@ export class Browser {
     path: string,
     init: RequestInit = {},
   ): Promise<{ res: Response; text: string; location: string }> {
-    const cookie = [...this.jar].map(([k, v]) => `${k}=${v}`).join("; ");
     const headers = new Headers(init.headers);
+    const cookie = cookieHeader(this.jar).cookie;
     if (cookie) headers.set("cookie", cookie);
     const res = await this.send(path, { ...init, headers, redirect: "manual" });
-    for (const line of res.headers.getSetCookie()) {
-      this.setCookies.push(line);
-      const [pair = ""] = line.split(";");
-      const i = pair.indexOf("=");
-      if (i < 0) continue;
-      const name = pair.slice(0, i);
-      const value = pair.slice(i + 1);
-      if (!value || /Max-Age=0(;|$)/i.test(line)) this.jar.delete(name);
-      else this.jar.set(name, value);
-    }
+    this.setCookies.push(...storeCookies(this.jar, res));
     return { res, text: await res.text(), location: res.headers.get("location") ?? "" };
   }
 

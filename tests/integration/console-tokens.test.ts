@@ -4,6 +4,7 @@ import { type EventInput, listEvents, recordEvent } from "../../shared/fleet/eve
 import { setLogSink } from "../../shared/runtime/logger.ts";
 import { bootstrapAuth, createApp } from "../../web/app.ts";
 import { SESSION_COOKIE } from "../../web/console/session.ts";
+import { cookieHeader, storeCookies } from "../harness/cookies.ts";
 import { movableClock, removeDir, testRuntime, workshopYaml } from "../harness/runtime.ts";
 
 /**
@@ -34,18 +35,10 @@ class Browser {
   csrf = "";
 
   private cookieHeader(): Record<string, string> {
-    const c = [...this.jar].map(([k, v]) => `${k}=${v}`).join("; ");
-    return c ? { cookie: c } : {};
+    return cookieHeader(this.jar);
   }
   private async take(res: Response) {
-    for (const line of res.headers.getSetCookie()) {
-      const [pair] = line.split(";");
-      const i = pair?.indexOf("=") ?? -1;
-      if (!pair || i < 0) continue;
-      const value = pair.slice(i + 1);
-      if (!value || /Max-Age=0(;|$)/i.test(line)) this.jar.delete(pair.slice(0, i));
-      else this.jar.set(pair.slice(0, i), value);
-    }
+    storeCookies(this.jar, res);
     const text = await res.text();
     const m = /name="_csrf" value="([^"]+)"/.exec(text);
     if (m?.[1]) this.csrf = m[1];

@@ -7,6 +7,7 @@ import { setLogSink } from "../../shared/runtime/logger.ts";
 import { bootstrapAuth, createApp } from "../../web/app.ts";
 import { consoleRoutes } from "../../web/console/index.tsx";
 import { SESSION_COOKIE, SESSION_SECONDS } from "../../web/console/session.ts";
+import { cookieHeader, storeCookies } from "../harness/cookies.ts";
 import { movableClock, removeDir, testRuntime, workshopYaml } from "../harness/runtime.ts";
 
 /**
@@ -36,20 +37,10 @@ class Browser {
   constructor(readonly base = ORIGIN) {}
 
   private cookieHeader(): Record<string, string> {
-    const c = [...this.jar].map(([k, v]) => `${k}=${v}`).join("; ");
-    return c ? { cookie: c } : {};
+    return cookieHeader(this.jar);
   }
   private async take(res: Response) {
-    for (const line of res.headers.getSetCookie()) {
-      this.setCookies.push(line);
-      const [pair] = line.split(";");
-      const i = pair?.indexOf("=") ?? -1;
-      if (!pair || i < 0) continue;
-      const name = pair.slice(0, i);
-      const value = pair.slice(i + 1);
-      if (!value || /Max-Age=0(;|$)/i.test(line)) this.jar.delete(name);
-      else this.jar.set(name, value);
-    }
+    this.setCookies.push(...storeCookies(this.jar, res));
     const type = res.headers.get("content-type") ?? "";
     const text = type.startsWith("text/") || type.includes("json") ? await res.text() : "";
     const m = /name="_csrf" value="([^"]+)"/.exec(text);

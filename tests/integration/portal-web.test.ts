@@ -3,6 +3,7 @@ import { COOKIES, RATE } from "../../shared/portal/constants.ts";
 import { failures, recordFailure, recordWrongCode } from "../../shared/portal/rate-limit.ts";
 import { setLogSink } from "../../shared/runtime/logger.ts";
 import { bootstrapAuth, createApp } from "../../web/app.ts";
+import { cookieHeader, storeCookies } from "../harness/cookies.ts";
 import { movableClock, removeDir, testRuntime, workshopYaml } from "../harness/runtime.ts";
 
 type Runtime = Awaited<ReturnType<typeof testRuntime>>;
@@ -35,20 +36,10 @@ class Browser {
     return { incoming: { socket: { remoteAddress: this.address } } };
   }
   private cookieHeader(): Record<string, string> {
-    const c = [...this.jar].map(([k, v]) => `${k}=${v}`).join("; ");
-    return c ? { cookie: c } : {};
+    return cookieHeader(this.jar);
   }
   private async take(res: Response) {
-    for (const line of res.headers.getSetCookie()) {
-      this.setCookies.push(line);
-      const [pair] = line.split(";");
-      const i = pair?.indexOf("=") ?? -1;
-      if (!pair || i < 0) continue;
-      const name = pair.slice(0, i);
-      const value = pair.slice(i + 1);
-      if (!value || /Max-Age=0(;|$)/i.test(line)) this.jar.delete(name);
-      else this.jar.set(name, value);
-    }
+    this.setCookies.push(...storeCookies(this.jar, res));
     const text = await res.text();
     const m = /name="_csrf" value="([^"]+)"/.exec(text);
     if (m?.[1]) this.csrf = m[1];
