@@ -41,6 +41,38 @@ export const Csrf = (props: { token: string }) => (
   <input type="hidden" name={CSRF_FIELD} value={props.token} />
 );
 
+/** A console table: scrollable wrapper, a caption or a heading that names it, column headers, a body. */
+function DataTable(props: {
+  columns: string[];
+  caption?: string;
+  labelledBy?: string;
+  wrapClass?: string;
+  bodyId?: string;
+  /** The newest event id shown (the activity list's live cursor). */
+  after?: string;
+  children?: Child;
+}) {
+  return (
+    <div class={props.wrapClass ?? "table-wrap"}>
+      <table {...(props.labelledBy ? { "aria-labelledby": props.labelledBy } : {})}>
+        {props.caption ? <caption>{props.caption}</caption> : null}
+        <thead>
+          <tr>
+            {props.columns.map((c) => (
+              <th scope="col">{c}</th>
+            ))}
+          </tr>
+        </thead>
+        <tbody
+          {...(props.bodyId ? { id: props.bodyId } : {})}
+          {...(props.after !== undefined ? { "data-after": props.after } : {})}
+        >
+          {props.children}
+        </tbody>
+      </table>
+    </div>
+  );
+}
 export function Layout(props: {
   title: string;
   viewer?: Viewer | undefined;
@@ -235,23 +267,13 @@ export function WorkshopsPage(props: {
           New workshop
         </a>
       </p>
-      <div class="table-wrap">
-        <table>
-          <caption>Every workshop, its hosts and claims (updates live)</caption>
-          <thead>
-            <tr>
-              <th scope="col">Workshop</th>
-              <th scope="col">State</th>
-              <th scope="col">Hosts</th>
-              <th scope="col">Claims</th>
-              <th scope="col">Time left</th>
-            </tr>
-          </thead>
-          <tbody id="live-workshops">
-            <WorkshopRows rows={props.rows} now={props.now} />
-          </tbody>
-        </table>
-      </div>
+      <DataTable
+        caption="Every workshop, its hosts and claims (updates live)"
+        columns={["Workshop", "State", "Hosts", "Claims", "Time left"]}
+        bodyId="live-workshops"
+      >
+        <WorkshopRows rows={props.rows} now={props.now} />
+      </DataTable>
     </Layout>
   );
 }
@@ -603,22 +625,13 @@ export function WorkshopPage(
       </div>
       <Notice text={props.notice} />
       <h2 id="hosts-h">Hosts</h2>
-      <div class="table-wrap">
-        <table aria-labelledby="hosts-h">
-          <thead>
-            <tr>
-              <th scope="col">Host</th>
-              <th scope="col">State</th>
-              <th scope="col">Progress</th>
-              <th scope="col">Elapsed</th>
-              <th scope="col">Last error</th>
-            </tr>
-          </thead>
-          <tbody id="live-hosts">
-            <HostRows hosts={props.hosts} />
-          </tbody>
-        </table>
-      </div>
+      <DataTable
+        labelledBy="hosts-h"
+        columns={["Host", "State", "Progress", "Elapsed", "Last error"]}
+        bodyId="live-hosts"
+      >
+        <HostRows hosts={props.hosts} />
+      </DataTable>
       <h2 id="actions-h">Actions</h2>
       <div class="actions">
         <form method="post" action={`${base}/up`} aria-labelledby="act-up">
@@ -696,21 +709,15 @@ export function WorkshopPage(
         )}
       </div>
       <h2 id="activity-h">Activity</h2>
-      <div class="table-wrap activity">
-        <table aria-labelledby="activity-h">
-          <thead>
-            <tr>
-              <th scope="col">Time</th>
-              <th scope="col">Event</th>
-              <th scope="col">Host</th>
-              <th scope="col">What happened</th>
-            </tr>
-          </thead>
-          <tbody id="live-activity" data-after={props.activity.last ?? ""}>
-            <ActivityRows events={props.activity.events} />
-          </tbody>
-        </table>
-      </div>
+      <DataTable
+        wrapClass="table-wrap activity"
+        labelledBy="activity-h"
+        columns={["Time", "Event", "Host", "What happened"]}
+        bodyId="live-activity"
+        after={props.activity.last ?? ""}
+      >
+        <ActivityRows events={props.activity.events} />
+      </DataTable>
       <p class="hint">Newest first; new events are added at the top as they happen.</p>
     </Layout>
   );
@@ -896,23 +903,13 @@ export function PortalPage(props: { viewer: Viewer; data: PortalData; notice?: s
         <BoardItems labs={props.data.board.labs} />
       </ul>
       <h2 id="claims-h">Claims</h2>
-      <div class="table-wrap">
-        <table aria-labelledby="claims-h">
-          <thead>
-            <tr>
-              <th scope="col">Lab</th>
-              <th scope="col">Name</th>
-              <th scope="col">Email</th>
-              <th scope="col">Claimed</th>
-              <th scope="col">Opened</th>
-              <th scope="col">Actions</th>
-            </tr>
-          </thead>
-          <tbody id="live-claims">
-            <ClaimRows data={props.data} csrf={csrf} />
-          </tbody>
-        </table>
-      </div>
+      <DataTable
+        labelledBy="claims-h"
+        columns={["Lab", "Name", "Email", "Claimed", "Opened", "Actions"]}
+        bodyId="live-claims"
+      >
+        <ClaimRows data={props.data} csrf={csrf} />
+      </DataTable>
       <h2 id="revoke-h">Revoke by email</h2>
       <form method="post" action={`${base}/revoke`} class="panel" aria-labelledby="revoke-h">
         <Csrf token={csrf} />
@@ -1066,24 +1063,12 @@ export function TokensPage(props: {
         a token is shown once, when it is created. Every instructor's tokens are listed, and any instructor
         may revoke one (a lost laptop's, say).
       </p>
-      <div class="table-wrap">
-        <table>
-          <caption>Tokens that work now (expired ones are left out)</caption>
-          <thead>
-            <tr>
-              <th scope="col">Name</th>
-              <th scope="col">Owner</th>
-              <th scope="col">Created</th>
-              <th scope="col">Last used</th>
-              <th scope="col">Expires</th>
-              <th scope="col">Actions</th>
-            </tr>
-          </thead>
-          <tbody>
-            <TokenRows tokens={props.tokens} csrf={props.viewer.csrf} />
-          </tbody>
-        </table>
-      </div>
+      <DataTable
+        caption="Tokens that work now (expired ones are left out)"
+        columns={["Name", "Owner", "Created", "Last used", "Expires", "Actions"]}
+      >
+        <TokenRows tokens={props.tokens} csrf={props.viewer.csrf} />
+      </DataTable>
       <h2 id="create-h">Create a token</h2>
       {failed ? (
         <div class="alert" role="alert" id="token-errors">
