@@ -73,7 +73,7 @@ export default $config({
     });
 
     // The TTL schedules: one-time schedules in this stage's group invoke the sweep function, which fires the
-    // workshop's schedule record (shared/fleet/eventbridge-schedules.ts says why not the state machine).
+    // workshop's schedule record (shared/cloud/scheduler.ts says why not the state machine).
     const sweepArn = arnOf(`arn:{partition}:lambda:{region}:{account}:function:${named.sweepFunction}`);
     new aws.scheduler.ScheduleGroup("ScheduleGroup", { name: named.scheduleGroup });
     const schedulerRole = new aws.iam.Role("SchedulerRole", {

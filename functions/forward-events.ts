@@ -1,6 +1,6 @@
 import { EventBridgeClient } from "@aws-sdk/client-eventbridge";
 import { CLOUD_ENV } from "../shared/cloud/env.ts";
-import { forwardEvents, type StreamRecord } from "../shared/fleet/eventbridge-events.ts";
+import { forwardEvents, type StreamRecord } from "../shared/cloud/event-bus.ts";
 
 let client: EventBridgeClient | undefined;
 

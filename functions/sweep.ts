@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { SCHEDULE_SOURCE } from "../shared/fleet/eventbridge-schedules.ts";
+import { SCHEDULE_SOURCE } from "../shared/cloud/scheduler.ts";
 import { fireScheduleOf } from "../shared/fleet/schedules.ts";
 import { sweep } from "../shared/fleet/sweeper.ts";
 import { taskHandler, WorkshopName } from "../shared/runtime/handler.ts";

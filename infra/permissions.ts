@@ -299,7 +299,7 @@ export const GRANTS = {
   ],
 
   /**
-   * The parameter operator secrets reach SSM hosts through (shared/fleet/secret-parameters.ts): written once
+   * The parameter operator secrets reach SSM hosts through (shared/cloud/secret-parameters.ts): written once
    * per run by BeginUp, before any host is touched (the hosts' deploys only name it), deleted when the run
    * ends and at teardown. This stage's workshops only.
    */
@@ -374,7 +374,7 @@ export type GrantName = keyof typeof GRANTS;
 /**
  * The role of the EC2 lab hosts. Students are root on their lab, so anything this role may do, they may do: it
  * is the SSM agent's own calls (registering, fetching and answering Run Command messages) and reading this
- * stage's workshop secret parameters (shared/fleet/secret-parameters.ts). Not AmazonSSMManagedInstanceCore:
+ * stage's workshop secret parameters (shared/cloud/secret-parameters.ts). Not AmazonSSMManagedInstanceCore:
  * that policy also allows ssm:GetParameter(s) on every parameter of the account.
  */
 export const HOST_ROLE: Statement[] = [

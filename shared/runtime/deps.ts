@@ -20,7 +20,7 @@ export interface SecretStore {
 }
 
 /**
- * The cloud's copy of the TTL teardown schedules (EventBridge Scheduler, see shared/fleet/eventbridge-schedules.ts).
+ * The cloud's copy of the TTL teardown schedules (EventBridge Scheduler, see shared/cloud/scheduler.ts).
  * The store's schedule record stays the source of truth: the mirror only makes the teardown start on time,
  * and a lost or stale mirror is caught by the record's `pending -> fired` guard and the sweeper.
  */
@@ -32,7 +32,7 @@ export interface ScheduleMirror {
 }
 
 /**
- * Where operator secrets wait for hosts reached through SSM (see shared/fleet/secret-parameters.ts): SSM keeps
+ * Where operator secrets wait for hosts reached through SSM (see shared/cloud/secret-parameters.ts): SSM keeps
  * a command's parameters in its history, so the values never travel in a command; the host fetches them itself.
  */
 export interface SecretParameters {

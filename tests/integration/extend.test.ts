@@ -10,7 +10,7 @@ import {
 } from "@aws-sdk/client-scheduler";
 import { mockClient } from "aws-sdk-client-mock";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { EventBridgeScheduleMirror } from "../../shared/fleet/eventbridge-schedules.ts";
+import { EventBridgeScheduleMirror } from "../../shared/cloud/scheduler.ts";
 import { extendWorkshop } from "../../shared/fleet/extend.ts";
 import { dueSchedules, ensureTeardownSchedule, fireSchedule } from "../../shared/fleet/schedules.ts";
 import { finishTeardown } from "../../shared/fleet/teardown.ts";

@@ -2,7 +2,7 @@ import { EventBridgeClient, PutEventsCommand } from "@aws-sdk/client-eventbridge
 import { marshall } from "@aws-sdk/util-dynamodb";
 import { mockClient } from "aws-sdk-client-mock";
 import { beforeEach, describe, expect, it } from "vitest";
-import { EVENT_SOURCE, eventsOf, forwardEvents } from "../../shared/fleet/eventbridge-events.ts";
+import { EVENT_SOURCE, eventsOf, forwardEvents } from "../../shared/cloud/event-bus.ts";
 
 const bridge = mockClient(EventBridgeClient);
 const BUS = "labfleet-prod-events";

@@ -13,7 +13,7 @@ import {
   atExpression,
   EventBridgeScheduleMirror,
   scheduleName,
-} from "../../shared/fleet/eventbridge-schedules.ts";
+} from "../../shared/cloud/scheduler.ts";
 
 const scheduler = mockClient(SchedulerClient);
 const NOW = new Date("2026-03-02T09:00:00.000Z");

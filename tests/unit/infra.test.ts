@@ -25,7 +25,7 @@ import {
   UNSCOPED_ACTIONS,
 } from "../../infra/permissions.ts";
 import { CLOUD_ENV, LINKED_SECRETS } from "../../shared/cloud/env.ts";
-import { workshopSecretsParameter } from "../../shared/fleet/secret-parameters.ts";
+import { workshopSecretsParameter } from "../../shared/cloud/secret-parameters.ts";
 import { OWNER_TAG } from "../../shared/providers/aws.ts";
 import { createStore } from "../../shared/store/entities.ts";
 import { TABLE_KEYS } from "../../shared/store/table.ts";

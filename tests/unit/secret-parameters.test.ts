@@ -11,7 +11,7 @@ import {
   SECRET_PARAMETER_MAX_BYTES,
   SsmSecretParameters,
   workshopSecretsParameter,
-} from "../../shared/fleet/secret-parameters.ts";
+} from "../../shared/cloud/secret-parameters.ts";
 import { VisibleError } from "../../shared/runtime/errors.ts";
 
 const ssm = mockClient(SSMClient);

@@ -19,7 +19,7 @@ import {
   STOP_ERROR,
   StepFunctionsWorkflows,
   transitionsOf,
-} from "../../shared/fleet/sfn-workflows.ts";
+} from "../../shared/cloud/step-functions.ts";
 import type { RunInput, RunKind } from "../../shared/fleet/workflows.ts";
 
 const sfnMock = mockClient(SFNClient);

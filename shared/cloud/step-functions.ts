@@ -15,7 +15,7 @@ import {
   type RunInput,
   type RunKind,
   type Workflows,
-} from "./workflows.ts";
+} from "../fleet/workflows.ts";
 
 export interface StepFunctionsWorkflowsOptions {
   client: SFNClient;
