@@ -95,10 +95,9 @@ export default $config({
     });
     new aws.iam.RolePolicy("SchedulerRoleInvoke", {
       role: schedulerRole.id,
-      policy: $jsonStringify({
-        Version: "2012-10-17",
-        Statement: [{ Effect: "Allow", Action: "lambda:InvokeFunction", Resource: [sweepArn] }],
-      }),
+      policy: $resolve({ k: known, sweep: sweepArn }).apply(({ k, sweep }) =>
+        infra.policyDocument(infra.schedulerRole(sweep), { ...k, app, stage, table: "" }),
+      ),
     });
 
     const refs = $resolve({ partition, region, account, table: table.arn }).apply((r) => ({
@@ -171,22 +170,14 @@ export default $config({
     });
     const invoke = new aws.iam.RolePolicy("StateMachineInvoke", {
       role: machineRole.id,
-      policy: taskArns.apply((arns) =>
-        JSON.stringify({
-          Version: "2012-10-17",
-          Statement: [
-            {
-              Effect: "Allow",
-              Action: "lambda:InvokeFunction",
-              Resource: Object.values(arns).flatMap((arn) => [arn, `${arn}:*`]),
-            },
-          ],
-        }),
+      policy: $resolve({ k: known, arns: taskArns }).apply(({ k, arns }) =>
+        infra.policyDocument(infra.stateMachineRole(Object.values(arns)), { ...k, app, stage, table: "" }),
       ),
     });
+    const machines: { arn: $util.Output<string> }[] = [];
     for (const which of ["up", "teardown"] as const) {
       const asl = readFileSync(join($cli.paths.root, "stepfunctions", `${which}.asl.json`), "utf8");
-      new aws.sfn.StateMachine(
+      const machine = new aws.sfn.StateMachine(
         which === "up" ? "UpStateMachine" : "TeardownStateMachine",
         {
           name: which === "up" ? named.upStateMachine : named.teardownStateMachine,
@@ -196,7 +187,25 @@ export default $config({
         },
         { dependsOn: [invoke] },
       );
+      machines.push(machine);
     }
+
+    // A run whose execution fails, times out or is aborted outside labfleet's own steps is failed with the
+    // execution's error, so no run stays "running" forever (Step Functions' status change events).
+    const reconcile = fn("ReconcileRun");
+    const ended = new aws.cloudwatch.EventRule("ExecutionEnded", {
+      description: "labfleet: executions of this stage's workflows that failed, timed out or were aborted",
+      eventPattern: $resolve(machines.map((m) => m.arn)).apply((arns) =>
+        JSON.stringify(infra.executionEndedPattern(arns)),
+      ),
+    });
+    new aws.cloudwatch.EventTarget("ExecutionEndedTarget", { rule: ended.name, arn: reconcile.arn });
+    new aws.lambda.Permission("ExecutionEndedInvoke", {
+      action: "lambda:InvokeFunction",
+      function: reconcile.name,
+      principal: "events.amazonaws.com",
+      sourceArn: ended.arn,
+    });
 
     // The sweeper: every 5 minutes, and the target of each workshop's TTL schedule.
     const sweep = fn("Sweep");
@@ -206,7 +215,7 @@ export default $config({
     new aws.cloudwatch.EventBus("Events", { name: named.eventBus });
     const forward = fn("ForwardEvents");
     table.subscribe("EventRecords", forward.arn, {
-      filters: [{ eventName: ["INSERT"], dynamodb: { NewImage: { __edb_e__: { S: ["event"] } } } }],
+      filters: [structuredClone(infra.EVENT_RECORDS_FILTER) as Record<string, unknown>],
     });
 
     // The web: the portal (students) and the instructor API and console, each with its own Function URL.

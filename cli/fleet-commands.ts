@@ -67,21 +67,42 @@ export async function run(command: string, args: Args, out: Output): Promise<num
       return report(s, started.run.id, json, out, "ready");
     }
     case "diagnose": {
-      const res = await client.raw("POST", `${path}/diagnose`, {
-        ...sel,
-        allSelected: args.values["all-selected"] ?? false,
-      });
-      const folder = res.headers.get("x-labfleet-diagnose-name") ?? `${name}.diagnose`;
-      const files = await untar(Buffer.from(await res.arrayBuffer()));
-      for (const [p, content] of files) {
-        const target = join(process.cwd(), p);
-        if (!target.startsWith(join(process.cwd(), folder))) continue; // never outside the folder
-        mkdirSync(dirname(target), { recursive: true });
-        writeFileSync(target, content, { mode: 0o600 });
-      }
-      const index = JSON.parse(files.get(`${folder}/index.json`)?.toString("utf8") ?? "{}") as {
-        hosts?: { id: string; error?: string }[];
+      // A large diagnose comes in parts (each a few MB): every part goes into the one folder, and the parts'
+      // index.json files are merged into one.
+      let folder: string | undefined;
+      let from: string | undefined;
+      const index: { workshop?: string; collectedAt?: string; hosts: { id: string; error?: string }[] } = {
+        hosts: [],
       };
+      type Part = typeof index & { next?: string; more?: string };
+      do {
+        const res = await client.raw("POST", `${path}/diagnose`, {
+          ...sel,
+          allSelected: args.values["all-selected"] ?? false,
+          ...(from ? { from, name: folder } : {}),
+        });
+        folder ??= res.headers.get("x-labfleet-diagnose-name") ?? `${name}.diagnose`;
+        from = res.headers.get("x-labfleet-diagnose-next") ?? undefined;
+        const files = await untar(Buffer.from(await res.arrayBuffer()));
+        for (const [p, content] of files) {
+          const target = join(process.cwd(), p);
+          if (!target.startsWith(join(process.cwd(), folder))) continue; // never outside the folder
+          if (p === `${folder}/index.json`) {
+            const part = JSON.parse(content.toString("utf8")) as Part;
+            index.workshop ??= part.workshop;
+            index.collectedAt ??= part.collectedAt;
+            index.hosts.push(...(part.hosts ?? []));
+            continue;
+          }
+          mkdirSync(dirname(target), { recursive: true });
+          writeFileSync(target, content, { mode: 0o600 });
+        }
+      } while (from);
+      index.hosts.sort((a, b) => a.id.localeCompare(b.id));
+      mkdirSync(join(process.cwd(), folder), { recursive: true });
+      writeFileSync(join(process.cwd(), folder, "index.json"), `${JSON.stringify(index, null, 2)}\n`, {
+        mode: 0o600,
+      });
       if (json) out.write(`${JSON.stringify({ folder, ...index }, null, 2)}\n`);
       else {
         out.write(`wrote ${folder}/ (${index.hosts?.length ?? 0} hosts)\n`);

@@ -1,4 +1,5 @@
 import { EventBridgeClient } from "@aws-sdk/client-eventbridge";
+import { clientOptions } from "../shared/cloud/clients.ts";
 import { CLOUD_ENV } from "../shared/cloud/env.ts";
 import { forwardEvents, type StreamRecord } from "../shared/cloud/event-bus.ts";
 
@@ -11,6 +12,6 @@ let client: EventBridgeClient | undefined;
 export async function handler(event: { Records?: StreamRecord[] }): Promise<{ forwarded: number }> {
   const bus = process.env[CLOUD_ENV.eventBus];
   if (!bus) throw new Error(`${CLOUD_ENV.eventBus} is not set (sst.config.ts sets it)`);
-  client ??= new EventBridgeClient({});
+  client ??= new EventBridgeClient(clientOptions(process.env.AWS_REGION));
   return forwardEvents(client, bus, event.Records ?? []);
 }

@@ -2,6 +2,7 @@ import { Resource } from "sst/resource";
 import { cloudDeps } from "../shared/cloud/deps.ts";
 import { linkedFrom } from "../shared/cloud/secrets.ts";
 import { configure } from "../shared/runtime/deps.ts";
+import type { InvocationContext } from "../shared/runtime/handler.ts";
 import { handler as beginUp } from "./begin-up.ts";
 import { handler as deployHost } from "./deploy-host.ts";
 import { handler as deprovision } from "./deprovision.ts";
@@ -12,6 +13,7 @@ import { handler as finishUp } from "./finish-up.ts";
 import { handler as forwardEvents } from "./forward-events.ts";
 import { handler as poll } from "./poll.ts";
 import { handler as provision } from "./provision.ts";
+import { handler as reconcileRun } from "./reconcile-run.ts";
 import { handler as recordHostFailure } from "./record-host-failure.ts";
 import { handler as sweep } from "./sweep.ts";
 
@@ -23,13 +25,15 @@ import { handler as sweep } from "./sweep.ts";
  */
 let configured = false;
 
-function cloud<R>(handler: (event: unknown) => Promise<R>): (event: unknown) => Promise<R> {
-  return async (event) => {
+type Handler<R> = (event: unknown, context?: InvocationContext) => Promise<R>;
+
+function cloud<R>(handler: Handler<R>): Handler<R> {
+  return async (event, context) => {
     if (!configured) {
       configure(cloudDeps(process.env, { linked: linkedFrom(Resource) }));
       configured = true;
     }
-    return handler(event);
+    return handler(event, context);
   };
 }
 
@@ -43,6 +47,8 @@ export const FinishUp = cloud(finishUp);
 export const FailRun = cloud(failRun);
 export const Deprovision = cloud(deprovision);
 export const FinishTeardown = cloud(finishTeardown);
+/** Fails a run whose execution ended (failed, timed out, aborted) without recording it: the EventBridge rule's target. */
+export const ReconcileRun = cloud(reconcileRun);
 /** The rate(5 minutes) sweeper, and the target of each workshop's one-time TTL schedule. */
 export const Sweep = cloud(sweep);
 /** Needs no store and no Deps: it only turns stream records into EventBridge entries. */

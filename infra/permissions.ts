@@ -26,19 +26,22 @@ export interface Statement {
 }
 
 export const MANAGED_BY = { key: "ManagedBy", value: "labfleet" } as const;
+/** The stage tag on everything labfleet creates in EC2 (shared/providers/aws-common.ts, STAGE_TAG). */
+export const STAGE_TAG_KEY = "labfleet-stage";
 
-/** EC2 and SSM resources of labfleet's own (instances, volumes, security groups) carry this tag. */
-const managedResource: Condition = {
-  test: "StringEquals",
-  variable: `aws:ResourceTag/${MANAGED_BY.key}`,
-  values: [MANAGED_BY.value],
-};
-/** At creation the tag is in the request: nothing untagged can be created. */
-const managedRequest: Condition = {
-  test: "StringEquals",
-  variable: `aws:RequestTag/${MANAGED_BY.key}`,
-  values: [MANAGED_BY.value],
-};
+/**
+ * EC2 and SSM resources of labfleet's own (instances, volumes, security groups) carry these tags: made by
+ * labfleet, and by this stage, so two stages in one account cannot touch each other's.
+ */
+const managedResource: Condition[] = [
+  { test: "StringEquals", variable: `aws:ResourceTag/${MANAGED_BY.key}`, values: [MANAGED_BY.value] },
+  { test: "StringEquals", variable: `aws:ResourceTag/${STAGE_TAG_KEY}`, values: ["{stage}"] },
+];
+/** At creation the tags are in the request: nothing untagged, or tagged for another stage, can be created. */
+const managedRequest: Condition[] = [
+  { test: "StringEquals", variable: `aws:RequestTag/${MANAGED_BY.key}`, values: [MANAGED_BY.value] },
+  { test: "StringEquals", variable: `aws:RequestTag/${STAGE_TAG_KEY}`, values: ["{stage}"] },
+];
 
 /** The names of what sst.config.ts creates besides the functions and the table, per stage. */
 export function names(app: string, stage: string) {
@@ -111,6 +114,7 @@ export const UNSCOPED_ACTIONS: Record<string, string> = {
   "ssm:DescribeInstanceInformation": "read only: whether a host's SSM agent is online",
   "ssm:GetCommandInvocation": "read only: the output of a command labfleet sent",
   "dynamodb:ListStreams": "read only: the stream's ARN, for the event forwarder's stream subscription",
+  "lambda:GetAccountSettings": "read only: the account's concurrency limit",
   "ssm:CancelCommand":
     "takes a command id, not a resource: it can only stop a command that is running, and labfleet cancels its own after their timeout",
 };
@@ -182,7 +186,7 @@ export const GRANTS = {
       sid: "RunTaggedInstances",
       actions: ["ec2:RunInstances"],
       resources: [ec2("instance"), ec2("volume")],
-      conditions: [managedRequest],
+      conditions: managedRequest,
     },
     {
       sid: "RunInstancesUsing",
@@ -204,7 +208,7 @@ export const GRANTS = {
           variable: "ec2:CreateAction",
           values: ["RunInstances", "CreateSecurityGroup"],
         },
-        managedRequest,
+        ...managedRequest,
       ],
     },
     {
@@ -226,7 +230,7 @@ export const GRANTS = {
       sid: "TerminateManaged",
       actions: ["ec2:TerminateInstances"],
       resources: [ec2("instance")],
-      conditions: [managedResource],
+      conditions: managedResource,
     },
   ],
 
@@ -237,7 +241,7 @@ export const GRANTS = {
       actions: ["ec2:CreateTags"],
       resources: [ec2("instance"), ec2("volume")],
       conditions: [
-        managedResource,
+        ...managedResource,
         { test: "ForAllValues:StringLike", variable: "aws:TagKeys", values: ["labfleet-*"] },
       ],
     },
@@ -252,7 +256,7 @@ export const GRANTS = {
       sid: "CreateTaggedGroup",
       actions: ["ec2:CreateSecurityGroup"],
       resources: [ec2("security-group")],
-      conditions: [managedRequest],
+      conditions: managedRequest,
     },
     { sid: "CreateGroupInVpc", actions: ["ec2:CreateSecurityGroup"], resources: [ec2("vpc")] },
     {
@@ -263,9 +267,27 @@ export const GRANTS = {
         "ec2:DeleteSecurityGroup",
       ],
       resources: [ec2("security-group")],
-      conditions: [managedResource],
+      conditions: managedResource,
     },
   ],
+
+  /**
+   * Opening the lab UIs to students once every lab is ready (`provider.student_access: open`, in the run's last
+   * step): find the workshop's managed group and add inbound rules to it, nothing else. Closing is the
+   * instructor's `open-access --close` (the API's securityGroups grant).
+   */
+  openAccess: [
+    { sid: "FindManagedGroups", actions: ["ec2:DescribeSecurityGroups"], resources: ["*"] },
+    {
+      sid: "OpenManagedGroup",
+      actions: ["ec2:AuthorizeSecurityGroupIngress"],
+      resources: [ec2("security-group")],
+      conditions: managedResource,
+    },
+  ],
+
+  /** The account's Lambda concurrency, which bounds how many hosts a run deploys at once. */
+  lambdaSettings: [{ sid: "LambdaConcurrency", actions: ["lambda:GetAccountSettings"], resources: ["*"] }],
 
   /** Commands on labfleet's instances through SSM Run Command, with AWS-RunShellScript only. */
   ssmCommands: [
@@ -275,6 +297,7 @@ export const GRANTS = {
       resources: [ec2("instance")],
       conditions: [
         { test: "StringEquals", variable: `ssm:resourceTag/${MANAGED_BY.key}`, values: [MANAGED_BY.value] },
+        { test: "StringEquals", variable: `ssm:resourceTag/${STAGE_TAG_KEY}`, values: ["{stage}"] },
       ],
     },
     {
@@ -418,7 +441,7 @@ export function policyDocument(statements: Statement[], refs: Refs): string {
       ...(s.conditions
         ? {
             Condition: s.conditions.reduce<Record<string, Record<string, string[]>>>((all, c) => {
-              all[c.test] = { ...all[c.test], [c.variable]: c.values };
+              all[c.test] = { ...all[c.test], [c.variable]: c.values.map((v) => fill(v, refs)) };
               return all;
             }, {}),
           }
@@ -471,8 +494,9 @@ export const FUNCTIONS = {
     timeout: "1 minute",
     memory: "512 MB",
     // checkSecrets reads the operator secrets before a run touches a host; for SSM hosts,
-    // publishSecretParameter then writes them once for the run as the workshop's secrets parameter.
-    grants: ["table", "operatorSecrets", "secretParameters"],
+    // publishSecretParameter then writes them once for the run as the workshop's secrets parameter. The
+    // account's Lambda concurrency bounds the run's deploy concurrency.
+    grants: ["table", "operatorSecrets", "secretParameters", "lambdaSettings"],
     secrets: ["AccessKey"],
   },
   Provision: {
@@ -532,10 +556,11 @@ export const FUNCTIONS = {
   FinishUp: {
     handler: "functions/lambda.FinishUp",
     source: "functions/finish-up.ts",
-    description: "labfleet up: record the run's outcome, delete the run's secrets parameter",
+    description:
+      "labfleet up: record the run's outcome, delete the run's secrets parameter, open the lab UIs when asked",
     timeout: "1 minute",
     memory: "512 MB",
-    grants: ["table", "secretParameters"],
+    grants: ["table", "secretParameters", "openAccess"],
     secrets: ["AccessKey"],
   },
   FailRun: {
@@ -564,6 +589,16 @@ export const FUNCTIONS = {
     timeout: "1 minute",
     memory: "512 MB",
     grants: ["table", "schedules", "secretParameters"],
+    secrets: ["AccessKey"],
+  },
+  ReconcileRun: {
+    handler: "functions/lambda.ReconcileRun",
+    source: "functions/reconcile-run.ts",
+    description:
+      "labfleet runs: fail a run whose Step Functions execution failed, timed out or was aborted outside labfleet",
+    timeout: "1 minute",
+    memory: "256 MB",
+    grants: ["table", "secretParameters"],
     secrets: ["AccessKey"],
   },
   Sweep: {
@@ -634,10 +669,46 @@ export const FUNCTIONS = {
 
 export type FunctionName = keyof typeof FUNCTIONS;
 
-/** The functions Step Functions invokes: every one but the sweeper and the web's two. */
+/** The functions Step Functions invokes: every one but the sweeper, the web's two and the event consumers. */
 export const TASK_FUNCTIONS = (Object.keys(FUNCTIONS) as FunctionName[]).filter(
-  (n) => !["Sweep", "Api", "Portal", "ForwardEvents"].includes(n),
+  (n) => !["Sweep", "Api", "Portal", "ForwardEvents", "ReconcileRun"].includes(n),
 );
+
+/** The state machines' role: invoke the task functions (and their versions and aliases), nothing else. */
+export function stateMachineRole(taskFunctionArns: string[]): Statement[] {
+  return [
+    {
+      sid: "InvokeTasks",
+      actions: ["lambda:InvokeFunction"],
+      resources: taskFunctionArns.flatMap((arn) => [arn, `${arn}:*`]),
+    },
+  ];
+}
+
+/** The role EventBridge Scheduler assumes for the TTL schedules: invoke the sweep function, nothing else. */
+export function schedulerRole(sweepFunctionArn: string): Statement[] {
+  return [{ sid: "InvokeSweep", actions: ["lambda:InvokeFunction"], resources: [sweepFunctionArn] }];
+}
+
+/**
+ * The EventBridge rule on the default bus that sends ReconcileRun the end of every execution of this stage's
+ * state machines that did not end by itself in success: Step Functions puts an "Execution Status Change" event
+ * there for each status change. A run whose execution failed, timed out or was aborted while its record still
+ * says running is failed with the execution's error.
+ */
+export function executionEndedPattern(stateMachineArns: string[]): Record<string, unknown> {
+  return {
+    source: ["aws.states"],
+    "detail-type": ["Step Functions Execution Status Change"],
+    detail: { status: ["FAILED", "TIMED_OUT", "ABORTED"], stateMachineArn: stateMachineArns },
+  };
+}
+
+/** The table stream's filter for the event forwarder: only new event records (ElectroDB's entity marker). */
+export const EVENT_RECORDS_FILTER = {
+  eventName: ["INSERT"],
+  dynamodb: { NewImage: { __edb_e__: { S: ["event"] } } },
+} as const;
 
 export function specOf(name: FunctionName): FunctionSpec {
   return FUNCTIONS[name] as FunctionSpec;
@@ -661,8 +732,15 @@ export function resolveStatements(name: FunctionName, refs: Refs) {
   return statementsOf(name).map((s) => ({
     actions: s.actions,
     resources: s.resources.map((r) => fill(r, refs)),
-    ...(s.conditions ? { conditions: s.conditions } : {}),
+    ...(s.conditions
+      ? { conditions: s.conditions.map((c) => ({ ...c, values: c.values.map((v) => fill(v, refs)) })) }
+      : {}),
   }));
+}
+
+/** A function's IAM policy document as AWS holds it for its role (what the AWS double evaluates). */
+export function functionPolicy(name: FunctionName, refs: Refs): string {
+  return policyDocument(statementsOf(name), refs);
 }
 
 /** The environment variable names a function gets (values: sst.config.ts). */

@@ -4,6 +4,7 @@ import { instructorAuth } from "../shared/auth/tokens.ts";
 import { cloudConfig, cloudDeps } from "../shared/cloud/deps.ts";
 import { portalDeps } from "../shared/cloud/portal-deps.ts";
 import { instructorTokenFrom, linkedFrom } from "../shared/cloud/secrets.ts";
+import { lambdaDeadline, withDeadline } from "../shared/runtime/deadline.ts";
 import { configure } from "../shared/runtime/deps.ts";
 import { bootstrapAuth, createInstructorApp, createPortalApp } from "./app.ts";
 import { authConfigFromEnv } from "./auth/config.ts";
@@ -51,5 +52,10 @@ export const api = (event: LambdaEvent, context?: LambdaContext) => {
       }),
     );
   }
-  return apiHandler(event, context);
+  const handler = apiHandler;
+  // The request's work ends well inside the function's timeout (diagnose parts, refreshes of many hosts).
+  const remaining = context?.getRemainingTimeInMillis?.();
+  return remaining === undefined
+    ? handler(event, context)
+    : withDeadline(lambdaDeadline(remaining), () => handler(event, context));
 };

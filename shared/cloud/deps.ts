@@ -1,20 +1,24 @@
 import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { EC2Client } from "@aws-sdk/client-ec2";
+import { LambdaClient } from "@aws-sdk/client-lambda";
 import { SchedulerClient } from "@aws-sdk/client-scheduler";
+import { ServiceQuotasClient } from "@aws-sdk/client-service-quotas";
 import { SFNClient } from "@aws-sdk/client-sfn";
 import { SSMClient } from "@aws-sdk/client-ssm";
-import { EventBridgeScheduleMirror } from "./scheduler.ts";
-import { SsmSecretParameters } from "./secret-parameters.ts";
-import { StepFunctionsWorkflows } from "./step-functions.ts";
 import { AwsProvider } from "../providers/aws.ts";
 import { StaticProvider } from "../providers/static.ts";
 import { type Clock, systemClock } from "../runtime/clock.ts";
 import type { Deps } from "../runtime/deps.ts";
 import { createStore } from "../store/entities.ts";
 import { publicKeyLine } from "../transports/ssh-identity.ts";
+import { clientOptions } from "./clients.ts";
 import { CLOUD_ENV, SECRET_NOT_SET } from "./env.ts";
+import { lambdaConcurrency } from "./lambda-concurrency.ts";
 import { parameterStoreSecrets } from "./parameter-store.ts";
+import { EventBridgeScheduleMirror } from "./scheduler.ts";
+import { SsmSecretParameters } from "./secret-parameters.ts";
 import { accessKeyFrom, type Env, envLinkedSecrets, type LinkedSecrets, required } from "./secrets.ts";
+import { StepFunctionsWorkflows } from "./step-functions.ts";
 import { cloudTransportFactory, secretSshIdentity } from "./transports.ts";
 
 /**
@@ -69,6 +73,8 @@ export interface CloudClients {
   ssm: SSMClient;
   sfn: SFNClient;
   scheduler: SchedulerClient;
+  serviceQuotas: ServiceQuotasClient;
+  lambda: LambdaClient;
 }
 
 export interface CloudDepsOptions {
@@ -80,13 +86,15 @@ export interface CloudDepsOptions {
 }
 
 function clientsFor(config: CloudConfig, given: Partial<CloudClients> = {}): CloudClients {
-  const region = config.region ? { region: config.region } : {};
+  const options = clientOptions(config.region);
   return {
-    dynamodb: given.dynamodb ?? new DynamoDBClient(region),
-    ec2: given.ec2 ?? new EC2Client(region),
-    ssm: given.ssm ?? new SSMClient(region),
-    sfn: given.sfn ?? new SFNClient(region),
-    scheduler: given.scheduler ?? new SchedulerClient(region),
+    dynamodb: given.dynamodb ?? new DynamoDBClient(options),
+    ec2: given.ec2 ?? new EC2Client(options),
+    ssm: given.ssm ?? new SSMClient(options),
+    sfn: given.sfn ?? new SFNClient(options),
+    scheduler: given.scheduler ?? new SchedulerClient(options),
+    serviceQuotas: given.serviceQuotas ?? new ServiceQuotasClient(options),
+    lambda: given.lambda ?? new LambdaClient(options),
   };
 }
 
@@ -121,6 +129,8 @@ export function cloudDeps(env: Env, options: CloudDepsOptions = {}): Deps {
       aws: new AwsProvider({
         ec2: clients.ec2,
         ssm: clients.ssm,
+        serviceQuotas: clients.serviceQuotas,
+        stage: config.stage,
         ...CLOUD_PROVISION_WAITS,
         ...(config.hostInstanceProfileArn ? { instanceProfileArn: config.hostInstanceProfileArn } : {}),
       }),
@@ -135,6 +145,7 @@ export function cloudDeps(env: Env, options: CloudDepsOptions = {}): Deps {
     secrets: parameterStoreSecrets({ client: clients.ssm, stage: config.stage }),
     secretParameters: new SsmSecretParameters({ client: clients.ssm, stage: config.stage }),
     gitSourcesOnly: true,
+    taskConcurrency: lambdaConcurrency(clients.lambda),
     sshPublicKey: async () => publicKeyLine(sshIdentity()),
     ...(config.schedules
       ? {

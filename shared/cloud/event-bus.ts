@@ -5,8 +5,8 @@ import {
   type PutEventsRequestEntry,
 } from "@aws-sdk/client-eventbridge";
 import { unmarshall } from "@aws-sdk/util-dynamodb";
-import type { EventItem } from "../store/entities.ts";
 import { eventView } from "../fleet/events.ts";
+import type { EventItem } from "../store/entities.ts";
 
 /** The `source` of every event labfleet puts on its bus: subscribe with `{ "source": ["labfleet"] }`. */
 export const EVENT_SOURCE = "labfleet";

@@ -3,6 +3,7 @@ import { type Clock, systemClock } from "../runtime/clock.ts";
 import type { Deps } from "../runtime/deps.ts";
 import { VisibleError } from "../runtime/errors.ts";
 import { createStore } from "../store/entities.ts";
+import { clientOptions } from "./clients.ts";
 import { CLOUD_ENV } from "./env.ts";
 import { accessKeyFrom, type Env, envLinkedSecrets, type LinkedSecrets, required } from "./secrets.ts";
 
@@ -20,7 +21,7 @@ export function portalDeps(
 ): Deps {
   required(env, [CLOUD_ENV.table, CLOUD_ENV.stage]);
   const linked = options.linked ?? envLinkedSecrets(env);
-  const dynamodb = options.dynamodb ?? new DynamoDBClient(env.AWS_REGION ? { region: env.AWS_REGION } : {});
+  const dynamodb = options.dynamodb ?? new DynamoDBClient(clientOptions(env.AWS_REGION));
   return {
     store: createStore(dynamodb, env[CLOUD_ENV.table] as string),
     clock: options.clock ?? systemClock,

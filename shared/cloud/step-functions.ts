@@ -8,7 +8,6 @@ import {
   StartExecutionCommand,
   StopExecutionCommand,
 } from "@aws-sdk/client-sfn";
-import { log } from "../runtime/logger.ts";
 import {
   type DefinitionName,
   definitionOf,
@@ -16,6 +15,7 @@ import {
   type RunKind,
   type Workflows,
 } from "../fleet/workflows.ts";
+import { log } from "../runtime/logger.ts";
 
 export interface StepFunctionsWorkflowsOptions {
   client: SFNClient;

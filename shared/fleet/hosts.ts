@@ -1,4 +1,5 @@
 import type { Provider } from "../providers/types.ts";
+import { currentDeadline, outOfTime } from "../runtime/deadline.ts";
 import { type HostAddress, useDeps } from "../runtime/deps.ts";
 import { VisibleError } from "../runtime/errors.ts";
 import type { HostItem } from "../store/entities.ts";
@@ -34,7 +35,32 @@ export function hostAddress(
 }
 
 export function transportFor(spec: Workshop, provider: Provider, host: HostItem): Transport {
-  return useDeps().transport(hostAddress(spec, provider, host));
+  return withinDeadline(useDeps().transport(hostAddress(spec, provider, host)));
+}
+
+/** Below this much time left, no new command starts on a host: it could not finish before the deadline. */
+export const MIN_STEP_MS = 5_000;
+
+/**
+ * A transport whose commands end by the caller's deadline (shared/runtime/deadline.ts): each command's timeout
+ * is cut to the time left, the transport is told the deadline, and a command is not started at all when less
+ * than MIN_STEP_MS is left. Without a deadline (the local runtime), the transport itself.
+ */
+export function withinDeadline(t: Transport): Transport {
+  // The transport itself, seen through an object whose exec checks the deadline first.
+  const bounded: Transport = Object.create(t);
+  bounded.exec = (command, options = {}) => {
+    const deadline = currentDeadline();
+    if (deadline === undefined) return t.exec(command, options);
+    const left = deadline - Date.now();
+    if (left < MIN_STEP_MS) return Promise.reject(outOfTime(options.step ?? "a command on the host"));
+    return t.exec(command, {
+      ...options,
+      timeoutMs: Math.min(options.timeoutMs ?? left, left),
+      deadline: Math.min(options.deadline ?? deadline, deadline),
+    });
+  };
+  return bounded;
 }
 
 /** Runs `fn` with a transport for the host and always closes it (one connection per host per operation). */

@@ -45,22 +45,47 @@ kill "$hb" 2>/dev/null
 echo "$rc" > "$d/rc.tmp" && mv "$d/rc.tmp" "$d/rc"
 `;
 
+/**
+ * What one probe may print, by construction: a header, the status records (at most STATUS_HEAD_BYTES from the
+ * start of status.jsonl and STATUS_TAIL_BYTES from its end, lines longer than STATUS_LINE_MAX left out), at most
+ * LOG_TAIL_LINES lines of the log cut to LOG_LINE_MAX bytes each, and an end line that repeats the verdict. That
+ * is under 18 KB whatever the lab writes: under what every transport returns whole (SSM returns at most 24,000
+ * characters of stdout, and labfleet's SSM wrapper keeps its last 20,000 bytes).
+ */
+export const PROBE_LIMITS = {
+  statusHeadBytes: 2_000,
+  statusTailBytes: 8_000,
+  statusLineMax: 400,
+  logTailLines: 20,
+  logLineMax: 300,
+} as const;
+
+/** The marker of the probe's last line; a probe without it was cut off on its way back. */
+const PROBE_END = "@@end";
+
 /** Reads everything the poll needs in one command; sections are separated by marker lines. */
 function probeScript(workshop: string): string {
   const d = stateDir(workshop);
+  const L = PROBE_LIMITS;
+  const keep = `awk 'length($0) <= ${L.statusLineMax}'`;
   return `d=${d}
 pid=$(cat "$d/pid" 2>/dev/null)
 alive=0
 if [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] && tr '\\0' ' ' < "/proc/$pid/cmdline" | grep -q wrapper.sh; then alive=1; fi
-echo "pid=$pid"
-echo "alive=$alive"
-echo "rc=$(cat "$d/rc" 2>/dev/null)"
-echo "rc_age=$( [ -f "$d/rc" ] && echo $(( $(date +%s) - $(stat -c %Y "$d/rc") )) )"
-echo "started=$( [ -f "$d/started" ] && echo 1 )"
+rc=$(head -c 16 "$d/rc" 2>/dev/null | tr -cd '0-9-')
+rc_age=$( [ -f "$d/rc" ] && echo $(( $(date +%s) - $(stat -c %Y "$d/rc") )) )
+started=$( [ -f "$d/started" ] && echo 1 )
+verdict="pid=$pid alive=$alive rc=$rc rc_age=$rc_age started=$started"
+echo "$verdict"
 echo "@@status"
-tail -n 500 "$d/status.jsonl" 2>/dev/null
+s=$(stat -c %s "$d/status.jsonl" 2>/dev/null || echo 0)
+if [ "$s" -le ${L.statusHeadBytes + L.statusTailBytes} ]; then ${keep} "$d/status.jsonl" 2>/dev/null
+else head -c ${L.statusHeadBytes} "$d/status.jsonl" | ${keep}; echo; tail -c ${L.statusTailBytes} "$d/status.jsonl" | ${keep}; fi
+echo
 echo "@@log"
-tail -n 20 "$d/log" 2>/dev/null
+tail -n ${L.logTailLines} "$d/log" 2>/dev/null | cut -b 1-${L.logLineMax}
+echo
+echo "${PROBE_END} $verdict"
 exit 0
 `;
 }
@@ -75,15 +100,11 @@ export interface LabProbe {
   logTail: string[];
 }
 
-export function parseProbe(stdout: string): LabProbe {
-  const [head = "", rest = ""] = stdout.split("\n@@status\n");
-  const [status = "", log = ""] = rest.split("@@log\n");
-  const kv = new Map(
-    head
-      .split("\n")
-      .filter((l) => l.includes("="))
-      .map((l) => [l.slice(0, l.indexOf("=")), l.slice(l.indexOf("=") + 1).trim()]),
-  );
+/** The verdict fields (`pid=.. alive=.. rc=.. rc_age=.. started=..`), on one line or one per line. */
+export function parseVerdict(text: string): Omit<LabProbe, "statusLines" | "logTail"> {
+  const kv = new Map<string, string>();
+  for (const m of text.matchAll(/(?:^|\s)(pid|alive|rc|rc_age|started)=(\S*)/g))
+    kv.set(m[1] as string, m[2] as string);
   const num = (k: string) => {
     const v = kv.get(k);
     return v === undefined || v === "" || Number.isNaN(Number(v)) ? undefined : Number(v);
@@ -94,6 +115,31 @@ export function parseProbe(stdout: string): LabProbe {
     rc: num("rc"),
     rcAgeSeconds: num("rc_age"),
     started: kv.get("started") === "1",
+  };
+}
+
+/** A probe whose end line is missing: its output was cut on the way back. Retried, never read as a lab state. */
+export class ProbeCutError extends LabStepError {
+  override name = "ProbeCutError";
+}
+
+/**
+ * Parses what probeScript printed. The verdict is taken from the end line, so a probe that came back cut (no
+ * end line) throws ProbeCutError instead of reading as a lab that never started.
+ */
+export function parseProbe(stdout: string): LabProbe {
+  const end = stdout.lastIndexOf(`\n${PROBE_END} `);
+  if (end < 0) {
+    throw new ProbeCutError(
+      "reading the lab's status came back cut off (its end line is missing); the next poll reads it again",
+    );
+  }
+  const verdict = parseVerdict(stdout.slice(end + PROBE_END.length + 2).split("\n")[0] ?? "");
+  const body = stdout.slice(0, end);
+  const afterStatus = body.split("\n@@status\n")[1] ?? "";
+  const [status = "", log = ""] = afterStatus.split("\n@@log\n");
+  return {
+    ...verdict,
     statusLines: status.split("\n").filter((l) => l.trim() !== ""),
     logTail: log.split("\n").filter((l) => l.trim() !== ""),
   };
@@ -153,10 +199,24 @@ export function judge(probe: LabProbe): LabVerdict {
   return { state: "not_started" };
 }
 
-export async function probeLab(t: Transport, workshop: string): Promise<LabProbe> {
-  const r = await t.exec(probeScript(workshop), { timeoutMs: 30_000 });
-  if (r.exitCode !== 0) throw new LabStepError(`reading lab status failed: ${lastLines(r)}`);
-  return parseProbe(r.stdout);
+/** How often a probe that came back cut is read again before the error is reported. */
+const PROBE_ATTEMPTS = 3;
+
+export async function probeLab(
+  t: Transport,
+  workshop: string,
+  opts: { timeoutMs?: number } = {},
+): Promise<LabProbe> {
+  for (let attempt = 1; ; attempt++) {
+    const r = await t.exec(probeScript(workshop), { timeoutMs: opts.timeoutMs ?? 30_000, step: "probe lab" });
+    if (r.exitCode !== 0) throw new LabStepError(`reading lab status failed: ${lastLines(r)}`);
+    try {
+      if (r.truncated) throw new ProbeCutError("reading the lab's status came back cut off by the transport");
+      return parseProbe(r.stdout);
+    } catch (err) {
+      if (!(err instanceof ProbeCutError) || attempt >= PROBE_ATTEMPTS) throw err;
+    }
+  }
 }
 
 export async function runHealth(t: Transport, spec: Workshop, hostId: string): Promise<ExecResult> {
@@ -168,14 +228,71 @@ export async function runHealth(t: Transport, spec: Workshop, hostId: string): P
   });
 }
 
+/** The largest `$LABFLEET_ACCESS` file labfleet reads. */
+export const ACCESS_MAX_BYTES = 64 * 1024;
+/**
+ * Bytes of a host file one command reads. A page comes back base64-encoded (exact bytes, whatever the
+ * encoding, and a length that can be checked): 12 KiB is 16.6 KB of base64 lines, under what every transport
+ * returns whole (SSM: at most 24,000 characters of stdout; labfleet's SSM wrapper keeps the last 20,000 bytes).
+ */
+export const HOST_PAGE_BYTES = 12 * 1024;
+
+/** Bytes [offset, offset + length) of a file in the lab's state folder, as base64. */
+export function pageScript(workshop: string, file: string, offset: number, length: number): string {
+  return `tail -c +${offset + 1} ${stateDir(workshop)}/${file} 2>/dev/null | head -c ${length} | base64`;
+}
+
+/** The bytes of a page command's output, or why they are not the `length` bytes asked for. */
+export function decodePage(r: ExecResult, length: number): Buffer | string {
+  if (r.truncated) return "the transport cut its output (truncated)";
+  if (r.timedOut) return "timed out";
+  if (r.exitCode !== 0) return lastLines(r);
+  const text = r.stdout.replace(/\s+/g, "");
+  const page = Buffer.from(text, "base64");
+  if (!/^[A-Za-z0-9+/]*={0,2}$/.test(text) || page.length !== length) {
+    return `${page.length} bytes came back instead of ${length} (the file changed, or the output is not base64)`;
+  }
+  return page;
+}
+
+/**
+ * Reads the lab's access file in pages (see HOST_PAGE_BYTES), so no read is cut on its way back. Undefined
+ * when the lab wrote none; a file over ACCESS_MAX_BYTES, or that is not JSON, fails the lab with the reason.
+ */
 export async function readAccess(t: Transport, workshop: string): Promise<string | undefined> {
-  const r = await t.exec(`head -c 65536 ${stateDir(workshop)}/access.json 2>/dev/null`, {
-    timeoutMs: 30_000,
-  });
-  if (r.exitCode !== 0 || r.stdout.trim() === "") return undefined;
+  const step = "read access details";
+  const sized = await t.exec(
+    `f=${stateDir(workshop)}/access.json; if [ -f "$f" ]; then stat -c %s "$f"; fi`,
+    {
+      timeoutMs: 30_000,
+      step,
+    },
+  );
+  if (sized.exitCode !== 0) throw new Error(`reading the lab's access details failed: ${lastLines(sized)}`);
+  const size = Number(sized.stdout.trim());
+  if (sized.stdout.trim() === "" || size === 0) return undefined;
+  if (!Number.isInteger(size))
+    throw new Error(`reading the lab's access details failed: no size in its answer`);
+  if (size > ACCESS_MAX_BYTES) {
+    throw new LabStepError(
+      `the lab wrote $LABFLEET_ACCESS with ${size} bytes; labfleet reads at most ${ACCESS_MAX_BYTES / 1024} KiB`,
+    );
+  }
+  const pages: Buffer[] = [];
+  for (let offset = 0; offset < size; offset += HOST_PAGE_BYTES) {
+    const length = Math.min(HOST_PAGE_BYTES, size - offset);
+    const page = decodePage(
+      await t.exec(pageScript(workshop, "access.json", offset, length), { timeoutMs: 30_000, step }),
+      length,
+    );
+    // A page that fails is an error to retry at the next poll (the file may be being written), not a lab state.
+    if (typeof page === "string") throw new Error(`reading the lab's access details failed: ${page}`);
+    pages.push(page);
+  }
+  const text = Buffer.concat(pages).toString("utf8");
   try {
-    JSON.parse(r.stdout);
-    return r.stdout;
+    JSON.parse(text);
+    return text;
   } catch {
     throw new LabStepError("the lab wrote $LABFLEET_ACCESS, but it is not valid JSON (at most 64 KiB)");
   }

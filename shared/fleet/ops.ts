@@ -3,13 +3,23 @@ import { assertActor } from "../runtime/actor.ts";
 import { isoNow } from "../runtime/clock.ts";
 import { mapLimit } from "../runtime/concurrency.ts";
 import { open } from "../runtime/crypto.ts";
+import { timeLeft } from "../runtime/deadline.ts";
 import { useDeps } from "../runtime/deps.ts";
 import { errorMessage, VisibleError } from "../runtime/errors.ts";
 import type { HostItem, RunItem } from "../store/entities.ts";
 import type { ExecResult, Transport } from "../transports/types.ts";
 import type { Workshop } from "../workshop/schema.ts";
 import { type Selection, selectHosts, withTransport } from "./hosts.ts";
-import { judge, lastLines, parsePhases, parseProbe, stateDir } from "./lab.ts";
+import {
+  decodePage,
+  HOST_PAGE_BYTES,
+  judge,
+  lastLines,
+  pageScript,
+  parsePhases,
+  parseVerdict,
+  stateDir,
+} from "./lab.ts";
 import { startRun } from "./runs.ts";
 import { redactor, secretRedactor, secretValues } from "./secrets.ts";
 import { checkHost, loadWorkshop } from "./up.ts";
@@ -308,15 +318,14 @@ export interface Diagnosis {
     workshop: string;
     collectedAt: string;
     hosts: { id: string; state: string; files: string[]; error?: string }[];
+    /** The first host left for the next part, and what to run to collect every part. */
+    next?: string;
+    more?: string;
   };
 }
 
-/**
- * Bytes of a host file one command reads. A page comes back base64-encoded (exact bytes, whatever the
- * encoding, and a length that can be checked): 12 KiB is 16.6 KB of base64 lines, under the smallest
- * output a transport returns whole (SSM: the last 20,000 bytes, see SSM_STDOUT_TAIL).
- */
-export const DIAGNOSE_PAGE_BYTES = 12 * 1024;
+/** Bytes of a host file one command of diagnose reads (see HOST_PAGE_BYTES). */
+export const DIAGNOSE_PAGE_BYTES = HOST_PAGE_BYTES;
 /** diagnose keeps at most the last this many bytes of the lab log. */
 export const DIAGNOSE_LOG_CAP_BYTES = 2 * 1024 * 1024;
 /** ... of status.jsonl. */
@@ -373,11 +382,6 @@ exit 0
 `;
 }
 
-/** Bytes [offset, offset + length) of a file in the lab's state folder, as base64. */
-function diagnosePageScript(workshop: string, file: string, offset: number, length: number): string {
-  return `tail -c +${offset + 1} ${stateDir(workshop)}/${file} 2>/dev/null | head -c ${length} | base64`;
-}
-
 interface DiagnoseBudget {
   deadline: number;
   now: () => number;
@@ -419,7 +423,7 @@ async function readHostFile(
     const where = `bytes ${offset} to ${from}`;
     let r: ExecResult;
     try {
-      r = await t.exec(diagnosePageScript(workshop, file, offset, length), {
+      r = await t.exec(pageScript(workshop, file, offset, length), {
         step: `diagnose: read ${file}`,
         timeoutMs: DIAGNOSE_EXEC_TIMEOUT_MS,
       });
@@ -427,15 +431,9 @@ async function readHostFile(
       error = `reading ${where} failed: ${errorMessage(err)}`;
       break;
     }
-    const problem = checkedOutput(r);
-    if (problem) {
-      error = `reading ${where} failed: ${problem}`;
-      break;
-    }
-    const text = r.stdout.replace(/\s+/g, "");
-    const page = Buffer.from(text, "base64");
-    if (!/^[A-Za-z0-9+/]*={0,2}$/.test(text) || page.length !== length) {
-      error = `reading ${where} failed: ${page.length} bytes came back (the file changed, or the output is not base64)`;
+    const page = decodePage(r, length);
+    if (typeof page === "string") {
+      error = `reading ${where} failed: ${page}`;
       break;
     }
     pages.unshift(page);
@@ -528,7 +526,7 @@ export async function diagnoseHost(
     const logText = redact(texts["lab.log.tail"] ?? "");
     const statusText = texts["status.jsonl"] ?? "";
     const probe = {
-      ...parseProbe(`${head}\n@@status\n@@log\n`),
+      ...parseVerdict(head),
       statusLines: statusText.split("\n").filter((l) => l.trim() !== ""),
       logTail: logText.split("\n").filter((l) => l.trim() !== ""),
     };
@@ -567,15 +565,52 @@ export async function diagnoseHost(
  * DIAGNOSE_LOG_CAP_BYTES), wrapper, setup, phase records and a summary. Never collects the access or
  * secrets files, and redacts every known secret value from what it does collect.
  */
+/**
+ * At most this many bytes of collected files go in one diagnose archive: a part stays well under the 6 MB a
+ * Lambda Function URL returns (gzip only makes it smaller), and the rest of the hosts come in further parts.
+ */
+export const DIAGNOSE_PART_BYTES = 4 * 1024 * 1024;
+/** A part starts collecting a host only with at least this much of its time left. */
+export const DIAGNOSE_MIN_HOST_MS = 30_000;
+
+export interface DiagnoseOptions {
+  allSelected?: boolean;
+  concurrency?: number;
+  /** Continue a diagnose: the first host of this part (`next` of the previous part), and the folder name it gave. */
+  from?: string;
+  name?: string;
+  /** Bytes of collected files per part (default DIAGNOSE_PART_BYTES). */
+  partBytes?: number;
+}
+
+const DIAGNOSE_NAME = /^[a-z0-9-]+\.diagnose-\d{8}T\d{6}Z$/;
+
+/**
+ * Collects the selected hosts (failed ones unless `allSelected`) in host order, in parts: a part ends when its
+ * files reach `partBytes` or its time runs out (the caller's deadline, see shared/runtime/deadline.ts), and
+ * `next` names the first host it left for the next part (absent when it is the last). Every part has its own
+ * index.json, listing its hosts; `name` is the same for every part of one diagnose.
+ */
 export async function diagnose(
   name: string,
   sel: Selection = {},
-  opts: { allSelected?: boolean; concurrency?: number } = {},
-): Promise<Diagnosis> {
+  opts: DiagnoseOptions = {},
+): Promise<Diagnosis & { next?: string }> {
   assertActor("instructor", "system");
   const { spec, provider, hosts } = await selected(name, sel);
   const { accessKey, clock } = useDeps();
-  const targets = hosts.filter((h) => opts.allSelected || h.state === "failed");
+  if (
+    opts.name !== undefined &&
+    !(DIAGNOSE_NAME.test(opts.name) && opts.name.startsWith(`${name}.diagnose-`))
+  ) {
+    throw new VisibleError("input", "diagnose.bad_name", "not the name of a diagnose of this workshop", [
+      { path: "name", message: `expected ${name}.diagnose-YYYYMMDDTHHMMSSZ, from the first part` },
+    ]);
+  }
+  const targets = hosts
+    .filter((h) => opts.allSelected || h.state === "failed")
+    .sort((a, b) => a.hostId.localeCompare(b.hostId))
+    .filter((h) => opts.from === undefined || h.hostId >= opts.from);
   const secretList = Object.values((await secretValues(spec).catch(() => ({ values: {} }))).values);
   for (const h of hosts) {
     if (!h.access) continue;
@@ -592,12 +627,21 @@ export async function diagnose(
   const now = clock.now();
   const files: DiagnoseFile[] = [];
   const index: Diagnosis["index"] = { workshop: name, collectedAt, hosts: [] };
+  const partBytes = opts.partBytes ?? DIAGNOSE_PART_BYTES;
+  let bytes = 0;
+  const left: string[] = [];
   await mapLimit(targets, opts.concurrency ?? DEFAULT_READ_CONCURRENCY, async (h) => {
+    if (bytes >= partBytes || timeLeft() < DIAGNOSE_MIN_HOST_MS) {
+      left.push(h.hostId);
+      return;
+    }
     const one = await diagnoseHost(h, (fn) => withTransport(spec, provider, h, fn), {
       workshop: name,
       redact,
       now,
+      budgetMs: Math.min(DIAGNOSE_HOST_BUDGET_MS, timeLeft() - DIAGNOSE_MIN_HOST_MS / 2),
     });
+    bytes += one.files.reduce((n, f) => n + Buffer.byteLength(f.content), 0);
     files.push(...one.files);
     index.hosts.push({
       id: h.hostId,
@@ -609,8 +653,13 @@ export async function diagnose(
   index.hosts.sort((a, b) => a.id.localeCompare(b.id));
   files.sort((a, b) => a.path.localeCompare(b.path));
   const stamp = collectedAt.replace(/[-:]/g, "").replace(/\.\d+Z$/, "Z");
+  const next = left.sort()[0];
+  if (next) {
+    index.next = next;
+    index.more = `${left.length} more hosts, from ${next}, are in the next part: \`labfleet diagnose ${name}\` collects every part`;
+  }
   files.push({ path: "index.json", content: `${JSON.stringify(index, null, 2)}\n` });
-  return { name: `${name}.diagnose-${stamp}`, files, index };
+  return { name: opts.name ?? `${name}.diagnose-${stamp}`, files, index, ...(next ? { next } : {}) };
 }
 
 // ------------------------------------------------------------------------------------- access sheet

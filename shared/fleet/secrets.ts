@@ -68,10 +68,11 @@ export async function publishSecretParameter(spec: Workshop): Promise<void> {
  */
 export async function pushSecrets(t: Transport, spec: Workshop, transport: TransportName): Promise<void> {
   if (spec.lab.operator_secrets.length === 0) return; // startLab removes a stale secrets.env
+  // BeginUp checked the values and wrote the run's parameter: SSM hosts only fetch it (no read per host).
+  if (transport === "ssm") return fetchSecretsOnHost(t, spec);
   const { values, missing } = await secretValues(spec);
   if (missing.length > 0)
     throw new LabStepError(`operator secrets missing from the secret store: ${missing.join(", ")}`);
-  if (transport === "ssm") return fetchSecretsOnHost(t, spec);
   const d = stateDir(spec.name);
   const r = await t.exec(
     `set -e; umask 077; d=${d}; mkdir -p "$d"; chmod 700 "$d"; cat > "$d/secrets.env.tmp"; chmod 600 "$d/secrets.env.tmp"; mv "$d/secrets.env.tmp" "$d/secrets.env"`,

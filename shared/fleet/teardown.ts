@@ -28,7 +28,9 @@ export async function deprovisionHosts(workshop: string): Promise<{ results: Dep
       `provider ${spec.provider.type} is not available here`,
     );
   const hosts = (await listHosts(workshop)).filter((h) => h.state !== "torn_down" && h.address);
-  await mapLimit(hosts, 16, async (h) => {
+  // Hosts that deprovision ends anyway (terminated instances) are not stopped one by one first.
+  const toStop = provider.deprovisionEndsLabs ? [] : hosts;
+  await mapLimit(toStop, 16, async (h) => {
     const t = transportFor(spec, provider, h);
     try {
       await stopLab(t, workshop);

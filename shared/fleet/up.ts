@@ -3,10 +3,12 @@ import { hostIdsOf, type Provider } from "../providers/types.ts";
 import { isoNow } from "../runtime/clock.ts";
 import { mapLimit } from "../runtime/concurrency.ts";
 import { seal } from "../runtime/crypto.ts";
+import { timeLeft } from "../runtime/deadline.ts";
 import { useDeps } from "../runtime/deps.ts";
 import { errorMessage, VisibleError } from "../runtime/errors.ts";
 import { log } from "../runtime/logger.ts";
 import type { HostItem } from "../store/entities.ts";
+import type { Transport } from "../transports/types.ts";
 import type { Workshop } from "../workshop/schema.ts";
 import { recordEvent } from "./events.ts";
 import { transportFor } from "./hosts.ts";
@@ -35,6 +37,8 @@ import { getWorkshop, listHosts } from "./workshops.ts";
  */
 
 export const POLL_CONCURRENCY = 16;
+/** A poll starts checking a host only with at least this much of its time left (a probe, health, access). */
+export const POLL_MIN_HOST_MS = 20_000;
 
 export async function loadWorkshop(workshop: string): Promise<{ spec: Workshop; provider: Provider }> {
   const w = await getWorkshop(workshop);
@@ -67,6 +71,15 @@ export interface UpSettings {
   deploy: boolean;
 }
 
+/**
+ * The hosts a run deploys at once: what the workshop (or the run) asks, at most half of the task invocations
+ * the account can run at once when the runtime knows that number (Deps.taskConcurrency), at least one.
+ */
+export function boundConcurrency(wanted: number, accountConcurrency: number | undefined): number {
+  if (accountConcurrency === undefined) return wanted;
+  return Math.max(1, Math.min(wanted, Math.floor(accountConcurrency / 2)));
+}
+
 /** Settings for this run; the deadline is fixed at the first start so a resumed run keeps it. */
 export async function beginUp(workshop: string, runId: string): Promise<UpSettings> {
   const { store, clock } = useDeps();
@@ -86,7 +99,7 @@ export async function beginUp(workshop: string, runId: string): Promise<UpSettin
     await publishSecretParameter(spec);
   }
   return {
-    concurrency: run.concurrency ?? spec.lab.concurrency,
+    concurrency: boundConcurrency(run.concurrency ?? spec.lab.concurrency, await useDeps().taskConcurrency?.()),
     pollSeconds: spec.lab.poll_seconds,
     deadline,
     deploy,
@@ -107,29 +120,29 @@ export async function provisionHosts(workshop: string, runId: string): Promise<{
   const expiry = w.expiry ?? new Date(now.getTime() + spec.provider.ttl_hours * 3_600_000).toISOString();
   const existing = new Map((await listHosts(workshop)).map((h) => [h.hostId, h]));
 
-  // A deploy or retry of hosts that are already provisioned goes straight to deploying them.
   const run = await getRun(workshop, runId);
-  if (run.kind !== "up" && run.selection?.length) {
-    const known = run.selection.filter(
-      (id) => existing.get(id)?.address && existing.get(id)?.state !== "torn_down",
-    );
-    if (known.length === run.selection.length) return { hostIds: known };
-  }
+  // A deploy or retry acts on its selection and leaves the workshop's state to FinishUp; the others say what
+  // the workshop is doing.
+  const selected = run.kind !== "up" && run.selection?.length ? new Set(run.selection) : undefined;
 
   await store.workshop
     .patch({ name: workshop })
-    .set({ state: "provisioning", expiry, updatedAt: now.toISOString() })
+    .set({ ...(selected ? {} : { state: "provisioning" as const }), expiry, updatedAt: now.toISOString() })
     .go();
   await removeDroppedHosts(spec, provider, [...existing.values()]);
   const removed = new Set(w.removedHosts ?? []);
+  // Every run provisions what it acts on (a deploy or retry its selection): provision is idempotent, so live
+  // hosts are reused as they are, and a host whose machine is gone (an EC2 instance a student powered off) is
+  // replaced before it is deployed.
   const provisioned = await provider.provision(
     spec,
-    hostIdsOf(spec).filter((id) => !removed.has(id)),
-    { expiry: new Date(expiry) },
+    hostIdsOf(spec).filter((id) => !removed.has(id) && (!selected || selected.has(id))),
+    { expiry: new Date(expiry), attempt: runId },
   );
   for (const p of provisioned) {
     const prev = existing.get(p.hostId);
-    const keep = prev && prev.state !== "torn_down";
+    // A host that comes back at another address is another machine: nothing of the old lab is kept.
+    const keep = prev && prev.state !== "torn_down" && (!prev.address || prev.address === p.address);
     await store.host
       .put({
         workshop,
@@ -164,17 +177,14 @@ export async function provisionHosts(workshop: string, runId: string): Promise<{
     await store.run.patch({ workshop, runId }).set({ hosts: results }).go();
     return { hostIds: provisioned.filter((p) => !p.error).map((p) => p.hostId) };
   }
-  await store.workshop
-    .patch({ name: workshop })
-    .set({ state: "deploying", updatedAt: isoNow(clock) })
-    .go();
-  // A deploy or retry acts on the hosts it selected; hosts that could not be provisioned are not deployed.
-  const selected = run.selection?.length ? new Set(run.selection) : undefined;
-  return {
-    hostIds: provisioned
-      .filter((p) => !p.error && (!selected || selected.has(p.hostId)))
-      .map((p) => p.hostId),
-  };
+  if (!selected) {
+    await store.workshop
+      .patch({ name: workshop })
+      .set({ state: "deploying", updatedAt: isoNow(clock) })
+      .go();
+  }
+  // Hosts that could not be provisioned are not deployed.
+  return { hostIds: provisioned.filter((p) => !p.error).map((p) => p.hostId) };
 }
 
 /** Hosts the spec no longer lists (a lower count, a host taken out of hosts[]) are stopped and given back. */
@@ -190,15 +200,15 @@ async function removeDroppedHosts(spec: Workshop, provider: Provider, existing: 
 /** Stops the labs of these hosts, gives the hosts back to their provider and marks them torn down. */
 export async function removeHosts(spec: Workshop, provider: Provider, dropped: HostItem[]): Promise<void> {
   if (dropped.length === 0) return;
-  for (const h of dropped) {
-    if (!h.address) continue;
+  const toStop = provider.deprovisionEndsLabs ? [] : dropped.filter((h) => h.address);
+  await mapLimit(toStop, POLL_CONCURRENCY, async (h) => {
     const t = transportFor(spec, provider, h);
     try {
       await stopLab(t, spec.name).catch(() => undefined);
     } finally {
       await t.close?.();
     }
-  }
+  });
   const results = await provider.deprovision(
     spec,
     dropped.map((h) => h.hostId),
@@ -252,6 +262,7 @@ export async function deployHost(
       return { hostId, action: "running" };
     }
     if (verdict.state === "running") await stopLab(t, workshop);
+    await waitForBoot(t, provider);
     const now = isoNow(clock);
     await store.host
       .patch({ workshop, hostId })
@@ -268,6 +279,16 @@ export async function deployHost(
   } finally {
     await t.close?.();
   }
+}
+
+/** Waits until the host has finished booting, when its provider says how (see Provider.bootWait). */
+async function waitForBoot(t: Transport, provider: Provider): Promise<void> {
+  if (!provider.bootWait) return;
+  const r = await t.exec(provider.bootWait.command, {
+    timeoutMs: provider.bootWait.timeoutMs,
+    step: "wait for the first boot",
+  });
+  if (r.exitCode !== 0) throw new LabStepError(`the host did not finish booting: ${lastLines(r)}`);
 }
 
 /** Records a host's deploy failure (the Map item's Catch): only that host fails. */
@@ -367,10 +388,13 @@ export async function checkHost(
 export async function pollFleet(workshop: string, runId: string, deadline: string): Promise<PollResult> {
   const { clock } = useDeps();
   const { spec, provider } = await loadWorkshop(workshop);
-  const hosts = await runHosts(workshop, runId);
+  // The hosts checked longest ago go first: when a poll's time runs out (a function's deadline, see
+  // shared/runtime/deadline.ts), the hosts it did not reach are the first the next poll checks.
+  const hosts = (await runHosts(workshop, runId)).sort((a, b) => a.updatedAt.localeCompare(b.updatedAt));
   const redact = await secretRedactor(spec);
   const states = await mapLimit(hosts, POLL_CONCURRENCY, async (h) => {
     if (h.state !== "deploying") return h.state;
+    if (timeLeft() < POLL_MIN_HOST_MS) return h.state;
     const state = await checkHost(spec, provider, h, redact);
     if (state === "ready" || state === "failed") await hostEvent(workshop, h.hostId, state, runId);
     return state;
@@ -380,13 +404,10 @@ export async function pollFleet(workshop: string, runId: string, deadline: strin
     (s) => s === "deploying" || s === "pending" || s === "provisioning",
   ).length;
   // Labs go on the board as they pass their health gate; the portal opens once portal.open_at_percent of
-  // the workshop's labs (all of them, not only this run's) are ready. With provider.student_access: open,
-  // the lab UIs are opened to the internet once every one of them is (never failing the run).
-  if (spec.portal.enabled || unfinished === 0) {
+  // the workshop's labs (all of them, not only this run's) are ready.
+  if (spec.portal.enabled) {
     const all = (await listHosts(workshop)).filter((h) => h.state !== "torn_down");
-    if (spec.portal.enabled)
-      await openWhenReady(spec, all.filter((h) => h.state === "ready").length, all.length);
-    if (unfinished === 0) await openAccessWhenReady(spec, provider, runId, all);
+    await openWhenReady(spec, all.filter((h) => h.state === "ready").length, all.length);
   }
   return {
     done: unfinished === 0,
@@ -435,9 +456,10 @@ export async function failUnfinished(
     ["deploying", "pending", "provisioning"].includes(h.state),
   );
   await mapLimit(hosts, POLL_CONCURRENCY, async (h) => {
+    // Stopping the setup is best effort, within the step's time; the host fails either way.
     const t = transportFor(spec, provider, h);
     try {
-      await stopLab(t, workshop).catch(() => undefined);
+      if (timeLeft() >= POLL_MIN_HOST_MS) await stopLab(t, workshop).catch(() => undefined);
     } finally {
       await t.close?.();
     }
@@ -479,10 +501,18 @@ export async function finishUp(workshop: string, runId: string): Promise<{ state
           }),
     })
     .go();
+  const live = (await listHosts(workshop)).filter((h) => h.state !== "torn_down");
+  const ready = live.length > 0 && live.every((h) => h.state === "ready");
   await store.workshop
     .patch({ name: workshop })
-    .set({ state: (await fleetReady(workshop)) ? "ready" : "failed", updatedAt: now })
+    .set({ state: ready ? "ready" : "failed", updatedAt: now })
     .go();
+  // With provider.student_access: open, the lab UIs are opened to the internet once every lab of the
+  // workshop is ready (never failing the run).
+  if (ready) {
+    const { spec, provider } = await loadWorkshop(workshop);
+    await openAccessWhenReady(spec, provider, runId, live);
+  }
   await removeRunSecrets(workshop);
   await releaseWorkshop(workshop, runId);
   await recordEvent({ workshop, type: "run.finished", runId, detail: { kind, state } });
@@ -554,4 +584,28 @@ export async function failRun(workshop: string, runId: string, error: string): P
   await removeRunSecrets(workshop);
   await releaseWorkshop(workshop, runId);
   await recordEvent({ workshop, type: "run.finished", runId, detail: { kind: run.kind, state: "failed" } });
+}
+
+/**
+ * A run's execution ended (Step Functions: FAILED, TIMED_OUT or ABORTED) without its own steps recording the end
+ * (its FailRun step failed too, the execution hit a limit, someone stopped it in the console). When the run's
+ * record still says running, the run fails with the execution's error, operator secrets redacted, as FailRun
+ * would. Returns whether it did.
+ */
+export async function failEndedExecution(
+  workshop: string,
+  runId: string,
+  status: "FAILED" | "TIMED_OUT" | "ABORTED",
+  error: string,
+): Promise<boolean> {
+  const { store } = useDeps();
+  const run = (await store.run.get({ workshop, runId }).go()).data;
+  if (run?.state !== "running") return false;
+  const { spec } = await loadWorkshop(workshop);
+  const redact = await secretRedactor(spec);
+  const what = { FAILED: "failed", TIMED_OUT: "timed out", ABORTED: "was aborted" }[status];
+  const reason = redact(`the workflow's execution ${what}: ${error}`);
+  log.warn("run failed by its execution's end", { workshop, runId, status, error: reason.slice(0, 500) });
+  await failRun(workshop, runId, reason);
+  return true;
 }

@@ -2,11 +2,14 @@ import type { Tag } from "@aws-sdk/client-ec2";
 
 /**
  * What every part of the EC2 provider shares: the ownership tags and a few helpers. The tags are the only
- * proof that labfleet made a resource: reuse, teardown, the sweeper and security-group cleanup look resources
- * up by them and re-check them on every resource EC2 returns before touching it.
+ * proof that labfleet made a resource, and which stage of it: reuse, teardown, the sweeper and security-group
+ * cleanup look resources up by them (`ManagedBy`, `labfleet-stage`, `labfleet-workshop`, and for hosts
+ * `labfleet-host-id`) and re-check them on every resource EC2 returns before touching it.
  */
 
 export const OWNER_TAG = { key: "ManagedBy", value: "labfleet" } as const;
+/** The deployment stage that made it: two stages in one account never share, see, sweep or delete each other's. */
+export const STAGE_TAG = "labfleet-stage";
 export const WORKSHOP_TAG = "labfleet-workshop";
 export const HOST_ID_TAG = "labfleet-host-id";
 export const EXPIRY_TAG = "labfleet-expiry";

@@ -12,12 +12,12 @@ import {
 } from "@aws-sdk/client-ec2";
 import { errorMessage, VisibleError } from "../runtime/errors.ts";
 import type { Workshop } from "../workshop/schema.ts";
-import { CREATED_TAG, errorName, OWNER_TAG, tagValue, WORKSHOP_TAG } from "./aws-common.ts";
+import { CREATED_TAG, errorName, OWNER_TAG, STAGE_TAG, tagValue, WORKSHOP_TAG } from "./aws-common.ts";
 
 /**
  * The security group labfleet manages for a workshop without `security_group_ids`: one per workshop and VPC,
- * named `labfleet-<workshop>`, tagged `ManagedBy=labfleet`, `labfleet-workshop=<name>` and
- * `labfleet-created=<ISO time>`.
+ * named `labfleet-<stage>-<workshop>`, tagged `ManagedBy=labfleet`, `labfleet-stage=<stage>`,
+ * `labfleet-workshop=<name>` and `labfleet-created=<ISO time>`.
  *
  * Its inbound rules are reconciled on every provision to exactly:
  * - TCP 22 and every `lab.ui_ports` port from each of `provider.operator_cidrs` ("labfleet operator"), and
@@ -35,8 +35,8 @@ export const SSH_PORT = 22;
 export const OPERATOR_RULE = "labfleet operator";
 export const OPEN_RULE = "labfleet open access";
 
-export function managedGroupName(workshop: string): string {
-  return `labfleet-${workshop}`;
+export function managedGroupName(stage: string, workshop: string): string {
+  return `labfleet-${stage}-${workshop}`;
 }
 
 // ---- CIDRs -------------------------------------------------------------------------------------------
@@ -270,8 +270,9 @@ function difference(a: IngressRule[], b: IngressRule[]): IngressRule[] {
   return a.filter((r) => !keys.has(ruleKey(r)));
 }
 
-function isOwned(group: SecurityGroup, workshop?: string): boolean {
+function isOwned(group: SecurityGroup, stage: string, workshop?: string): boolean {
   if (tagValue(group.Tags, OWNER_TAG.key) !== OWNER_TAG.value) return false;
+  if (tagValue(group.Tags, STAGE_TAG) !== stage) return false;
   const w = tagValue(group.Tags, WORKSHOP_TAG);
   return workshop === undefined ? w !== undefined : w === workshop;
 }
@@ -315,7 +316,11 @@ export function byoAccessMessage(groupIds: string[], ports: number[], open: bool
 
 /** The EC2 calls for labfleet's own security groups. Every method is idempotent. */
 export class ManagedSecurityGroups {
-  constructor(private readonly ec2: EC2Client) {}
+  constructor(
+    private readonly ec2: EC2Client,
+    /** The deployment stage: only its groups are found, changed or deleted. */
+    private readonly stage: string,
+  ) {}
 
   /** The VPC of the subnet the hosts are launched into. */
   async vpcOf(subnetId: string): Promise<string> {
@@ -330,6 +335,7 @@ export class ManagedSecurityGroups {
     const Filters: Filter[] = [
       ...(vpcId ? [{ Name: "vpc-id", Values: [vpcId] }] : []),
       { Name: `tag:${OWNER_TAG.key}`, Values: [OWNER_TAG.value] },
+      { Name: `tag:${STAGE_TAG}`, Values: [this.stage] },
       ...(workshop ? [{ Name: `tag:${WORKSHOP_TAG}`, Values: [workshop] }] : []),
     ];
     const groups: SecurityGroup[] = [];
@@ -338,7 +344,9 @@ export class ManagedSecurityGroups {
       const page = await this.ec2.send(
         new DescribeSecurityGroupsCommand(NextToken ? { Filters, NextToken } : { Filters }),
       );
-      groups.push(...(page.SecurityGroups ?? []).filter((g) => g.GroupId && isOwned(g, workshop)));
+      groups.push(
+        ...(page.SecurityGroups ?? []).filter((g) => g.GroupId && isOwned(g, this.stage, workshop)),
+      );
       NextToken = page.NextToken;
     } while (NextToken);
     return groups.sort((a, b) => (a.GroupId ?? "").localeCompare(b.GroupId ?? ""));
@@ -352,7 +360,7 @@ export class ManagedSecurityGroups {
   async ensure(workshop: string, vpcId: string, now: Date): Promise<SecurityGroup> {
     const [existing] = await this.find(workshop, vpcId);
     if (existing) return existing;
-    const GroupName = managedGroupName(workshop);
+    const GroupName = managedGroupName(this.stage, workshop);
     try {
       const out = await this.ec2.send(
         new CreateSecurityGroupCommand({
@@ -364,6 +372,7 @@ export class ManagedSecurityGroups {
               ResourceType: "security-group",
               Tags: [
                 { Key: OWNER_TAG.key, Value: OWNER_TAG.value },
+                { Key: STAGE_TAG, Value: this.stage },
                 { Key: WORKSHOP_TAG, Value: workshop },
                 { Key: CREATED_TAG, Value: now.toISOString() },
                 { Key: "Name", Value: GroupName },
@@ -386,7 +395,7 @@ export class ManagedSecurityGroups {
       }),
     );
     const group = named.SecurityGroups?.[0];
-    if (group?.GroupId && isOwned(group, workshop)) return group;
+    if (group?.GroupId && isOwned(group, this.stage, workshop)) return group;
     throw new VisibleError(
       "conflict",
       "provider.security_group_taken",

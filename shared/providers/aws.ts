@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto";
+import { createHash, randomUUID } from "node:crypto";
 import {
   CreateTagsCommand,
   DescribeImagesCommand,
@@ -27,6 +27,7 @@ import {
   HOST_ID_TAG,
   OWNER_TAG,
   parseIsoTime,
+  STAGE_TAG,
   tagValue,
   WORKSHOP_TAG,
 } from "./aws-common.ts";
@@ -54,7 +55,7 @@ import {
   type SweptInstance,
 } from "./types.ts";
 
-export { EXPIRY_TAG, HOST_ID_TAG, OWNER_TAG, WORKSHOP_TAG } from "./aws-common.ts";
+export { EXPIRY_TAG, HOST_ID_TAG, OWNER_TAG, STAGE_TAG, WORKSHOP_TAG } from "./aws-common.ts";
 
 /**
  * EC2 hosts, reached through SSM (the host's address is its instance id).
@@ -146,6 +147,11 @@ type AwsSpec = Extract<Workshop["provider"], { type: "aws" }>;
 
 export interface AwsProviderOptions {
   ec2: EC2Client;
+  /**
+   * The deployment stage (`LABFLEET_STAGE`): tagged on everything this provider creates and required on
+   * everything it reuses, changes or deletes, so two stages in one account never touch each other's hosts.
+   */
+  stage: string;
   /** For the SSM agent wait. Default: an SSMClient for the EC2 client's region and credentials. */
   ssm?: SSMClient;
   /** For the vCPU quota check. Default: a ServiceQuotasClient for the EC2 client's region and credentials. */
@@ -222,34 +228,37 @@ export function architectureOf(type: string): "x86_64" | "arm64" {
 }
 
 /**
- * The idempotency token of one launch: a retried RunInstances with it never makes a second instance. It is
- * derived from the workshop, the host id and the launch's expiry (fixed once per provision call), because EC2
- * keeps a token for at least 24 hours after its instance is terminated: a token of workshop and host id alone
- * would make the next `up` of a torn-down workshop fail (or hand back the dead instance) for a day. A new
- * provision call finds an earlier launch by its tags (pending instances included), not by the token.
+ * The idempotency token of one launch attempt: a retried RunInstances (the SDK's retries, or Step Functions
+ * retrying the Provision function within the run) never makes a second instance. EC2 keeps a token bound to its
+ * request's parameters after the instance is terminated, and answers IdempotentParameterMismatch to the same
+ * token with other parameters, so the token also names the attempt (the run): the next run gets a token of its
+ * own and can replace a host whose instance is gone. A new provision call finds an earlier launch by its tags
+ * (pending instances included), not by the token.
  */
-export function clientTokenFor(workshop: string, hostId: string, expiry: Date): string {
-  const digest = createHash("sha256").update(`${workshop}\n${hostId}\n${expiry.toISOString()}`).digest("hex");
+export function clientTokenFor(
+  owner: { stage: string; workshop: string; hostId: string },
+  expiry: Date,
+  attempt: string,
+): string {
+  const digest = createHash("sha256")
+    .update([owner.stage, owner.workshop, owner.hostId, expiry.toISOString(), attempt].join("\n"))
+    .digest("hex");
   return `labfleet-${digest.slice(0, 48)}`;
-}
-
-/** The minutes `shutdown -P +N` waits: the TTL, rounded down (never later than the expiry). */
-export function powerOffMinutes(ttlHours: number): number {
-  return Math.max(1, Math.floor(ttlHours * 60));
 }
 
 /**
  * The dead-man switch, run once as root by cloud-init at first boot:
- * 1. `shutdown -P +<ttl minutes>`: the power-off at launch + ttl_hours (counted from boot, a minute or so late).
+ * 1. `shutdown -P +<minutes>`: the power-off at the expiry, in whole minutes from the host's own clock when the
+ *    user data runs (never later than the expiry; at least one minute).
  * 2. a systemd timer, every minute from boot, that powers off once the deadline (UTC epoch seconds in
- *    /etc/labfleet/deadline, the exact expiry) has passed: it covers a reboot, which cancels step 1, and a
- *    minute or so the boot adds to step 1. A missing or garbled deadline file falls back to the deadline baked in here.
+ *    /etc/labfleet/deadline, the exact expiry) has passed: it covers a reboot, which cancels step 1, and the
+ *    rest of the minute step 1 rounds away. A missing or garbled deadline file falls back to the deadline baked in here.
  * With InstanceInitiatedShutdownBehavior=terminate, the power-off terminates the instance. `labfleet extend`
- * rewrites the deadline file and re-runs `shutdown -P`. LABFLEET_ROOT (unset on a real host) lets a test run the
- * script in a folder.
+ * rewrites the deadline file and re-runs `shutdown -P`. The script depends on the expiry only (not on when it
+ * was made), so a retried launch asks EC2 for exactly the same instance. LABFLEET_ROOT (unset on a real host)
+ * lets a test run the script in a folder.
  */
-export function powerOffUserData(ttlHours: number, expiry: Date, opts: { awsCli?: boolean } = {}): string {
-  const minutes = powerOffMinutes(ttlHours);
+export function powerOffUserData(expiry: Date, opts: { awsCli?: boolean } = {}): string {
   const deadline = Math.floor(expiry.getTime() / 1000);
   return `#!/bin/bash
 # labfleet dead-man switch: this host powers itself off (and so terminates) at ${expiry.toISOString()}.
@@ -257,7 +266,9 @@ set -u
 root="\${LABFLEET_ROOT:-}"
 mkdir -p "$root/etc/labfleet" "$root/usr/local/sbin" "$root/etc/systemd/system"
 echo ${deadline} > "$root/etc/labfleet/deadline"
-shutdown -P +${minutes} "labfleet: the workshop's time is up" || echo "labfleet: shutdown -P failed" >&2
+minutes=$(( (${deadline} - $(date +%s)) / 60 ))
+[ "$minutes" -ge 1 ] || minutes=1
+shutdown -P +"$minutes" "labfleet: the workshop's time is up" || echo "labfleet: shutdown -P failed" >&2
 cat > "$root/usr/local/sbin/labfleet-deadman" <<'EOF'
 #!/bin/sh
 # labfleet dead-man switch: power off once the deadline (UTC epoch seconds) has passed.
@@ -300,10 +311,16 @@ function tagOf(instance: Instance, key: string): string | undefined {
   return tagValue(instance.Tags, key);
 }
 
-/** Why an instance is not this workshop's host, or undefined when it carries all three ownership tags. */
-function ownershipProblem(instance: Instance, workshop: string, hostId: string): string | undefined {
+/** Why an instance is not this stage's host of this workshop, or undefined when its ownership tags all match. */
+function ownershipProblem(
+  instance: Instance,
+  stage: string,
+  workshop: string,
+  hostId: string,
+): string | undefined {
   const expected: [string, string][] = [
     [OWNER_TAG.key, OWNER_TAG.value],
+    [STAGE_TAG, stage],
     [WORKSHOP_TAG, workshop],
     [HOST_ID_TAG, hostId],
   ];
@@ -325,9 +342,27 @@ interface Lookup {
   foreign: Map<string, { instance: Instance; problem: string }[]>;
 }
 
+/**
+ * Waits for cloud-init (which runs the user data: the dead-man switch, the AWS CLI the secrets fetch needs) to
+ * finish. `cloud-init status --wait` exits 0 when done, 2 when done with recoverable errors (deprecated
+ * configuration, say: the user data ran) and 1 when it failed. An image without cloud-init has nothing to wait
+ * for.
+ */
+export const CLOUD_INIT_WAIT = `command -v cloud-init >/dev/null 2>&1 || exit 0
+cloud-init status --wait >/dev/null 2>&1
+rc=$?
+if [ "$rc" -eq 0 ] || [ "$rc" -eq 2 ]; then exit 0; fi
+echo "cloud-init reports that the first boot failed (exit $rc): see /var/log/cloud-init-output.log on the host" >&2
+exit 1
+`;
+
 export class AwsProvider implements Provider {
   readonly name = "aws" as const;
   readonly transport = "ssm" as const;
+  /** Within DeployHost's 15 minutes, with room for the deploy itself. */
+  readonly bootWait = { command: CLOUD_INIT_WAIT, timeoutMs: 10 * 60_000 };
+  /** Terminating an instance ends its labs: a teardown does not stop them first. */
+  readonly deprovisionEndsLabs = true;
 
   private readonly ec2: EC2Client;
   private readonly ssm: SSMClient;
@@ -340,6 +375,7 @@ export class AwsProvider implements Provider {
   private readonly ssmWaitTimeoutMs: number;
   private readonly ssmPollIntervalMs: number;
   private readonly instanceProfileArn: string | undefined;
+  private readonly stage: string;
 
   constructor(opts: AwsProviderOptions) {
     this.ec2 = opts.ec2;
@@ -347,7 +383,8 @@ export class AwsProvider implements Provider {
     const same = { region: opts.ec2.config.region, credentials: opts.ec2.config.credentials };
     this.ssm = opts.ssm ?? new SSMClient(same);
     this.serviceQuotas = opts.serviceQuotas ?? new ServiceQuotasClient(same);
-    this.groups = new ManagedSecurityGroups(opts.ec2);
+    this.stage = opts.stage;
+    this.groups = new ManagedSecurityGroups(opts.ec2, opts.stage);
     this.clock = opts.clock ?? { now: () => new Date() };
     this.sleep = opts.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms)));
     this.waitTimeoutMs = opts.waitTimeoutMs ?? 10 * 60_000;
@@ -541,6 +578,8 @@ export class AwsProvider implements Provider {
 
     if (toCreate.length > 0) {
       const expiry = this.expiryOf(p, opts.expiry);
+      // Without a run to name the attempt (a direct call), each call is an attempt of its own.
+      const attempt = opts.attempt ?? randomUUID();
       let image: Image | undefined;
       let launchError = groupError;
       if (!launchError) {
@@ -556,7 +595,7 @@ export class AwsProvider implements Provider {
           return;
         }
         try {
-          instanceOf.set(hostId, await this.launch(spec, p, hostId, image, expiry, groupIds));
+          instanceOf.set(hostId, await this.launch(spec, p, hostId, image, expiry, groupIds, attempt));
         } catch (err) {
           results.set(hostId, { hostId, address: "", labels, error: `RunInstances: ${errorMessage(err)}` });
         }
@@ -661,13 +700,19 @@ export class AwsProvider implements Provider {
   async sweepExpired(now: Date): Promise<SweptInstance[]> {
     const instances = await this.describeAll([
       { Name: `tag:${OWNER_TAG.key}`, Values: [OWNER_TAG.value] },
+      { Name: `tag:${STAGE_TAG}`, Values: [this.stage] },
       { Name: "instance-state-name", Values: NOT_TERMINATED },
     ]);
     const present = new Set<string>();
     const swept: SweptInstance[] = [];
     const expired: SweptInstance[] = [];
     for (const instance of instances) {
-      if (!instance.InstanceId || tagOf(instance, OWNER_TAG.key) !== OWNER_TAG.value) continue;
+      if (
+        !instance.InstanceId ||
+        tagOf(instance, OWNER_TAG.key) !== OWNER_TAG.value ||
+        tagOf(instance, STAGE_TAG) !== this.stage
+      )
+        continue;
       const workshop = tagOf(instance, WORKSHOP_TAG);
       const hostId = tagOf(instance, HOST_ID_TAG);
       const expiryTag = tagOf(instance, EXPIRY_TAG);
@@ -824,6 +869,7 @@ export class AwsProvider implements Provider {
     for (const chunk of chunks(hostIds, FILTER_CHUNK)) {
       const Filters: Filter[] = [
         { Name: `tag:${OWNER_TAG.key}`, Values: [OWNER_TAG.value] },
+        { Name: `tag:${STAGE_TAG}`, Values: [this.stage] },
         { Name: `tag:${WORKSHOP_TAG}`, Values: [workshop] },
         { Name: `tag:${HOST_ID_TAG}`, Values: chunk },
         { Name: "instance-state-name", Values: states },
@@ -836,7 +882,7 @@ export class AwsProvider implements Provider {
         for (const instance of (page.Reservations ?? []).flatMap((r) => r.Instances ?? [])) {
           const hostId = tagOf(instance, HOST_ID_TAG);
           if (hostId === undefined || !chunk.includes(hostId) || !instance.InstanceId) continue;
-          const problem = ownershipProblem(instance, workshop, hostId);
+          const problem = ownershipProblem(instance, this.stage, workshop, hostId);
           if (problem) foreign.set(hostId, [...(foreign.get(hostId) ?? []), { instance, problem }]);
           else owned.set(hostId, [...(owned.get(hostId) ?? []), instance]);
         }
@@ -874,11 +920,17 @@ export class AwsProvider implements Provider {
     try {
       const left = await this.describeAll([
         { Name: `tag:${OWNER_TAG.key}`, Values: [OWNER_TAG.value] },
+        { Name: `tag:${STAGE_TAG}`, Values: [this.stage] },
         { Name: `tag:${WORKSHOP_TAG}`, Values: [workshop] },
         { Name: "instance-state-name", Values: PRESENT_STATES },
       ]);
       if (
-        left.some((i) => tagOf(i, WORKSHOP_TAG) === workshop && tagOf(i, OWNER_TAG.key) === OWNER_TAG.value)
+        left.some(
+          (i) =>
+            tagOf(i, WORKSHOP_TAG) === workshop &&
+            tagOf(i, STAGE_TAG) === this.stage &&
+            tagOf(i, OWNER_TAG.key) === OWNER_TAG.value,
+        )
       ) {
         return undefined;
       }
@@ -1097,6 +1149,7 @@ export class AwsProvider implements Provider {
     image: Image,
     expiry: Date,
     securityGroupIds: string[],
+    attempt: string,
   ): Promise<string> {
     const type = resolveInstanceType(p) as string;
     const volumeSize = p.volume_size_gib ?? DEFAULT_VOLUME_SIZE_GIB;
@@ -1109,10 +1162,11 @@ export class AwsProvider implements Provider {
     }
     const tags: Tag[] = [
       { Key: OWNER_TAG.key, Value: OWNER_TAG.value },
+      { Key: STAGE_TAG, Value: this.stage },
       { Key: WORKSHOP_TAG, Value: spec.name },
       { Key: HOST_ID_TAG, Value: hostId },
       { Key: EXPIRY_TAG, Value: expiry.toISOString() },
-      { Key: "Name", Value: `labfleet-${spec.name}-${hostId}` },
+      { Key: "Name", Value: `labfleet-${this.stage}-${spec.name}-${hostId}` },
     ];
     const nested = p.nested_virtualization === true && NESTED_FAMILIES.has(familyOf(type).family);
     const input: RunInstancesCommandInput = {
@@ -1121,7 +1175,7 @@ export class AwsProvider implements Provider {
       SubnetId: p.subnet_id,
       MinCount: 1,
       MaxCount: 1,
-      ClientToken: clientTokenFor(spec.name, hostId, expiry),
+      ClientToken: clientTokenFor({ stage: this.stage, workshop: spec.name, hostId }, expiry, attempt),
       SecurityGroupIds: securityGroupIds,
       ...(this.instanceProfileArn ? { IamInstanceProfile: { Arn: this.instanceProfileArn } } : {}),
       ...(nested ? { CpuOptions: { NestedVirtualization: "enabled" as const } } : {}),
@@ -1135,7 +1189,7 @@ export class AwsProvider implements Provider {
       ],
       UserData: Buffer.from(
         // The power-off counts from now to the expiry: a host made after an extend ends with the others.
-        powerOffUserData((expiry.getTime() - this.clock.now().getTime()) / 3_600_000, expiry, {
+        powerOffUserData(expiry, {
           awsCli: spec.lab.operator_secrets.length > 0,
         }),
         "utf8",

@@ -15,12 +15,23 @@ export interface ProvisionedHost {
 
 export interface ProvisionOptions {
   expiry?: Date;
+  /**
+   * What this provision is part of (the run id): a retry of the same attempt must not create a host twice,
+   * another attempt may replace a host that is gone (EC2: it names the launch's ClientToken).
+   */
+  attempt?: string;
 }
 
 export interface PlanItem {
   hostId: string;
   action: "create" | "reuse" | "noop";
   detail?: string;
+}
+
+export interface BootWait {
+  /** Exits 0 once the host has booted, non-zero with the reason on stderr when its boot failed. */
+  command: string;
+  timeoutMs: number;
 }
 
 export interface DeprovisionResult {
@@ -33,6 +44,17 @@ export interface DeprovisionResult {
 export interface Provider {
   readonly name: Workshop["provider"]["type"];
   readonly transport: TransportName;
+  /**
+   * A command that waits on the host until the machine has finished booting, run before a host's first
+   * deploy (EC2: until cloud-init has run the user data that installs what the deploy needs). Absent: the host
+   * is ready when it answers.
+   */
+  readonly bootWait?: BootWait;
+  /**
+   * Deprovision ends everything running on a host (EC2 terminates the instance), so a teardown does not stop
+   * each lab first: with many silent hosts that would spend the teardown's time on hosts about to vanish.
+   */
+  readonly deprovisionEndsLabs?: boolean;
   /** Checks the provider section beyond the schema; returns every problem with its YAML path. */
   validate(spec: Workshop): ErrorDetail[];
   plan(spec: Workshop): Promise<PlanItem[]>;

@@ -68,6 +68,11 @@ export interface Deps {
   scheduleMirror?: ScheduleMirror;
   /** Cloud only: the SecureString operator secrets reach SSM hosts through (without it they are refused). */
   secretParameters?: SecretParameters;
+  /**
+   * Cloud only: how many task invocations the account can run at once (Lambda's unreserved concurrency); a run
+   * deploys at most half that many hosts at once, so the API, the portal and other runs keep the rest.
+   */
+  taskConcurrency?: () => Promise<number | undefined>;
 }
 
 let current: Deps | undefined;

@@ -1,18 +1,27 @@
 import { z } from "zod";
 import { withActor } from "./actor.ts";
+import { lambdaDeadline, withDeadline } from "./deadline.ts";
+
+/** The part of Lambda's context a handler reads: how long the invocation has left. */
+export interface InvocationContext {
+  getRemainingTimeInMillis?: () => number;
+}
 
 /**
  * A workflow task handler: parse the payload, act as the system, call one domain function.
- * Lambda calls it with the payload; the local executor calls the same function in-process.
+ * Lambda calls it with the payload and its context, whose remaining time becomes the work's deadline (see
+ * shared/runtime/deadline.ts); the local executor calls the same function in-process, without one.
  */
 export function taskHandler<S extends z.ZodType, R>(
   name: string,
   schema: S,
   body: (input: z.output<S>) => Promise<R>,
 ) {
-  return async (event: unknown): Promise<R> => {
+  return async (event: unknown, context?: InvocationContext): Promise<R> => {
     const input = schema.parse(event);
-    return withActor({ type: "system", id: `task:${name}` }, () => body(input));
+    const run = () => withActor({ type: "system", id: `task:${name}` }, () => body(input));
+    const remaining = context?.getRemainingTimeInMillis?.();
+    return remaining === undefined ? run() : withDeadline(lambdaDeadline(remaining), run);
   };
 }
 

@@ -44,14 +44,22 @@ const MARKER_LINE = /\n__LABFLEET_SSM__ rc=(-?\d+) out=(\d+) err=(\d+) timedout=
 const MAX_EXECUTION_TIMEOUT_S = 172_800;
 /** SSM kills the script this long after the wrapper's own `timeout` should have ended the command. */
 const EXECUTION_GRACE_S = 30;
-/** labfleet gives up (and cancels) this long after the command's timeout: delivery and polling latency. */
+/**
+ * labfleet gives up (and cancels) this long after the command's timeout, for delivery and polling latency: as
+ * long as the command's own timeout, between MIN_LOCAL_GRACE_MS and LOCAL_GRACE_MS (and never past the
+ * caller's deadline).
+ */
 const LOCAL_GRACE_MS = 60_000;
+const MIN_LOCAL_GRACE_MS = 15_000;
 /** A command SSM has not delivered within this long fails with "Delivery Timed Out" (SendCommand's minimum is 30). */
 const DELIVERY_TIMEOUT_S = 120;
 /** InvocationDoesNotExist right after SendCommand is normal (eventual consistency), for a while. */
 const INVOCATION_APPEAR_MS = 60_000;
+/** What SSM answers when it throttles (the SDK has retried already; the poll loop asks again later). */
+const THROTTLED = new Set(["ThrottlingException", "TooManyRequestsException", "RequestLimitExceeded"]);
 const TERMINAL = new Set(["Success", "Failed", "Cancelled", "TimedOut"]);
-const UNDELIVERED = new Set(["Undeliverable", "Terminated", "Delivery Timed Out", "DeliveryTimedOut"]);
+/** StatusDetails (spaces removed) of an invocation the agent never ran: terminal whatever Status says. */
+const UNDELIVERED = new Set(["Undeliverable", "Terminated", "DeliveryTimedOut"]);
 
 /**
  * An EC2 instance reached through AWS Systems Manager Run Command (no SSH): each exec is one SendCommand of
@@ -111,7 +119,9 @@ export class SsmTransport implements Transport {
     });
     const started = this.now();
     const commandId = await this.send(script, timeoutMs, step);
-    return this.wait(commandId, started + timeoutMs + LOCAL_GRACE_MS, timeoutMs, step);
+    const grace = Math.min(LOCAL_GRACE_MS, Math.max(MIN_LOCAL_GRACE_MS, timeoutMs));
+    const giveUpAt = Math.min(started + timeoutMs + grace, options.deadline ?? Number.POSITIVE_INFINITY);
+    return this.wait(commandId, giveUpAt, step);
   }
 
   /** Nothing to close: every exec is a stateless API call. */
@@ -140,14 +150,14 @@ export class SsmTransport implements Transport {
     }
   }
 
-  private async wait(commandId: string, deadline: number, timeoutMs: number, step: string) {
+  private async wait(commandId: string, deadline: number, step: string) {
     const { instanceId, client } = this.options;
     const sent = this.now();
     let interval = this.pollIntervalMs;
     let last: string | undefined;
     for (;;) {
       const left = deadline - this.now();
-      if (left <= 0) return this.giveUp(commandId, last, timeoutMs, step);
+      if (left <= 0) return this.giveUp(commandId, last, this.now() - sent, step);
       await this.sleep(Math.min(interval, left));
       interval = Math.min(interval * 2, this.maxPollIntervalMs);
       let inv: GetCommandInvocationCommandOutput;
@@ -157,16 +167,19 @@ export class SsmTransport implements Transport {
         );
       } catch (err) {
         if (errorName(err) === "InvocationDoesNotExist" && this.now() - sent < INVOCATION_APPEAR_MS) continue;
+        // The command runs whatever happens to its polls: a throttled poll is asked again, until the deadline.
+        if (THROTTLED.has(errorName(err) ?? "")) continue;
         throw this.awsError(err, step);
       }
       last = inv.Status;
-      if (inv.Status && TERMINAL.has(inv.Status)) return this.finish(inv, step);
+      const details = (inv.StatusDetails ?? "").replace(/ /g, "");
+      if ((inv.Status && TERMINAL.has(inv.Status)) || UNDELIVERED.has(details)) return this.finish(inv, step);
     }
   }
 
   private finish(inv: GetCommandInvocationCommandOutput, step: string): ExecResult {
     const details = inv.StatusDetails ?? inv.Status ?? "unknown";
-    if (UNDELIVERED.has(details) || UNDELIVERED.has(details.replace(/ /g, ""))) {
+    if (UNDELIVERED.has(details.replace(/ /g, ""))) {
       throw this.unreachable(step, `SSM could not deliver the command (${details})`);
     }
     const output = parseOutput(inv.StandardOutputContent ?? "", inv.StandardErrorContent ?? "");
@@ -195,7 +208,7 @@ export class SsmTransport implements Transport {
   private async giveUp(
     commandId: string,
     last: string | undefined,
-    timeoutMs: number,
+    waitedMs: number,
     step: string,
   ): Promise<ExecResult> {
     const { instanceId, client } = this.options;
@@ -207,7 +220,7 @@ export class SsmTransport implements Transport {
     if (last === undefined || last === "Pending" || last === "Delayed") {
       throw this.unreachable(
         step,
-        `SSM did not deliver the command within ${Math.round((timeoutMs + LOCAL_GRACE_MS) / 1000)} s (${last ?? "no invocation yet"})`,
+        `SSM did not deliver the command within ${Math.round(waitedMs / 1000)} s (${last ?? "no invocation yet"})`,
       );
     }
     return { exitCode: 124, stdout: "", stderr: "", timedOut: true };

@@ -10,6 +10,11 @@ export interface ExecOptions {
   sudo?: boolean;
   /** What the command is doing, for error messages ("sync lab source", "doctor"). */
   step?: string;
+  /**
+   * No waiting past this time (epoch ms), whatever the timeout: a transport that waits beyond the command's own
+   * timeout (SSM's delivery and polling) gives up here. Set from the caller's deadline (shared/runtime/deadline.ts).
+   */
+  deadline?: number;
 }
 
 export interface ExecResult {

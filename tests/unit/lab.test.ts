@@ -1,7 +1,9 @@
 import { describe, expect, it } from "vitest";
-import { judge, parsePhases, parseProbe } from "../../shared/fleet/lab.ts";
+import { judge, ProbeCutError, parsePhases, parseProbe } from "../../shared/fleet/lab.ts";
 
-const probe = (head: string, status = "", log = "") => `${head}\n@@status\n${status}@@log\n${log}`;
+/** A probe's output as the host prints it: the verdict, the sections, and the verdict again on the end line. */
+const probe = (head: string, status = "", log = "") =>
+  `${head}\n@@status\n${status}\n@@log\n${log}\n@@end ${head.replace(/\n/g, " ")}\n`;
 
 describe("lab contract: reading a host's records", () => {
   it("parses the probe sections", () => {
@@ -17,6 +19,21 @@ describe("lab contract: reading a host's records", () => {
       statusLines: ['{"phase":"a","state":"running"}'],
       logTail: ["line 1"],
     });
+  });
+
+  it("takes the verdict from the end line, so a probe cut at its start still reads right", () => {
+    const full = probe("pid=42 alive=1 rc= rc_age= started=1", '{"phase":"a","state":"running"}', "x");
+    // A transport that keeps the end of a long output (labfleet's SSM wrapper) drops the first lines.
+    const cutFront = full.slice(full.indexOf('{"phase"'));
+    expect(parseProbe(cutFront)).toMatchObject({ pid: 42, alive: true, started: true, rc: undefined });
+  });
+
+  it("refuses a probe whose end line is missing (SSM keeps the first 24,000 characters) instead of reading it as not started", () => {
+    const full = probe("pid=42 alive=1 rc= rc_age= started=1", '{"phase":"a","state":"running"}\n'.repeat(3), "log");
+    const cutEnd = full.slice(0, full.indexOf("@@log"));
+    expect(() => parseProbe(cutEnd)).toThrow(ProbeCutError);
+    expect(() => parseProbe(cutEnd)).toThrow(/cut off/);
+    expect(() => parseProbe("")).toThrow(ProbeCutError);
   });
 
   it("orders phases by first appearance with their latest state, skipping bad lines", () => {

@@ -237,9 +237,42 @@ describe("SsmTransport: the SSM calls", () => {
     const cancels = ssm.commandCalls(CancelCommandCommand);
     expect(cancels).toHaveLength(1);
     expect(cancels[0]?.args[0].input).toEqual({ CommandId: "cmd-7", InstanceIds: ["i-0123456789abcdef0"] });
-    // the timeout plus 60 s of grace for delivery and polling, never overslept
-    expect(sleeps.reduce((a, b) => a + b, 0)).toBe(62_000);
+    // the timeout plus its grace for delivery and polling (as long as the timeout, 15 s to 60 s), never overslept
+    expect(sleeps.reduce((a, b) => a + b, 0)).toBe(17_000);
     expect(Math.max(...sleeps)).toBe(8000);
+  });
+
+  it("never waits past the caller's deadline, whatever the command's timeout", async () => {
+    ssm.on(SendCommandCommand).resolves({ Command: { CommandId: "cmd-8" } });
+    ssm.on(GetCommandInvocationCommand).resolves(invocation({ Status: "InProgress" }));
+    ssm.on(CancelCommandCommand).resolves({});
+    let now = 1_000_000;
+    const t = transport({
+      pollIntervalMs: 1000,
+      maxPollIntervalMs: 8000,
+      now: () => now,
+      sleep: async (ms) => {
+        sleeps.push(ms);
+        now += ms;
+      },
+    });
+    const result = await t.exec("sleep 999", { timeoutMs: 600_000, deadline: now + 20_000 });
+    expect(result.timedOut).toBe(true);
+    expect(sleeps.reduce((a, b) => a + b, 0)).toBe(20_000);
+    expect(ssm.commandCalls(CancelCommandCommand)).toHaveLength(1);
+  });
+
+  it("keeps polling a command whose GetCommandInvocation is throttled, and returns its result", async () => {
+    ssm.on(SendCommandCommand).resolves({ Command: { CommandId: "cmd-9" } });
+    const throttled = Object.assign(new Error("Rate exceeded"), { name: "ThrottlingException" });
+    ssm
+      .on(GetCommandInvocationCommand)
+      .rejectsOnce(throttled)
+      .rejectsOnce(throttled)
+      .resolves(invocation({ Status: "Success", ResponseCode: 0, StandardOutputContent: "done\n" }));
+    const result = await transport().exec("echo done");
+    expect(result).toMatchObject({ exitCode: 0, stdout: "done\n" });
+    expect(ssm.commandCalls(GetCommandInvocationCommand)).toHaveLength(3);
   });
 
   it("reports a command never delivered by the local deadline as unreachable (and cancels it)", async () => {

@@ -55,6 +55,17 @@ const RetryBody = z.strictObject({
     .default(false)
     .meta({ description: "every selected host, not only the failed ones" }),
 });
+const DiagnoseBody = z.strictObject({
+  ...RetryBody.shape,
+  from: z.string().min(1).max(64).optional().meta({
+    description: "continue a diagnose at this host: the `X-Labfleet-Diagnose-Next` of the previous part",
+  }),
+  name: z
+    .string()
+    .max(120)
+    .optional()
+    .meta({ description: "the `X-Labfleet-Diagnose-Name` of the first part, when continuing" }),
+});
 /** `?host=a&host=b`: a query parameter given once or repeated, always a list. */
 const repeated = (description: string) =>
   z
@@ -187,9 +198,9 @@ const diagnoseRoute = createRoute({
   tags,
   summary: "Download a diagnose archive",
   description:
-    "Collects logs, status and facts from the selected hosts into a .tar.gz (failed hosts unless `allSelected`); its name is in `X-Labfleet-Diagnose-Name`.",
+    "Collects logs, status and facts from the selected hosts into a .tar.gz (failed hosts unless `allSelected`); its name is in `X-Labfleet-Diagnose-Name`. A large diagnose comes in parts of a few MB: when `X-Labfleet-Diagnose-Next` is set, ask again with `from` set to it and `name` to the name, and extract every part into the same folder.",
   middleware: [readJson] as const,
-  request: { params: NameParams, body: jsonBody(RetryBody, "Which hosts.") },
+  request: { params: NameParams, body: jsonBody(DiagnoseBody, "Which hosts, and where to continue.") },
   responses: {
     200: {
       description: "The archive, as an attachment.",
@@ -346,11 +357,17 @@ export const fleet = apiRouter()
     const d = await diagnose(c.req.valid("param").name, sel(b), {
       allSelected: b.allSelected,
       ...(b.concurrency ? { concurrency: b.concurrency } : {}),
+      ...(b.from ? { from: b.from } : {}),
+      ...(b.name ? { name: b.name } : {}),
     });
     const archive = await tarGz(d.name, d.files);
     c.header("Content-Type", "application/gzip");
-    c.header("Content-Disposition", `attachment; filename="${d.name}.tar.gz"`);
+    c.header(
+      "Content-Disposition",
+      `attachment; filename="${d.name}${b.from ? `.from-${b.from}` : ""}.tar.gz"`,
+    );
     c.header("X-Labfleet-Diagnose-Name", d.name);
+    if (d.next) c.header("X-Labfleet-Diagnose-Next", d.next);
     return c.body(new Uint8Array(archive));
   })
   .openapi(accessRoute, async (c) => {

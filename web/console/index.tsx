@@ -520,10 +520,12 @@ export function consoleRoutes(auth: InstructorAuth, opts: ConsoleOptions = {}) {
     const name = nameOf(c);
     const f = DiagnoseForm.parse(await c.req.parseBody());
     const d = await diagnose(name, {}, { allSelected: f.all === "yes" });
+    // One part only (a download cannot ask for the next): its index.json says how to collect the rest.
     const archive = await tarGz(d.name, d.files);
     return c.body(new Uint8Array(archive), 200, {
       "Content-Type": "application/gzip",
       "Content-Disposition": `attachment; filename="${d.name}.tar.gz"`,
+      ...(d.next ? { "X-Labfleet-Diagnose-Next": d.next } : {}),
     });
   });
   app.post("/w/:name/extend", async (c) => {
