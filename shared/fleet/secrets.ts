@@ -111,7 +111,8 @@ sys.stdout.buffer.write("".join(out).encode("utf-8"))
  * The host side of the SSM path: fetches the parameter with the instance's role (the AWS CLI) and writes it
  * to `secrets.env` (0600, through a temporary file in the 0700 folder). The value goes from the CLI straight
  * into the converter and the file, never to the command's output; on failure the script prints only its own
- * words and the AWS error code, which holds no value.
+ * words and the AWS error code, which holds no value. The CLI retries throttled calls in adaptive mode, up to
+ * ten attempts (its default is three), since a fleet's hosts fetch at once against Parameter Store's throughput.
  */
 export function fetchSecretsScript(workshop: string, parameter: string, region?: string): string {
   const d = stateDir(workshop);
@@ -125,7 +126,7 @@ if [ -z "$aws_cli" ]; then for c in /usr/local/bin/aws /usr/bin/aws /snap/bin/aw
 py=$(command -v python3 2>/dev/null) || exit ${FETCH_NO_PYTHON}
 trap 'rm -f "$d/secrets.env.tmp" "$d/secrets.fetch.err"' EXIT
 rm -f "$d/secrets.env.tmp"
-"$aws_cli" ssm get-parameter --name ${shq(parameter)} --with-decryption${region ? ` --region ${shq(region)}` : ""} --query Parameter.Value --output json 2>"$d/secrets.fetch.err" | "$py" -c ${shq(TO_SECRETS_ENV)} >"$d/secrets.env.tmp" 2>/dev/null
+AWS_RETRY_MODE=adaptive AWS_MAX_ATTEMPTS=10 "$aws_cli" ssm get-parameter --name ${shq(parameter)} --with-decryption${region ? ` --region ${shq(region)}` : ""} --query Parameter.Value --output json 2>"$d/secrets.fetch.err" | "$py" -c ${shq(TO_SECRETS_ENV)} >"$d/secrets.env.tmp" 2>/dev/null
 set -- "\${PIPESTATUS[@]}"
 if [ "$1" -ne 0 ]; then
   code=$(sed -n 's/.*An error occurred (\\([A-Za-z0-9.]*\\)).*/\\1/p' "$d/secrets.fetch.err" | head -n 1)
