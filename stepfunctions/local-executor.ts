@@ -1,22 +1,3 @@
-// aws-local-stepfunctions 3 uses Promise.withResolvers, which Node 20 lacks: without this every Task
-// fails. The one polyfill in the project; remove it when Node 22 is the floor.
-if (typeof (Promise as { withResolvers?: unknown }).withResolvers !== "function") {
-  Object.defineProperty(Promise, "withResolvers", {
-    configurable: true,
-    writable: true,
-    value<T>() {
-      let resolve!: (value: T | PromiseLike<T>) => void;
-      let reject!: (reason?: unknown) => void;
-      const promise = new Promise<T>((res, rej) => {
-        resolve = res;
-        reject = rej;
-      });
-      return { promise, resolve, reject };
-    },
-  });
-}
-
-import { StateMachine } from "aws-local-stepfunctions";
 import { addTransitions, failRunIfRunning } from "../shared/fleet/runs.ts";
 import type { RunInput, RunKind, Workflows } from "../shared/fleet/workflows.ts";
 import { withActor } from "../shared/runtime/actor.ts";
@@ -30,6 +11,7 @@ import {
   functionKeyOf,
   loadDefinition,
 } from "./definitions.ts";
+import { AslEngine, type EngineExecution, type EngineProfile, settleWithin } from "./engine.ts";
 import { taskFunctions } from "./handlers.ts";
 
 export interface LocalExecutorOptions {
@@ -39,13 +21,27 @@ export interface LocalExecutorOptions {
   retryMs?: number;
   /** Transitions are written to the run record in batches of this size (and at the end). */
   flushEvery?: number;
+  /**
+   * `local` (the default) runs the definitions as the local runtime always has; `cloud` adds Step Functions'
+   * limits (40 Map iterations at once, 25,000 history events, 256 KiB per state input and output), so a run
+   * that would fail in AWS fails here too.
+   */
+  profile?: EngineProfile;
 }
 
 interface Execution {
   kind: RunKind;
-  abort: () => void;
+  run: EngineExecution;
   done: Promise<void>;
   stopped: boolean;
+}
+
+type Handler = (event: unknown) => Promise<unknown>;
+
+/** The in-process handler a Task's FunctionName placeholder (`${ProvisionFunction}`) stands for. */
+function handlerOf(functionName: string): Handler | undefined {
+  const key = functionKeyOf({ Type: "Task", Parameters: { FunctionName: functionName } });
+  return key ? (taskFunctions as Record<string, Handler>)[key] : undefined;
 }
 
 /** Builds `taskResourceLocalHandlers` (keyed by state name) from each Task's FunctionName placeholder. */
@@ -54,7 +50,7 @@ export function localHandlers(def: AslDefinition) {
   for (const [name, state] of allStates(def)) {
     if (state.Type !== "Task") continue;
     const key = functionKeyOf(state);
-    const fn = key ? (taskFunctions as Record<string, (e: unknown) => Promise<unknown>>)[key] : undefined;
+    const fn = key ? (taskFunctions as Record<string, Handler>)[key] : undefined;
     if (!fn)
       throw new Error(
         `state ${name} invokes ${String(state.Parameters?.FunctionName)}, which has no handler`,
@@ -67,112 +63,75 @@ export function localHandlers(def: AslDefinition) {
   return handlers;
 }
 
-const COUNTING_GRACE_MS = 2000;
-const CLOSE_GRACE_MS = 15_000;
-
-/** Whether `p` settled within `ms` (its result or error is not needed). */
-async function settleWithin(p: Promise<unknown>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<false>((res) => {
-    timer = setTimeout(() => res(false), ms);
-  });
-  try {
-    return await Promise.race([
-      p.then(
-        () => true,
-        () => true,
-      ),
-      timeout,
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
+/** Calls the in-process handler of a Task; a handler's throw is the function error Lambda would report. */
+async function invokeInProcess(functionName: string, payload: unknown): Promise<unknown> {
+  const fn = handlerOf(functionName);
+  if (!fn) throw new Error(`no handler for ${functionName}`);
+  return fn(payload);
 }
 
+const CLOSE_GRACE_MS = 15_000;
+
 /**
- * Runs the ASL definitions in-process with aws-local-stepfunctions: the local adapter of `Workflows`.
- * Counts state transitions (StateEntered events, as Step Functions bills them) into the run record.
+ * Runs the ASL definitions in-process on the engine (stepfunctions/engine.ts) with the in-process
+ * handlers: the local adapter of `Workflows`. Counts state transitions (StateEntered, as Step Functions
+ * bills them) into the run record.
  */
 export class LocalExecutor implements Workflows {
   private readonly executions = new Map<string, Execution>();
-  private readonly machines: Record<DefinitionName, { sm: StateMachine; def: AslDefinition }>;
+  private readonly engines: Record<DefinitionName, AslEngine>;
 
   constructor(private readonly options: LocalExecutorOptions = {}) {
     const make = (kind: DefinitionName) => {
       const def = loadDefinition(kind);
-      return {
-        def,
-        sm: new StateMachine(def as never, { validationOptions: { checkArn: true, checkPaths: true } }),
-      };
+      localHandlers(def); // every Task has a handler, or this throws now rather than mid-run
+      return new AslEngine(def, {
+        profile: options.profile ?? "local",
+        invoke: invokeInProcess,
+        timing: {
+          ...(options.waitMs !== undefined ? { waitMs: options.waitMs } : {}),
+          retryMs: options.retryMs ?? 200,
+        },
+      });
     };
-    this.machines = { up: make("up"), teardown: make("teardown") };
+    this.engines = { up: make("up"), teardown: make("teardown") };
   }
 
   async start(kind: RunKind, input: RunInput): Promise<void> {
     if (this.executions.has(input.runId)) return;
-    const { sm, def } = this.machines[definitionOf(kind)];
-    const waits = Object.fromEntries(
-      allStates(def)
-        .filter(([, s]) => s.Type === "Wait")
-        .map(([name]) => [name, this.options.waitMs ?? -1])
-        .filter(([, ms]) => (ms as number) >= 0),
-    );
-    const retries = Object.fromEntries(
-      allStates(def)
-        .filter(([, s]) => Array.isArray(s.Retry))
-        .map(([name, s]) => [name, (s.Retry as unknown[]).map(() => this.options.retryMs ?? 200)]),
-    );
-    const execution = sm.run(input as never, {
-      overrides: {
-        taskResourceLocalHandlers: localHandlers(def) as never,
-        waitTimeOverrides: waits,
-        retryIntervalOverrides: retries,
+    const flushEvery = this.options.flushEvery ?? 20;
+    let pending = 0;
+    let writes = Promise.resolve();
+    const flush = () => {
+      const n = pending;
+      pending = 0;
+      writes = writes.then(() =>
+        addTransitions(input.workshop, input.runId, n).catch((err) =>
+          log.warn("recording transitions failed", { runId: input.runId, error: errorMessage(err) }),
+        ),
+      );
+      return writes;
+    };
+    const run = this.engines[definitionOf(kind)].start(input, {
+      context: { Execution: { Id: `local:${kind}:${input.runId}`, Name: input.runId, Input: input } },
+      onTransition: () => {
+        pending++;
+        if (pending >= flushEvery) void flush();
       },
-      context: {
-        Execution: { Id: `local:${kind}:${input.runId}`, Name: input.runId, Input: input as never },
-      },
-      noThrowOnAbort: true,
     });
-    const entry: Execution = { kind, abort: execution.abort, stopped: false, done: Promise.resolve() };
-    entry.done = this.follow(kind, input, execution, entry);
+    const entry: Execution = { kind, run, stopped: false, done: Promise.resolve() };
+    entry.done = this.follow(kind, input, entry, flush);
     this.executions.set(input.runId, entry);
   }
 
-  private async follow(
-    kind: RunKind,
-    input: RunInput,
-    execution: ReturnType<StateMachine["run"]>,
-    entry: Execution,
-  ): Promise<void> {
-    const flushEvery = this.options.flushEvery ?? 20;
-    let pending = 0;
-    const flush = async () => {
-      const n = pending;
-      pending = 0;
-      await addTransitions(input.workshop, input.runId, n).catch((err) =>
-        log.warn("recording transitions failed", { runId: input.runId, error: errorMessage(err) }),
-      );
-    };
+  private async follow(kind: RunKind, input: RunInput, entry: Execution, flush: () => Promise<void>) {
     await withActor({ type: "system", id: `workflow:${kind}` }, async () => {
-      const counting = (async () => {
-        for await (const event of execution.eventLogs) {
-          if (event.type === "StateEntered") {
-            pending++;
-            if (pending >= flushEvery) await flush();
-          }
-        }
-      })();
-      // The event log ends with the execution; an aborted one (Ctrl-C) may leave it open, so counting is
-      // waited for only briefly: a stopped run resumes at the next start anyway.
-      const counted = () => settleWithin(counting, COUNTING_GRACE_MS);
       try {
-        await execution.result;
-        await counted();
-      } catch (err) {
-        await counted();
-        if (!entry.stopped) {
-          log.error("workflow failed", { kind, runId: input.runId, error: errorMessage(err) });
-          await failRunIfRunning(input.workshop, input.runId, `workflow error: ${errorMessage(err)}`);
+        const outcome = await entry.run.done;
+        if (outcome.status !== "SUCCEEDED" && outcome.status !== "ABORTED" && !entry.stopped) {
+          const reason = `${outcome.error ?? outcome.status}${outcome.cause ? `: ${outcome.cause}` : ""}`;
+          log.error("workflow failed", { kind, runId: input.runId, error: reason });
+          await failRunIfRunning(input.workshop, input.runId, `workflow error: ${reason}`);
         }
       } finally {
         await flush();
@@ -185,7 +144,7 @@ export class LocalExecutor implements Workflows {
     const e = this.executions.get(runId);
     if (!e) return;
     e.stopped = true;
-    e.abort();
+    e.run.stop();
     await e.done;
   }
 
@@ -199,10 +158,10 @@ export class LocalExecutor implements Workflows {
     const all = [...this.executions.values()];
     for (const e of all) {
       e.stopped = true;
-      e.abort();
+      e.run.stop();
     }
-    // A task handler still in flight (a host command, a store call) is not cancelled by abort: wait for it a
-    // while, then go on; the run is resumed from its record at the next start.
+    // A task handler still in flight (a host command, a store call) is not cancelled by a stop: wait for
+    // the executions a while, then go on; the run is resumed from its record at the next start.
     if (!(await settleWithin(Promise.all(all.map((e) => e.done)), CLOSE_GRACE_MS)))
       log.warn("closing with workflow steps still running; their runs resume at the next start", {
         runs: all.length,

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { HISTORY_EVENT_LIMIT, historyBudget, INLINE_MAP_MAX_CONCURRENCY } from "./limits.ts";
 
 /**
  * The schema of workshop.yaml. Every object is strict (unknown keys are errors), every limit says what
@@ -53,6 +54,10 @@ export const Component = z.strictObject({
   description: z.string().optional(),
 });
 
+// The deploy step is an inline Map whose MaxConcurrency is lab.concurrency; Step Functions runs at most 40
+// of its iterations at once, so a larger value would promise what the cloud does not do.
+const CONCURRENCY_ERROR = `expected how many hosts deploy at once: a whole number from 1 to ${INLINE_MAP_MAX_CONCURRENCY} (Step Functions runs at most ${INLINE_MAP_MAX_CONCURRENCY} iterations of the deploy step's inline Map at once)`;
+
 export const Lab = z
   .strictObject({
     dir: text("the folder the lab is synced into (relative to the host user's home, or absolute)").default(
@@ -66,7 +71,12 @@ export const Lab = z
     ref: text("a git ref (branch, tag or commit)").optional(),
     setup: text("the command that builds the lab"),
     health: text("a command that exits 0 when the lab can be handed out").optional(),
-    concurrency: int("how many hosts deploy at once", 1, 64).default(4),
+    concurrency: z
+      .number({ error: CONCURRENCY_ERROR })
+      .int({ error: CONCURRENCY_ERROR })
+      .min(1, { error: CONCURRENCY_ERROR })
+      .max(INLINE_MAP_MAX_CONCURRENCY, { error: CONCURRENCY_ERROR })
+      .default(4),
     timeout_minutes: z
       .number({ error: "expected minutes (a number greater than 0, at most 1440)" })
       .gt(0, { error: "expected minutes (a number greater than 0, at most 1440)" })
@@ -197,6 +207,46 @@ export const Portal = z.strictObject({
   student_ssh: z.boolean({ error: "expected true or false" }).default(false),
 });
 
+const validCount = (n: unknown): n is number => typeof n === "number" && Number.isInteger(n) && n >= 1;
+
+/**
+ * One run of `up` is one Step Functions execution, whose history holds at most 25,000 events: a poll
+ * interval short for the run's timeout (10-second polls for 8 hours) fails the run mid-way in the cloud.
+ * Checked only when both settings and the host count are themselves valid (their own errors say the rest).
+ */
+function historyRule(
+  w: {
+    lab?: { poll_seconds?: unknown; timeout_minutes?: unknown };
+    provider?: { type?: unknown; count?: unknown };
+  },
+  listedHosts: number,
+  ctx: z.core.$RefinementCtx,
+) {
+  const poll = w.lab?.poll_seconds;
+  const timeout = w.lab?.timeout_minutes;
+  if (!validCount(poll) || poll < 5 || poll > 3600) return;
+  if (typeof timeout !== "number" || !(timeout > 0) || timeout > 1440) return;
+  const count = w.provider?.count;
+  const hosts = w.provider?.type === "static" ? (validCount(count) ? count : listedHosts) : count;
+  if (!validCount(hosts) || hosts > 64) return;
+  const b = historyBudget(poll, timeout, hosts);
+  if (b.fits) return;
+  const fixes = [
+    b.minPollSeconds !== undefined ? `raise poll_seconds to at least ${b.minPollSeconds}` : undefined,
+    b.maxTimeoutMinutes !== undefined ? `lower timeout_minutes to at most ${b.maxTimeoutMinutes}` : undefined,
+  ].filter((f) => f !== undefined);
+  if (fixes.length === 0) fixes.push("raise poll_seconds or lower timeout_minutes");
+  const n = (x: number) => x.toLocaleString("en-US");
+  ctx.addIssue({
+    code: "custom",
+    path: ["lab", "poll_seconds"],
+    message:
+      `expected a poll interval that fits one Step Functions execution: polling every ${poll} s for ${timeout} ` +
+      `minutes is up to ${n(b.polls)} polls, ${n(b.events)} history events in the worst case with ${hosts} ` +
+      `host${hosts === 1 ? "" : "s"}, and an execution holds at most ${n(HISTORY_EVENT_LIMIT)}; ${fixes.join(", or ")}`,
+  });
+}
+
 export const Workshop = z
   .strictObject({
     name: z.string({ error: "expected a workshop name" }).regex(NAME, {
@@ -256,6 +306,7 @@ export const Workshop = z
           message: `expected no hosts[] for provider.type ${type}: hosts[] lists bring-your-own hosts (type static)`,
         });
       }
+      historyRule(w, hosts.length, ctx);
     },
     { when: (payload) => typeof payload.value === "object" && payload.value !== null },
   );

@@ -2,6 +2,17 @@ import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { workshopJsonSchema } from "../../shared/workshop/json-schema.ts";
+import {
+  EVENTS_PER_HOST,
+  EVENTS_PER_POLL,
+  FIXED_EVENTS,
+  HISTORY_EVENT_LIMIT,
+  historyBudget,
+  maxPolls,
+  pollBudget,
+  RETRY_EVENTS_PER_HOST,
+  RETRY_MARGIN_EVENTS,
+} from "../../shared/workshop/limits.ts";
 import { formatErrors, resolveLabSource, validateWorkshopYaml } from "../../shared/workshop/load.ts";
 
 const root = new URL("../../", import.meta.url).pathname;
@@ -69,7 +80,7 @@ portal:
         "provider.ttl_hours",
       ].sort(),
     );
-    expect(byPath["lab.concurrency"]?.message).toMatch(/from 1 to 64/);
+    expect(byPath["lab.concurrency"]?.message).toMatch(/from 1 to 40/);
     expect(byPath["lab.concurrency"]?.line).toBe(5);
     expect(byPath["provider.count"]?.message).toMatch(/from 1 to 64/);
     expect(byPath["provider.ttl_hours"]?.message).toMatch(/greater than 0, at most 168/);
@@ -142,6 +153,101 @@ hosts: [{ id: a, ssh: b }]
     expect(resolveLabSource(r.workshop, "/srv/ws").lab.source).toBe("/srv/ws/lab");
     const git = { ...r.workshop, lab: { ...r.workshop.lab, source: "git:https://git.example.test/l.git" } };
     expect(resolveLabSource(git, "/srv/ws").lab.source).toBe("git:https://git.example.test/l.git");
+  });
+
+  it("caps lab.concurrency at 40, what an inline Map runs at once, and says why", () => {
+    const withConcurrency = (n: number) =>
+      minimal.replace("setup: bash setup.sh", `setup: bash setup.sh\n  concurrency: ${n}`);
+    expect(validateWorkshopYaml(withConcurrency(40)).ok).toBe(true);
+    const errors = errorsOf(withConcurrency(41));
+    expect(errors.map((e) => e.path)).toEqual(["lab.concurrency"]);
+    expect(errors[0]?.message).toBe(
+      "expected how many hosts deploy at once: a whole number from 1 to 40 (Step Functions runs at most 40 iterations of the deploy step's inline Map at once)",
+    );
+    expect(errors[0]?.line).toBe(5);
+  });
+
+  describe("a run's polls fit one Step Functions execution (25,000 history events)", () => {
+    const workshop = (poll: number | undefined, timeout: number, hosts: number, type = "local") => `name: long
+lab:
+  source: ./lab
+  setup: bash setup.sh
+  timeout_minutes: ${timeout}
+${poll === undefined ? "" : `  poll_seconds: ${poll}\n`}provider:
+  type: ${type}
+  count: ${hosts}
+`;
+
+    it("refuses 10-second polls for 8 hours on 64 hosts, with the figures and what to change", () => {
+      const errors = errorsOf(workshop(10, 480, 64));
+      expect(errors).toHaveLength(1);
+      expect(errors[0]).toMatchObject({ path: "lab.poll_seconds", line: 6 });
+      const b = historyBudget(10, 480, 64);
+      expect(b).toMatchObject({ fits: false, polls: 2881 });
+      expect(errors[0]?.message).toBe(
+        `expected a poll interval that fits one Step Functions execution: polling every 10 s for 480 minutes is up to 2,881 polls, ${b.events.toLocaleString("en-US")} history events in the worst case with 64 hosts, and an execution holds at most 25,000; raise poll_seconds to at least ${b.minPollSeconds}, or lower timeout_minutes to at most ${b.maxTimeoutMinutes}`,
+      );
+      // Either change it proposes fits, and each is the nearest that does.
+      const minPoll = b.minPollSeconds ?? 0;
+      const maxTimeout = b.maxTimeoutMinutes ?? 0;
+      expect(validateWorkshopYaml(workshop(minPoll, 480, 64)).ok).toBe(true);
+      expect(errorsOf(workshop(minPoll - 1, 480, 64)).map((e) => e.path)).toEqual(["lab.poll_seconds"]);
+      expect(validateWorkshopYaml(workshop(10, maxTimeout, 64)).ok).toBe(true);
+      expect(errorsOf(workshop(10, maxTimeout + 1, 64)).map((e) => e.path)).toEqual(["lab.poll_seconds"]);
+    });
+
+    it("counts the worst case: every poll, every host failing after every retry, room for retries", () => {
+      expect(FIXED_EVENTS).toBe(34);
+      expect(EVENTS_PER_POLL).toBe(9);
+      expect(EVENTS_PER_HOST + RETRY_EVENTS_PER_HOST).toBe(84);
+      // A poll every 10 s for 8 hours (deadline included, and one for a deploy that returns at once).
+      expect(maxPolls(10, 480)).toBe(2881);
+      expect(historyBudget(10, 480, 64).events).toBe(34 + RETRY_MARGIN_EVENTS + 64 * 84 + 2881 * 9);
+      // The budget is exact: the most polls that fit, and one more does not.
+      const room = HISTORY_EVENT_LIMIT - FIXED_EVENTS - RETRY_MARGIN_EVENTS - 64 * 84;
+      expect(pollBudget(64)).toBe(Math.floor(room / 9));
+      expect(
+        HISTORY_EVENT_LIMIT - (FIXED_EVENTS + RETRY_MARGIN_EVENTS + 64 * 84 + pollBudget(64) * 9),
+      ).toBeLessThan(9);
+    });
+
+    it("accepts the defaults and a day at the shortest interval that fits, at the boundary", () => {
+      expect(validateWorkshopYaml(workshop(undefined, 1440, 64)).ok).toBe(true);
+      const shortest = historyBudget(5, 1440, 64).minPollSeconds ?? 0;
+      expect(shortest).toBeGreaterThan(5);
+      expect(validateWorkshopYaml(workshop(shortest, 1440, 64)).ok).toBe(true);
+      expect(errorsOf(workshop(shortest - 1, 1440, 64)).map((e) => e.path)).toEqual(["lab.poll_seconds"]);
+      // Fewer hosts leave room for more polls.
+      expect(validateWorkshopYaml(workshop(shortest - 1, 1440, 1)).ok).toBe(true);
+    });
+
+    it("counts a static fleet's hosts[] when it has no count", () => {
+      const statik = (n: number) => `name: byo
+lab: { source: ./lab, setup: s, poll_seconds: 5, timeout_minutes: 200 }
+provider: { type: static }
+hosts:
+${Array.from({ length: n }, (_, i) => `  - { id: h${i}, ssh: lab@10.0.0.${i + 1} }`).join("\n")}
+`;
+      // 5-second polls for 200 minutes: 2,401 polls, which fit beside a small fleet, not a large one.
+      const fitsFor = (hosts: number) => historyBudget(5, 200, hosts).fits;
+      const most =
+        Array.from({ length: 64 }, (_, i) => i + 1)
+          .filter(fitsFor)
+          .at(-1) ?? 0;
+      expect(most).toBeGreaterThan(0);
+      expect(most).toBeLessThan(64);
+      expect(validateWorkshopYaml(statik(most)).ok).toBe(true);
+      const errors = errorsOf(statik(most + 1));
+      expect(errors.map((e) => e.path)).toEqual(["lab.poll_seconds"]);
+      expect(errors[0]?.message).toContain(`with ${most + 1} hosts`);
+    });
+
+    it("leaves a poll interval or timeout out of range to its own error", () => {
+      expect(errorsOf(workshop(2, 1440, 64)).map((e) => e.path)).toEqual(["lab.poll_seconds"]);
+      expect(errorsOf(workshop(2, 1440, 64))[0]?.message).toMatch(/from 5 to 3600/);
+      expect(errorsOf(workshop(10, 2000, 64)).map((e) => e.path)).toEqual(["lab.timeout_minutes"]);
+      expect(errorsOf(workshop(10, 480, 65)).map((e) => e.path)).toEqual(["provider.count"]);
+    });
   });
 
   it("ships a JSON Schema that matches the zod schema", () => {
