@@ -16,7 +16,7 @@ import { CREATED_TAG, errorName, OWNER_TAG, STAGE_TAG, tagValue, WORKSHOP_TAG } 
 
 /**
  * The security group labfleet manages for a workshop without `security_group_ids`: one per workshop and VPC,
- * named `labfleet-<stage>-<workshop>`, tagged `ManagedBy=labfleet`, `labfleet-stage=<stage>`,
+ * named `labfleet.<stage>.<workshop>`, tagged `ManagedBy=labfleet`, `labfleet-stage=<stage>`,
  * `labfleet-workshop=<name>` and `labfleet-created=<ISO time>`.
  *
  * Its inbound rules are reconciled on every provision to exactly:
@@ -35,8 +35,12 @@ export const SSH_PORT = 22;
 export const OPERATOR_RULE = "labfleet operator";
 export const OPEN_RULE = "labfleet open access";
 
+/**
+ * `labfleet.<stage>.<workshop>`: neither a stage nor a workshop name holds a dot, so two stages' names never
+ * spell alike (with dashes, stage `test-a` of workshop `b` and stage `test` of workshop `a-b` would).
+ */
 export function managedGroupName(stage: string, workshop: string): string {
-  return `labfleet-${stage}-${workshop}`;
+  return `labfleet.${stage}.${workshop}`;
 }
 
 // ---- CIDRs -------------------------------------------------------------------------------------------

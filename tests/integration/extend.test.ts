@@ -283,7 +283,7 @@ provider:
     const spec = parseWorkshopYaml(yaml);
     const now = clock.now();
     const expiry = new Date(Math.floor((now.getTime() + 4 * HOUR) / 1000) * 1000).toISOString();
-    execFileSync("bash", ["-c", powerOffUserData(4, new Date(expiry))], { env: envOf("student-01") });
+    execFileSync("bash", ["-c", powerOffUserData(new Date(expiry))], { env: envOf("student-01") });
     writeFileSync(calls, "");
     await rt.store.workshop
       .put({

@@ -1,5 +1,5 @@
-import { execFileSync } from "node:child_process";
-import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { execFileSync, spawnSync } from "node:child_process";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
@@ -32,12 +32,15 @@ import {
 } from "@aws-sdk/client-ssm";
 import { mockClient } from "aws-sdk-client-mock";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { FUNCTIONS } from "../../infra/permissions.ts";
 import {
   AwsProvider,
   type AwsProviderOptions,
+  CLOUD_INIT_WAIT,
   clientTokenFor,
   powerOffUserData,
   resolveInstanceType,
+  STAGE_TAG,
 } from "../../shared/providers/aws.ts";
 import { isVisibleError } from "../../shared/runtime/errors.ts";
 import { Workshop, type WorkshopInput } from "../../shared/workshop/schema.ts";
@@ -51,6 +54,11 @@ const VPC = "vpc-0123456789abcdef0";
 const OPERATOR = "198.51.100.0/24";
 const NOW = new Date("2030-01-01T00:00:00.000Z");
 const EXPIRY = "2030-01-01T06:00:00.000Z";
+/** The deployment stage of the provider under test; OTHER_STAGE shares its account. */
+const STAGE = "test";
+const OTHER_STAGE = "prod";
+/** The run a provision is part of (ProvisionOptions.attempt). */
+const RUN = "run_01J9Z3Q8V6K1M2N3P4R5S6T7V8";
 
 type AwsInput = Extract<WorkshopInput["provider"], { type: "aws" }>;
 
@@ -86,6 +94,7 @@ function provider(opts: Partial<AwsProviderOptions> = {}) {
     ec2: client(),
     ssm: new SSMClient({ region: REGION, credentials }),
     serviceQuotas: new ServiceQuotasClient({ region: REGION, credentials }),
+    stage: STAGE,
     clock: { now: () => NOW },
     sleep,
     ...opts,
@@ -93,14 +102,16 @@ function provider(opts: Partial<AwsProviderOptions> = {}) {
   return { p, sleep };
 }
 
-/** Ownership tags as EC2 returns them; `null` leaves ManagedBy out. */
+/** Ownership tags as EC2 returns them; `null` leaves ManagedBy (or the stage tag) out. */
 function tags(
   workshop: string | undefined,
   hostId: string | undefined,
   managedBy: string | null = "labfleet",
+  stage: string | null = STAGE,
 ) {
   return [
     ...(managedBy === null ? [] : [{ Key: "ManagedBy", Value: managedBy }]),
+    ...(stage === null ? [] : [{ Key: "labfleet-stage", Value: stage }]),
     ...(workshop === undefined ? [] : [{ Key: "labfleet-workshop", Value: workshop }]),
     ...(hostId === undefined ? [] : [{ Key: "labfleet-host-id", Value: hostId }]),
     { Key: "labfleet-expiry", Value: "2030-01-01T03:00:00.000Z" },
@@ -118,12 +129,14 @@ function instance(
 
 /**
  * An account whose DescribeInstances honours tag, state and id filters the way EC2 does, whose RunInstances
- * launches pending instances, and where each sleep lets every pending instance reach running.
+ * launches pending instances, and where each sleep lets every pending instance reach running. The filters named
+ * in `ignoredFilters` are not applied, so a test can show that the provider re-checks every tag EC2 returns.
  */
 function fakeAccount(
   initial: Instance[] = [],
-  account: { vcpuQuota?: number; groups?: SecurityGroup[] } = {},
+  account: { vcpuQuota?: number; groups?: SecurityGroup[]; ignoredFilters?: string[] } = {},
 ) {
+  const ignored = new Set(account.ignoredFilters ?? []);
   const instances = [...initial];
   const groups = account.groups ?? [];
   let next = 1;
@@ -135,6 +148,7 @@ function fakeAccount(
     let found = groups;
     for (const f of input.Filters ?? []) {
       const values = f.Values ?? [];
+      if (ignored.has(f.Name as string)) continue;
       if (f.Name === "vpc-id") found = found.filter((g) => values.includes(g.VpcId as string));
       else if (f.Name === "group-name") found = found.filter((g) => values.includes(g.GroupName as string));
       else if (f.Name?.startsWith("tag:")) {
@@ -197,6 +211,7 @@ function fakeAccount(
     }
     for (const f of input.Filters ?? []) {
       const values = f.Values ?? [];
+      if (ignored.has(f.Name as string)) continue;
       if (f.Name === "instance-state-name")
         found = found.filter((i) => values.includes(i.State?.Name as string));
       else if (f.Name?.startsWith("tag:")) {
@@ -280,6 +295,7 @@ const usageFilters = { Filters: [{ Name: "instance-state-name", Values: ["pendin
 
 const ownerFilters = (workshop: string, hostIds: string[], states: string[]) => [
   { Name: "tag:ManagedBy", Values: ["labfleet"] },
+  { Name: "tag:labfleet-stage", Values: [STAGE] },
   { Name: "tag:labfleet-workshop", Values: [workshop] },
   { Name: "tag:labfleet-host-id", Values: hostIds },
   { Name: "instance-state-name", Values: states },
@@ -455,7 +471,7 @@ describe("AwsProvider.plan", () => {
       { hostId: "lab-01", action: "create", detail },
       { hostId: "lab-02", action: "create", detail },
     ]);
-    expect(calls(DescribeInstancesCommand)[0]?.Filters?.[2]).toEqual({
+    expect(calls(DescribeInstancesCommand)[0]?.Filters?.[3]).toEqual({
       Name: "tag:labfleet-host-id",
       Values: ["lab-01", "lab-02"],
     });
@@ -466,7 +482,7 @@ describe("AwsProvider.plan", () => {
     const { p } = provider();
     const invalid = await p.plan(spec({ instance_type: "t3.large" })).catch((e: unknown) => e);
     expect(isVisibleError(invalid) && invalid.details.map((d) => d.path)).toEqual(["provider.instance_type"]);
-    const elsewhere = new AwsProvider({ ec2: client("us-east-1"), clock: { now: () => NOW } });
+    const elsewhere = new AwsProvider({ ec2: client("us-east-1"), stage: STAGE, clock: { now: () => NOW } });
     const mismatch = await elsewhere.plan(spec()).catch((e: unknown) => e);
     expect(isVisibleError(mismatch) && mismatch.code).toBe("provider.region_mismatch");
     expect(ec2Mock.calls()).toHaveLength(0);
@@ -485,9 +501,11 @@ describe("AwsProvider.provision", () => {
     const run = calls(RunInstancesCommand)[0];
     const tag = run?.TagSpecifications?.[0]?.Tags?.find((t) => t.Key === "labfleet-expiry")?.Value;
     expect(tag).toBe(recorded.toISOString());
+    // The power-off counts down to the recorded expiry (6 h + 2 h away), from the host's clock.
     const userData = Buffer.from(run?.UserData ?? "", "base64").toString("utf8");
-    expect(userData).toContain(`shutdown -P +480 "labfleet: the workshop's time is up"`); // 6 h + 2 h
+    expect(userData).toBe(powerOffUserData(recorded));
     expect(userData).toContain(`echo ${recorded.getTime() / 1000} > "$root/etc/labfleet/deadline"`);
+    expect(userData).toContain(`minutes=$(( (${recorded.getTime() / 1000} - $(date +%s)) / 60 ))`);
   });
 
   it("creates only the missing hosts with every required field, reuses the running one, waits until running", async () => {
@@ -503,6 +521,8 @@ describe("AwsProvider.provision", () => {
     });
     const hosts = await p.provision(
       spec({ labels: { track: "k8s" }, security_group_ids: ["sg-0123456789abcdef0"] }),
+      undefined,
+      { attempt: RUN },
     );
 
     expect(hosts).toEqual([
@@ -535,10 +555,11 @@ describe("AwsProvider.provision", () => {
     ).toEqual(["student-01", "student-03"]);
     const expectedTags = [
       { Key: "ManagedBy", Value: "labfleet" },
+      { Key: "labfleet-stage", Value: STAGE },
       { Key: "labfleet-workshop", Value: "k8s-intro" },
       { Key: "labfleet-host-id", Value: "student-01" },
       { Key: "labfleet-expiry", Value: EXPIRY },
-      { Key: "Name", Value: "labfleet-k8s-intro-student-01" },
+      { Key: "Name", Value: "labfleet-test-k8s-intro-student-01" },
     ];
     expect(runs[0]).toEqual({
       ImageId: "ami-0ccccccccccccccc3",
@@ -546,7 +567,11 @@ describe("AwsProvider.provision", () => {
       SubnetId: SUBNET,
       MinCount: 1,
       MaxCount: 1,
-      ClientToken: clientTokenFor("k8s-intro", "student-01", new Date(EXPIRY)),
+      ClientToken: clientTokenFor(
+        { stage: STAGE, workshop: "k8s-intro", hostId: "student-01" },
+        new Date(EXPIRY),
+        RUN,
+      ),
       SecurityGroupIds: ["sg-0123456789abcdef0"],
       IamInstanceProfile: { Arn: "arn:aws:iam::123456789012:instance-profile/labfleet-ssm" },
       MetadataOptions: { HttpTokens: "required", HttpEndpoint: "enabled" },
@@ -565,8 +590,22 @@ describe("AwsProvider.provision", () => {
     });
     const userData = Buffer.from(runs[0]?.UserData ?? "", "base64").toString("utf8");
     expect(userData).toMatch(/^#!\/bin\/bash\n/);
-    expect(userData).toContain(`shutdown -P +360 "labfleet: the workshop's time is up"`);
+    expect(userData).toBe(powerOffUserData(new Date(EXPIRY)));
+    expect(userData).toContain(`shutdown -P +"$minutes" "labfleet: the workshop's time is up"`);
     expect(userData).toContain(`echo ${Date.parse(EXPIRY) / 1000} > "$root/etc/labfleet/deadline"`);
+    // The second host: its own tags and token, the same user data.
+    expect(runs[1]?.TagSpecifications?.[0]?.Tags).toEqual([
+      { Key: "ManagedBy", Value: "labfleet" },
+      { Key: "labfleet-stage", Value: STAGE },
+      { Key: "labfleet-workshop", Value: "k8s-intro" },
+      { Key: "labfleet-host-id", Value: "student-03" },
+      { Key: "labfleet-expiry", Value: EXPIRY },
+      { Key: "Name", Value: "labfleet-test-k8s-intro-student-03" },
+    ]);
+    expect(runs[1]?.ClientToken).toBe(
+      clientTokenFor({ stage: STAGE, workshop: "k8s-intro", hostId: "student-03" }, new Date(EXPIRY), RUN),
+    );
+    expect(runs[1]?.UserData).toBe(runs[0]?.UserData);
 
     // The newest Ubuntu 24.04 image, by CreationDate, from Canonical's account.
     expect(calls(DescribeImagesCommand)).toEqual([
@@ -616,27 +655,109 @@ describe("AwsProvider.provision", () => {
     expect(calls(CreateSecurityGroupCommand)).toEqual([]);
   });
 
-  it("is idempotent: a second provision launches nothing and a token is stable per workshop, host and launch", async () => {
+  it("is idempotent: a second provision launches nothing and a token is stable per stage, workshop, host, launch and attempt", async () => {
     const account = fakeAccount();
     const sleep = vi.fn(async (_ms: number) => account.boot());
     const { p } = provider({ sleep });
-    const first = await p.provision(spec({ count: 2 }));
-    const second = await p.provision(spec({ count: 2 }));
+    const first = await p.provision(spec({ count: 2 }), undefined, { attempt: RUN });
+    const second = await p.provision(spec({ count: 2 }), undefined, { attempt: RUN });
     expect(second).toEqual(first);
     expect(calls(RunInstancesCommand)).toHaveLength(2);
     expect(account.instances).toHaveLength(2);
 
-    const tokens = calls(RunInstancesCommand).map((r) => r.ClientToken);
+    // A retry of the same attempt (the run) asks EC2 for the very same launches: same token, same parameters.
+    const launches = calls(RunInstancesCommand);
+    const tokens = launches.map((r) => r.ClientToken);
+    expect(tokens).toEqual(
+      ["student-01", "student-02"].map((hostId) =>
+        clientTokenFor({ stage: STAGE, workshop: "k8s-intro", hostId }, new Date(EXPIRY), RUN),
+      ),
+    );
     ec2Mock.reset();
     fakeAccount();
-    await provider({ sleep: async () => {} }).p.provision(spec({ count: 2 }));
-    expect(calls(RunInstancesCommand).map((r) => r.ClientToken)).toEqual(tokens);
+    await provider({ sleep: async () => {} }).p.provision(spec({ count: 2 }), undefined, { attempt: RUN });
+    expect(calls(RunInstancesCommand)).toEqual(launches);
     expect(new Set(tokens).size).toBe(2);
+    // EC2 takes a ClientToken of at most 64 ASCII characters.
     for (const t of tokens) expect(t).toMatch(/^labfleet-[0-9a-f]{48}$/);
-    // Another workshop, or a later launch after a teardown, never collides with a token EC2 still remembers.
-    expect(clientTokenFor("other", "student-01", new Date(EXPIRY))).not.toBe(tokens[0]);
-    expect(clientTokenFor("k8s-intro", "student-01", new Date("2030-01-02T06:00:00.000Z"))).not.toBe(
-      tokens[0],
+
+    // Another attempt (the next run, which may replace a host whose instance is gone) gets tokens of its own.
+    ec2Mock.reset();
+    fakeAccount();
+    await provider({ sleep: async () => {} }).p.provision(spec({ count: 2 }), undefined, {
+      attempt: "run_01J9Z3Q8V6K1M2N3P4R5S6T7V9",
+    });
+    const next = calls(RunInstancesCommand).map((r) => r.ClientToken);
+    expect(next).toEqual(
+      ["student-01", "student-02"].map((hostId) =>
+        clientTokenFor(
+          { stage: STAGE, workshop: "k8s-intro", hostId },
+          new Date(EXPIRY),
+          "run_01J9Z3Q8V6K1M2N3P4R5S6T7V9",
+        ),
+      ),
+    );
+    expect(next.filter((t) => tokens.includes(t))).toEqual([]);
+  });
+
+  it("names a random attempt for a provision without one: two calls never share a token", async () => {
+    const runs: (string | undefined)[][] = [];
+    for (let i = 0; i < 2; i++) {
+      ec2Mock.reset();
+      fakeAccount();
+      await provider({ sleep: async () => {} }).p.provision(spec({ count: 2 }));
+      runs.push(calls(RunInstancesCommand).map((r) => r.ClientToken));
+    }
+    const [one = [], two = []] = runs;
+    expect(one).toHaveLength(2);
+    expect(two).toHaveLength(2);
+    for (const t of [...one, ...two]) expect(t).toMatch(/^labfleet-[0-9a-f]{48}$/);
+    expect(new Set([...one, ...two]).size).toBe(4);
+    // Each is no token of the fixed attempt either.
+    const fixed = clientTokenFor(
+      { stage: STAGE, workshop: "k8s-intro", hostId: "student-01" },
+      new Date(EXPIRY),
+      RUN,
+    );
+    expect([...one, ...two]).not.toContain(fixed);
+  });
+
+  it("sends the same launch whenever it is retried: the user data depends on the expiry, not on the clock", async () => {
+    // Two provisions of one attempt, an hour apart on the control plane's clock, with the workshop's recorded
+    // expiry: EC2 answers a reused token with other parameters IdempotentParameterMismatch, so they must match.
+    const launchAt = async (now: Date) => {
+      ec2Mock.reset();
+      fakeAccount();
+      await provider({ clock: { now: () => now }, sleep: async () => {} }).p.provision(
+        spec({ count: 1 }),
+        undefined,
+        { expiry: new Date(EXPIRY), attempt: RUN },
+      );
+      return calls(RunInstancesCommand);
+    };
+    const first = await launchAt(NOW);
+    const later = await launchAt(new Date(NOW.getTime() + 3_600_000));
+    expect(first).toHaveLength(1);
+    expect(later).toEqual(first);
+  });
+
+  it("derives each token from the stage, workshop, host, expiry and attempt", () => {
+    const owner = { stage: STAGE, workshop: "k8s-intro", hostId: "student-01" };
+    const token = clientTokenFor(owner, new Date(EXPIRY), RUN);
+    expect(token).toMatch(/^labfleet-[0-9a-f]{48}$/);
+    expect(clientTokenFor({ ...owner }, new Date(EXPIRY), RUN)).toBe(token);
+    const others = [
+      clientTokenFor({ ...owner, stage: OTHER_STAGE }, new Date(EXPIRY), RUN),
+      clientTokenFor({ ...owner, workshop: "other" }, new Date(EXPIRY), RUN),
+      clientTokenFor({ ...owner, hostId: "student-02" }, new Date(EXPIRY), RUN),
+      // A later launch after a teardown never collides with a token EC2 still remembers.
+      clientTokenFor(owner, new Date("2030-01-02T06:00:00.000Z"), RUN),
+      clientTokenFor(owner, new Date(EXPIRY), "run_01J9Z3Q8V6K1M2N3P4R5S6T7V9"),
+    ];
+    expect(new Set([token, ...others]).size).toBe(6);
+    // The fields are separated: moving a character from one field to the next changes the token.
+    expect(clientTokenFor({ stage: "te", workshop: "st-k8s", hostId: "h" }, new Date(EXPIRY), RUN)).not.toBe(
+      clientTokenFor({ stage: "test", workshop: "-k8s", hostId: "h" }, new Date(EXPIRY), RUN),
     );
   });
 
@@ -648,7 +769,10 @@ describe("AwsProvider.provision", () => {
       ["student-03", undefined],
       ["intruder", "intruder is not a host of k8s-intro"],
     ]);
-    expect(calls(DescribeInstancesCommand)[0]?.Filters?.[2]?.Values).toEqual(["student-03"]);
+    expect(calls(DescribeInstancesCommand)[0]?.Filters?.[3]).toEqual({
+      Name: "tag:labfleet-host-id",
+      Values: ["student-03"],
+    });
     expect(calls(RunInstancesCommand)).toHaveLength(1);
   });
 
@@ -751,6 +875,50 @@ describe("AwsProvider.provision", () => {
     const hosts = await provider({ sleep }).p.provision(spec({ count: 1 }));
     expect(hosts[0]?.error).toBeUndefined();
     expect(sleep).toHaveBeenCalledTimes(1);
+  });
+});
+
+describe("AwsProvider: another stage's hosts in the same account", () => {
+  const theirs = () => [
+    instance("i-0prod000000000001", "running", tags("k8s-intro", "student-01", "labfleet", OTHER_STAGE)),
+    instance("i-0nostage000000002", "running", tags("k8s-intro", "student-02", "labfleet", null)),
+  ];
+
+  it.each([
+    ["EC2 applies the stage filter", []],
+    ["EC2 returns them anyway", ["tag:labfleet-stage"]],
+  ])("never reuses them: new hosts are launched (%s)", async (_how, ignoredFilters) => {
+    const account = fakeAccount(theirs(), { ignoredFilters });
+    const sleep = vi.fn(async (_ms: number) => account.boot());
+    const { p } = provider({ sleep });
+    const plan = await p.plan(spec({ count: 2, security_group_ids: ["sg-0123456789abcdef0"] }));
+    expect(plan.map((i) => [i.hostId, i.action])).toEqual([
+      ["student-01", "create"],
+      ["student-02", "create"],
+    ]);
+    const hosts = await p.provision(
+      spec({ count: 2, security_group_ids: ["sg-0123456789abcdef0"] }),
+      undefined,
+      { attempt: RUN },
+    );
+    expect(hosts.map((h) => [h.hostId, h.address, h.error])).toEqual([
+      ["student-01", "i-0new0000000000001", undefined],
+      ["student-02", "i-0new0000000000002", undefined],
+    ]);
+    expect(calls(DescribeInstancesCommand)[0]).toEqual({
+      Filters: ownerFilters("k8s-intro", ["student-01", "student-02"], ["pending", "running"]),
+    });
+    expect(
+      calls(RunInstancesCommand).map(
+        (r) => r.TagSpecifications?.[0]?.Tags?.find((t) => t.Key === STAGE_TAG)?.Value,
+      ),
+    ).toEqual([STAGE, STAGE]);
+    // Theirs are left as they were.
+    expect(account.instances.slice(0, 2).map((i) => [i.InstanceId, i.State?.Name])).toEqual([
+      ["i-0prod000000000001", "running"],
+      ["i-0nostage000000002", "running"],
+    ]);
+    expect(calls(TerminateInstancesCommand)).toEqual([]);
   });
 });
 
@@ -887,13 +1055,14 @@ describe("AwsProvider.provision: the managed security group", () => {
         Filters: [
           { Name: "vpc-id", Values: [VPC] },
           { Name: "tag:ManagedBy", Values: ["labfleet"] },
+          { Name: "tag:labfleet-stage", Values: [STAGE] },
           { Name: "tag:labfleet-workshop", Values: ["k8s-intro"] },
         ],
       },
     ]);
     expect(calls(CreateSecurityGroupCommand)).toEqual([
       {
-        GroupName: "labfleet-k8s-intro",
+        GroupName: "labfleet.test.k8s-intro",
         Description:
           "labfleet workshop k8s-intro: SSH and lab UI ports from operator addresses (managed by labfleet)",
         VpcId: VPC,
@@ -902,9 +1071,10 @@ describe("AwsProvider.provision: the managed security group", () => {
             ResourceType: "security-group",
             Tags: [
               { Key: "ManagedBy", Value: "labfleet" },
+              { Key: "labfleet-stage", Value: STAGE },
               { Key: "labfleet-workshop", Value: "k8s-intro" },
               { Key: "labfleet-created", Value: NOW.toISOString() },
-              { Key: "Name", Value: "labfleet-k8s-intro" },
+              { Key: "Name", Value: "labfleet.test.k8s-intro" },
             ],
           },
         ],
@@ -947,10 +1117,11 @@ describe("AwsProvider.provision: the managed security group", () => {
     const account = fakeAccount();
     const theirs: SecurityGroup = {
       GroupId: "sg-0concurrent00001",
-      GroupName: "labfleet-k8s-intro",
+      GroupName: "labfleet.test.k8s-intro",
       VpcId: VPC,
       Tags: [
         { Key: "ManagedBy", Value: "labfleet" },
+        { Key: "labfleet-stage", Value: STAGE },
         { Key: "labfleet-workshop", Value: "k8s-intro" },
       ],
       IpPermissions: [],
@@ -970,7 +1141,7 @@ describe("AwsProvider.provision: the managed security group", () => {
     expect(calls(DescribeSecurityGroupsCommand)[1]).toEqual({
       Filters: [
         { Name: "vpc-id", Values: [VPC] },
-        { Name: "group-name", Values: ["labfleet-k8s-intro"] },
+        { Name: "group-name", Values: ["labfleet.test.k8s-intro"] },
       ],
     });
     expect(calls(AuthorizeSecurityGroupIngressCommand)[0]?.GroupId).toBe("sg-0concurrent00001");
@@ -979,7 +1150,9 @@ describe("AwsProvider.provision: the managed security group", () => {
 
   it("refuses a group of that name that is not labfleet's: no host is created, and says why", async () => {
     fakeAccount([], {
-      groups: [{ GroupId: "sg-0someoneelse0001", GroupName: "labfleet-k8s-intro", VpcId: VPC, Tags: [] }],
+      groups: [
+        { GroupId: "sg-0someoneelse0001", GroupName: "labfleet.test.k8s-intro", VpcId: VPC, Tags: [] },
+      ],
     });
     const hosts = await provider().p.provision(managedSpec());
     expect(hosts).toEqual([
@@ -987,13 +1160,72 @@ describe("AwsProvider.provision: the managed security group", () => {
         hostId: "student-01",
         address: "",
         labels: {},
-        error: `security group: a security group named labfleet-k8s-intro already exists in ${VPC} and is not labfleet's for this workshop: rename or delete it, or give provider.security_group_ids`,
+        error: `security group: a security group named labfleet.test.k8s-intro already exists in ${VPC} and is not labfleet's for this workshop: rename or delete it, or give provider.security_group_ids`,
       },
     ]);
     expect(calls(AuthorizeSecurityGroupIngressCommand)).toEqual([]);
     expect(calls(RunInstancesCommand)).toEqual([]);
   });
+
+  const groupOf = (
+    id: string,
+    name: string,
+    stage: string | null,
+    workshop = "k8s-intro",
+  ): SecurityGroup => ({
+    GroupId: id,
+    GroupName: name,
+    VpcId: VPC,
+    Tags: [
+      { Key: "ManagedBy", Value: "labfleet" },
+      ...(stage === null ? [] : [{ Key: "labfleet-stage", Value: stage }]),
+      { Key: "labfleet-workshop", Value: workshop },
+    ],
+    IpPermissions: [],
+  });
+
+  it("never uses or changes another stage's group of the workshop: it makes its own, under its own name", async () => {
+    // Even when EC2 returns them, a group of another stage (or one without a stage tag) is not this stage's.
+    const account = fakeAccount([], {
+      groups: [
+        groupOf("sg-0prod00000000001", "labfleet-prod-k8s-intro", OTHER_STAGE),
+        groupOf("sg-0nostage00000001", "labfleet-k8s-intro", null),
+      ],
+      ignoredFilters: ["tag:labfleet-stage"],
+    });
+    const sleep = vi.fn(async (_ms: number) => account.boot());
+    const hosts = await provider({ sleep }).p.provision(managedSpec());
+    expect(hosts[0]?.error).toBeUndefined();
+    // Two stages' names cannot collide: the new group's name carries the stage.
+    expect(calls(CreateSecurityGroupCommand).map((c) => c.GroupName)).toEqual(["labfleet.test.k8s-intro"]);
+    expect(calls(AuthorizeSecurityGroupIngressCommand).map((c) => c.GroupId)).toEqual([
+      "sg-0managed00000001",
+    ]);
+    expect(calls(RunInstancesCommand)[0]?.SecurityGroupIds).toEqual(["sg-0managed00000001"]);
+    expect(account.groups.slice(0, 2).map((g) => g.IpPermissions)).toEqual([[], []]);
+  });
+
+  it("gives two stages whose names would spell alike with dashes groups of their own", async () => {
+    // Stage "test-a" workshop "b" and stage "test" workshop "a-b": the names hold the stage and the workshop
+    // apart with dots, so this stage makes its own group and never takes the other's.
+    fakeAccount([], {
+      groups: [groupOf("sg-0testa000000001", "labfleet.test-a.b", "test-a", "b")],
+    });
+    await provider().p.provision(spec({ count: 1, operator_cidrs: operatorCidrs }, "a-b", [8443]));
+    expect(calls(CreateSecurityGroupCommand).map((c) => c.GroupName)).toEqual(["labfleet.test.a-b"]);
+    expect(calls(RunInstancesCommand)[0]?.SecurityGroupIds).not.toContain("sg-0testa000000001");
+  });
+
 });
+
+/** The absolute path of a command on this machine's PATH. */
+function which(cmd: string): string {
+  for (const dir of (process.env.PATH ?? "").split(":")) {
+    const path = join(dir, cmd);
+    if (dir && existsSync(path)) return path;
+  }
+  throw new Error(`${cmd} is not on the PATH`);
+}
 
 describe("the dead-man switch user data", () => {
   let dir: string;
@@ -1002,29 +1234,47 @@ describe("the dead-man switch user data", () => {
   });
   afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
-  function fakeBin() {
+  /**
+   * A host in a folder: fake `shutdown` and `systemctl` that log their arguments, and a `date` whose `+%s` is
+   * HOST_NOW (the host's own clock) when set.
+   */
+  function fakeBin(hostNow?: number) {
     const bin = join(dir, "bin");
-    execFileSync("mkdir", ["-p", bin]);
+    mkdirSync(bin, { recursive: true });
     for (const cmd of ["shutdown", "systemctl"]) {
       writeFileSync(join(bin, cmd), `#!/bin/sh\necho "${cmd} $*" >> "${join(dir, "calls.log")}"\n`);
       chmodSync(join(bin, cmd), 0o755);
     }
-    return { PATH: `${bin}:${process.env.PATH}`, LABFLEET_ROOT: join(dir, "root") };
+    writeFileSync(
+      join(bin, "date"),
+      `#!/bin/sh\nif [ -n "\${HOST_NOW:-}" ] && [ "$*" = "+%s" ]; then echo "$HOST_NOW"; else exec ${which("date")} "$@"; fi\n`,
+    );
+    chmodSync(join(bin, "date"), 0o755);
+    return {
+      PATH: `${bin}:${process.env.PATH}`,
+      LABFLEET_ROOT: join(dir, "root"),
+      ...(hostNow === undefined ? {} : { HOST_NOW: String(hostNow) }),
+    };
   }
   const log = () => readFileSync(join(dir, "calls.log"), "utf8").trim().split("\n");
+  /** Runs the user data as cloud-init would, stdin closed (Debian's bash reads ~/.bashrc when it is a socket). */
+  const runUserData = (script: string, env: Record<string, string>) =>
+    execFileSync("bash", ["-c", script], { env, stdio: ["ignore", "pipe", "pipe"] });
+  const armed = (minutes: number) => [
+    `shutdown -P +${minutes} labfleet: the workshop's time is up`,
+    "systemctl daemon-reload",
+    "systemctl enable --now labfleet-deadman.timer",
+  ];
 
-  it("schedules the power-off at launch + ttl_hours and installs the timer fallback", () => {
+  it("schedules the power-off at the expiry from the host's own clock and installs the timer fallback", () => {
     const launch = new Date();
     const expiry = new Date(Math.floor((launch.getTime() + 1.5 * 3_600_000) / 1000) * 1000);
-    const env = fakeBin();
-    execFileSync("bash", ["-c", powerOffUserData(1.5, expiry)], { env });
-    expect(log()).toEqual([
-      "shutdown -P +90 labfleet: the workshop's time is up",
-      "systemctl daemon-reload",
-      "systemctl enable --now labfleet-deadman.timer",
-    ]);
+    const deadline = expiry.getTime() / 1000;
+    const env = fakeBin(deadline - 90 * 60);
+    runUserData(powerOffUserData(expiry), env);
+    expect(log()).toEqual(armed(90));
     const root = env.LABFLEET_ROOT;
-    expect(readFileSync(join(root, "etc/labfleet/deadline"), "utf8")).toBe(`${expiry.getTime() / 1000}\n`);
+    expect(readFileSync(join(root, "etc/labfleet/deadline"), "utf8")).toBe(`${deadline}\n`);
     expect(readFileSync(join(root, "etc/systemd/system/labfleet-deadman.timer"), "utf8")).toMatch(
       /OnBootSec=1min\nOnUnitActiveSec=1min/,
     );
@@ -1032,8 +1282,10 @@ describe("the dead-man switch user data", () => {
       "ExecStart=/usr/local/sbin/labfleet-deadman",
     );
 
-    // The timer's check: nothing before the deadline, a power-off after it, the baked-in deadline when garbled.
-    const check = () => execFileSync("sh", [join(root, "usr/local/sbin/labfleet-deadman")], { env });
+    // The timer's check (on the real clock): nothing before the deadline, a power-off after it, the baked-in
+    // deadline when garbled.
+    const real = { PATH: env.PATH, LABFLEET_ROOT: root };
+    const check = () => execFileSync("sh", [join(root, "usr/local/sbin/labfleet-deadman")], { env: real });
     check();
     expect(log()).toHaveLength(3);
     writeFileSync(join(root, "etc/labfleet/deadline"), "not-a-time\n");
@@ -1041,25 +1293,137 @@ describe("the dead-man switch user data", () => {
     expect(log()).toHaveLength(3);
     writeFileSync(join(root, "etc/labfleet/deadline"), `${Math.floor(launch.getTime() / 1000) - 60}\n`);
     check();
-    expect(log()).toEqual([...log().slice(0, 3), "systemctl poweroff"]);
+    expect(log()).toEqual([...armed(90), "systemctl poweroff"]);
   });
 
-  it("counts whole minutes, never later than the expiry", () => {
-    const ud = (h: number) => powerOffUserData(h, NOW);
-    expect(ud(6)).toContain("shutdown -P +360 ");
-    expect(ud(0.25)).toContain("shutdown -P +15 ");
-    expect(ud(168)).toContain("shutdown -P +10080 ");
-    expect(ud(1 / 7)).toContain("shutdown -P +8 "); // 8.57 minutes: rounded down
-    expect(ud(0.001)).toContain("shutdown -P +1 ");
+  it.each([
+    ["exactly 90 minutes", 5400, 90],
+    ["90 minutes and 59 seconds: rounded down, never later than the expiry", 5459, 90],
+    ["a second short of 90 minutes", 5399, 89],
+    ["a week", 168 * 3600, 10080],
+    ["30 seconds: at least one minute", 30, 1],
+    ["a deadline already passed: at least one minute", -600, 1],
+  ])("counts whole minutes on the host: %s to go", (_what, left, minutes) => {
+    const expiry = new Date("2030-01-01T06:00:00.000Z");
+    const deadline = expiry.getTime() / 1000;
+    const env = fakeBin(deadline - left);
+    runUserData(powerOffUserData(expiry), env);
+    expect(log()).toEqual(armed(minutes));
+    expect(readFileSync(join(env.LABFLEET_ROOT, "etc/labfleet/deadline"), "utf8")).toBe(`${deadline}\n`);
+  });
+
+  it("powers a launched host off at launch + ttl_hours, or at the workshop's recorded (extended) expiry", async () => {
+    // What RunInstances sends, run on a host whose clock says the launch time (NOW).
+    const launched = async (expiry?: Date) => {
+      ec2Mock.reset();
+      fakeAccount();
+      await provider({ sleep: async () => {} }).p.provision(spec({ count: 1 }), undefined, {
+        attempt: RUN,
+        ...(expiry ? { expiry } : {}),
+      });
+      return Buffer.from(calls(RunInstancesCommand)[0]?.UserData ?? "", "base64").toString("utf8");
+    };
+    const fresh = await launched();
+    runUserData(fresh, fakeBin(NOW.getTime() / 1000));
+    expect(log()).toEqual(armed(360)); // ttl_hours: 6
+    rmSync(join(dir, "calls.log"));
+    const extended = await launched(new Date(Date.parse(EXPIRY) + 2 * 3_600_000));
+    runUserData(extended, fakeBin(NOW.getTime() / 1000));
+    expect(log()).toEqual(armed(480)); // 6 h + 2 h
+  });
+
+  it("reads the host's real clock when it runs", () => {
+    const expiry = new Date(Math.floor((Date.now() + 2 * 3_600_000) / 1000) * 1000);
+    const before = Math.floor(Date.now() / 1000);
+    runUserData(powerOffUserData(expiry), fakeBin());
+    const after = Math.ceil(Date.now() / 1000);
+    const minutes = Number(/^shutdown -P \+(\d+) /.exec(log()[0] ?? "")?.[1]);
+    const deadline = expiry.getTime() / 1000;
+    expect(minutes).toBeGreaterThanOrEqual(Math.floor((deadline - after) / 60));
+    expect(minutes).toBeLessThanOrEqual(Math.floor((deadline - before) / 60));
+    expect(log()).toEqual(armed(minutes));
+  });
+
+  it("is the same text whenever it is made for one expiry", () => {
+    const expiry = new Date(EXPIRY);
+    vi.useFakeTimers({ toFake: ["Date"] });
+    try {
+      vi.setSystemTime(NOW);
+      const early = [powerOffUserData(expiry), powerOffUserData(expiry, { awsCli: true })];
+      vi.setSystemTime(new Date(NOW.getTime() + 5 * 3_600_000 + 17_000));
+      const late = [powerOffUserData(expiry), powerOffUserData(expiry, { awsCli: true })];
+      expect(late).toEqual(early);
+    } finally {
+      vi.useRealTimers();
+    }
+    expect(powerOffUserData(expiry, { awsCli: false })).toBe(powerOffUserData(expiry));
+    expect(powerOffUserData(new Date(Date.parse(EXPIRY) + 60_000))).not.toBe(powerOffUserData(expiry));
   });
 
   it("installs the AWS CLI only for workshops with operator secrets, after the switch is armed", () => {
-    expect(powerOffUserData(6, NOW)).not.toContain("aws-cli");
-    const withCli = powerOffUserData(6, NOW, { awsCli: true });
+    expect(powerOffUserData(NOW)).not.toContain("aws-cli");
+    const withCli = powerOffUserData(NOW, { awsCli: true });
     expect(withCli).toContain("command -v aws >/dev/null 2>&1 || snap install aws-cli --classic");
     expect(withCli.indexOf("snap install aws-cli")).toBeGreaterThan(
       withCli.indexOf("systemctl enable --now labfleet-deadman.timer"),
     );
+  });
+});
+
+describe("the first boot wait (bootWait)", () => {
+  let dir: string;
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), "labfleet-boot-"));
+  });
+  afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+  /** Runs the wait on a host whose only commands are a fake `cloud-init` exiting `rc` (none when undefined). */
+  function waitOn(rc?: number) {
+    const bin = join(dir, "bin");
+    mkdirSync(bin, { recursive: true });
+    if (rc !== undefined) {
+      writeFileSync(
+        join(bin, "cloud-init"),
+        `#!/bin/sh\necho "cloud-init $*" >> "${join(dir, "calls.log")}"\necho "status: whatever"\nexit ${rc}\n`,
+      );
+      chmodSync(join(bin, "cloud-init"), 0o755);
+    }
+    // stdin is /dev/null: Debian's bash reads ~/.bashrc when stdin is a socket (as Node's pipes are).
+    const r = spawnSync(which("bash"), ["-c", CLOUD_INIT_WAIT], {
+      env: { PATH: bin },
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    const calls = existsSync(join(dir, "calls.log"))
+      ? readFileSync(join(dir, "calls.log"), "utf8").trim().split("\n")
+      : [];
+    return { code: r.status, stderr: r.stderr, calls };
+  }
+
+  it("is the provider's wait before a host's first deploy, within DeployHost's 15 minutes", () => {
+    expect(provider().p.bootWait).toEqual({ command: CLOUD_INIT_WAIT, timeoutMs: 10 * 60_000 });
+    expect(FUNCTIONS.DeployHost.timeout).toBe("15 minutes");
+  });
+
+  it("waits for cloud-init and passes when it is done (exit 0)", () => {
+    expect(waitOn(0)).toEqual({ code: 0, stderr: "", calls: ["cloud-init status --wait"] });
+  });
+
+  it("passes when cloud-init is done with recoverable errors (exit 2): the user data ran", () => {
+    expect(waitOn(2)).toEqual({ code: 0, stderr: "", calls: ["cloud-init status --wait"] });
+  });
+
+  it("fails with the reason when cloud-init failed (exit 1)", () => {
+    expect(waitOn(1)).toEqual({
+      code: 1,
+      stderr:
+        "cloud-init reports that the first boot failed (exit 1): see /var/log/cloud-init-output.log on the host\n",
+      calls: ["cloud-init status --wait"],
+    });
+  });
+
+  it("has nothing to wait for on an image without cloud-init", () => {
+    expect(waitOn()).toEqual({ code: 0, stderr: "", calls: [] });
   });
 });
 
@@ -1092,6 +1456,7 @@ describe("AwsProvider.deprovision", () => {
       {
         Filters: [
           { Name: "tag:ManagedBy", Values: ["labfleet"] },
+          { Name: "tag:labfleet-stage", Values: [STAGE] },
           { Name: "tag:labfleet-workshop", Values: ["k8s-intro"] },
           { Name: "instance-state-name", Values: ["pending", "running", "stopping", "stopped"] },
         ],
@@ -1133,6 +1498,57 @@ describe("AwsProvider.deprovision", () => {
     expect(calls(TerminateInstancesCommand)).toEqual([{ InstanceIds: ["i-0mine000000000002"] }]);
   });
 
+  it("never terminates another stage's instance, or one without a stage tag, even when EC2 returns it", async () => {
+    ec2Mock.on(DescribeInstancesCommand).resolves({
+      Reservations: [
+        {
+          Instances: [
+            instance(
+              "i-0prod000000000001",
+              "running",
+              tags("k8s-intro", "student-01", "labfleet", OTHER_STAGE),
+            ),
+            instance("i-0nostage000000001", "running", tags("k8s-intro", "student-01", "labfleet", null)),
+            instance("i-0mine000000000002", "running", tags("k8s-intro", "student-02")),
+          ],
+        },
+      ],
+    });
+    ec2Mock.on(TerminateInstancesCommand).resolves({});
+    const results = await provider().p.deprovision(spec({ security_group_ids: ["sg-0123456789abcdef0"] }), [
+      "student-01",
+      "student-02",
+    ]);
+    expect(results).toEqual([
+      {
+        hostId: "student-01",
+        result: "error",
+        detail:
+          'refused to terminate i-0prod000000000001: its labfleet-stage tag is "prod", expected "test"; ' +
+          "refused to terminate i-0nostage000000001: it has no labfleet-stage tag",
+      },
+      { hostId: "student-02", result: "destroyed", detail: "terminated i-0mine000000000002" },
+    ]);
+    expect(calls(TerminateInstancesCommand)).toEqual([{ InstanceIds: ["i-0mine000000000002"] }]);
+  });
+
+  it("does not see another stage's hosts of the same workshop: nothing of theirs is terminated", async () => {
+    const account = fakeAccount([
+      instance("i-0prod000000000001", "running", tags("k8s-intro", "student-01", "labfleet", OTHER_STAGE)),
+      instance("i-0nostage000000002", "running", tags("k8s-intro", "student-02", "labfleet", null)),
+    ]);
+    const results = await provider().p.deprovision(spec({ security_group_ids: ["sg-0123456789abcdef0"] }), [
+      "student-01",
+      "student-02",
+    ]);
+    expect(results).toEqual([
+      { hostId: "student-01", result: "skipped", detail: "no instance found" },
+      { hostId: "student-02", result: "skipped", detail: "no instance found" },
+    ]);
+    expect(calls(TerminateInstancesCommand)).toEqual([]);
+    expect(account.instances.map((i) => i.State?.Name)).toEqual(["running", "running"]);
+  });
+
   it("reports a failed termination as an error and a host already shutting down as skipped", async () => {
     fakeAccount([
       instance("i-0mine000000000001", "running", tags("k8s-intro", "student-01")),
@@ -1160,7 +1576,7 @@ describe("AwsProvider.deprovision", () => {
     const results = await provider().p.deprovision(spec({ instance_type: "t3.micro" }), ["student-01"]);
     expect(results[0]?.result).toBe("destroyed");
     ec2Mock.reset();
-    const elsewhere = new AwsProvider({ ec2: client("us-east-1") });
+    const elsewhere = new AwsProvider({ ec2: client("us-east-1"), stage: STAGE });
     const err = await elsewhere.deprovision(spec(), ["student-01"]).catch((e: unknown) => e);
     expect(isVisibleError(err) && err.code).toBe("provider.region_mismatch");
     expect(ec2Mock.calls()).toHaveLength(0);

@@ -52,6 +52,7 @@ function provider() {
     ec2: ec2(),
     ssm: new SSMClient({ region: REGION, credentials }),
     serviceQuotas: quotas(),
+    stage: "test",
     clock: { now: () => NOW },
     sleep: vi.fn(async () => {}),
   });
@@ -326,6 +327,7 @@ describe("plan: quota line and cost", () => {
   it("asks no quota when every host is reused", async () => {
     const tags = (hostId: string) => [
       { Key: "ManagedBy", Value: "labfleet" },
+      { Key: "labfleet-stage", Value: "test" },
       { Key: "labfleet-workshop", Value: "k8s-intro" },
       { Key: "labfleet-host-id", Value: hostId },
       { Key: "labfleet-expiry", Value: "2030-01-01T03:00:00.000Z" },
@@ -344,6 +346,35 @@ describe("plan: quota line and cost", () => {
     ]);
     expect(calls(GetServiceQuotaCommand, quotasMock)).toEqual([]);
     expect(calls(DescribeInstancesCommand)).toHaveLength(1);
+  });
+
+  it("plans a new host for one that only another stage has, and counts theirs as in use", async () => {
+    // The quota is the account's in the region: every stage's instances count against it.
+    const prod = running("i-0prod", "m7i.xlarge", {
+      Tags: [
+        { Key: "ManagedBy", Value: "labfleet" },
+        { Key: "labfleet-stage", Value: "prod" },
+        { Key: "labfleet-workshop", Value: "k8s-intro" },
+        { Key: "labfleet-host-id", Value: "student-01" },
+      ],
+    });
+    account([prod], 8);
+    // EC2 returns it to the ownership lookup anyway: the provider re-checks the stage tag.
+    ec2Mock.on(DescribeInstancesCommand).resolves({ Reservations: [{ Instances: [prod] }] });
+    ec2Mock.on(DescribeInstancesCommand, usageFilters).resolves({ Reservations: [{ Instances: [prod] }] });
+    const plan = await provider().plan(spec({ count: 1 }));
+    expect(plan).toEqual([
+      {
+        hostId: "student-01",
+        action: "create",
+        detail:
+          "m7i.xlarge, expires 2030-01-01T06:00:00.000Z, $0.2016/h on demand; vCPU quota L-1216C47A: 4 needed + 4 in use of 8, fits",
+      },
+    ]);
+    expect(calls(DescribeInstancesCommand)[0]?.Filters?.slice(0, 2)).toEqual([
+      { Name: "tag:ManagedBy", Values: ["labfleet"] },
+      { Name: "tag:labfleet-stage", Values: ["test"] },
+    ]);
   });
 
   it("knows the default tiers' prices in the US regions only, and never guesses", () => {

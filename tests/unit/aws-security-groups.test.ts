@@ -19,7 +19,12 @@ import { DescribeInstanceInformationCommand, SSMClient } from "@aws-sdk/client-s
 import { mockClient } from "aws-sdk-client-mock";
 import { beforeEach, describe, expect, it, vi } from "vitest";
 import { AwsProvider } from "../../shared/providers/aws.ts";
-import { operatorCidrProblem, parseCidr } from "../../shared/providers/aws-security-groups.ts";
+import {
+  ManagedSecurityGroups,
+  managedGroupName,
+  operatorCidrProblem,
+  parseCidr,
+} from "../../shared/providers/aws-security-groups.ts";
 import { isVisibleError } from "../../shared/runtime/errors.ts";
 import { Workshop, type WorkshopInput } from "../../shared/workshop/schema.ts";
 
@@ -29,6 +34,7 @@ const REGION = "eu-west-1";
 const SUBNET = "subnet-0123456789abcdef0";
 const VPC = "vpc-0123456789abcdef0";
 const GROUP = "sg-0managed00000001";
+const STAGE = "test";
 const NOW = new Date("2030-01-01T00:00:00.000Z");
 const credentials = { accessKeyId: "AKIDTEST", secretAccessKey: "test" };
 
@@ -61,6 +67,7 @@ function provider() {
     ec2: new EC2Client({ region: REGION, credentials }),
     ssm: new SSMClient({ region: REGION, credentials }),
     serviceQuotas: new ServiceQuotasClient({ region: REGION, credentials }),
+    stage: STAGE,
     clock: { now: () => NOW },
     sleep: vi.fn(async () => {}),
   });
@@ -73,8 +80,23 @@ function calls<T>(command: new (...args: never[]) => { input: T }): T[] {
 
 const ownerTags = [
   { Key: "ManagedBy", Value: "labfleet" },
+  { Key: "labfleet-stage", Value: STAGE },
   { Key: "labfleet-workshop", Value: "k8s-intro" },
 ];
+/** The same workshop's tags, made by another stage (or, with null, by no stage). */
+const tagsOfStage = (stage: string | null) => [
+  { Key: "ManagedBy", Value: "labfleet" },
+  ...(stage === null ? [] : [{ Key: "labfleet-stage", Value: stage }]),
+  { Key: "labfleet-workshop", Value: "k8s-intro" },
+];
+/** What find() asks EC2 for: labfleet's groups of this stage (and workshop). */
+const groupFilters = {
+  Filters: [
+    { Name: "tag:ManagedBy", Values: ["labfleet"] },
+    { Name: "tag:labfleet-stage", Values: [STAGE] },
+    { Name: "tag:labfleet-workshop", Values: ["k8s-intro"] },
+  ],
+};
 const tcp = (port: number, ranges: Partial<IpPermission>): IpPermission => ({
   IpProtocol: "tcp",
   FromPort: port,
@@ -93,7 +115,7 @@ const operator = (port: number, cidr = "198.51.100.0/24") =>
 function fakeGroup(permissions: IpPermission[] = [], extra: Partial<SecurityGroup> = {}) {
   const group: SecurityGroup = {
     GroupId: GROUP,
-    GroupName: "labfleet-k8s-intro",
+    GroupName: "labfleet.test.k8s-intro",
     VpcId: VPC,
     Tags: ownerTags,
     IpPermissions: structuredClone(permissions),
@@ -212,6 +234,49 @@ describe("operator_cidrs", () => {
   });
 });
 
+describe("ManagedSecurityGroups of one stage", () => {
+  const ec2 = () => new EC2Client({ region: REGION, credentials });
+  const groups: SecurityGroup[] = [
+    {
+      GroupId: "sg-0prod0000000001",
+      GroupName: "labfleet-prod-k8s-intro",
+      VpcId: VPC,
+      Tags: tagsOfStage("prod"),
+    },
+    { GroupId: GROUP, GroupName: "labfleet.test.k8s-intro", VpcId: VPC, Tags: ownerTags },
+    { GroupId: "sg-0nostage000001", GroupName: "labfleet-k8s-intro", VpcId: VPC, Tags: tagsOfStage(null) },
+  ];
+
+  it("names the group after the stage and the workshop", () => {
+    expect(managedGroupName("test", "k8s-intro")).toBe("labfleet.test.k8s-intro");
+    expect(managedGroupName("prod", "k8s-intro")).toBe("labfleet.prod.k8s-intro");
+    // Names with dashes never spell alike across stages.
+    expect(managedGroupName("test-a", "b")).not.toBe(managedGroupName("test", "a-b"));
+  });
+
+  it("finds only its stage's groups, for one workshop or for all, whatever EC2 returns", async () => {
+    ec2Mock.on(DescribeSecurityGroupsCommand).resolves({ SecurityGroups: groups });
+    const ids = (found: SecurityGroup[]) => found.map((g) => g.GroupId);
+    expect(ids(await new ManagedSecurityGroups(ec2(), "test").find("k8s-intro"))).toEqual([GROUP]);
+    expect(ids(await new ManagedSecurityGroups(ec2(), "test").find())).toEqual([GROUP]);
+    expect(ids(await new ManagedSecurityGroups(ec2(), "prod").find("k8s-intro", VPC))).toEqual([
+      "sg-0prod0000000001",
+    ]);
+    expect(calls(DescribeSecurityGroupsCommand)).toEqual([
+      groupFilters,
+      { Filters: groupFilters.Filters.slice(0, 2) },
+      {
+        Filters: [
+          { Name: "vpc-id", Values: [VPC] },
+          { Name: "tag:ManagedBy", Values: ["labfleet"] },
+          { Name: "tag:labfleet-stage", Values: ["prod"] },
+          { Name: "tag:labfleet-workshop", Values: ["k8s-intro"] },
+        ],
+      },
+    ]);
+  });
+});
+
 describe("provision reconciles the managed group", () => {
   function reusedHost() {
     const instance: Instance = {
@@ -301,14 +366,7 @@ describe("AwsProvider.setOpenAccess", () => {
       ports: [8443, 30080],
       message: `opened TCP 8443, 30080 to 0.0.0.0/0 and ::/0 in ${GROUP}`,
     });
-    expect(calls(DescribeSecurityGroupsCommand)).toEqual([
-      {
-        Filters: [
-          { Name: "tag:ManagedBy", Values: ["labfleet"] },
-          { Name: "tag:labfleet-workshop", Values: ["k8s-intro"] },
-        ],
-      },
-    ]);
+    expect(calls(DescribeSecurityGroupsCommand)).toEqual([groupFilters]);
     expect(calls(AuthorizeSecurityGroupIngressCommand)).toEqual([
       { GroupId: GROUP, IpPermissions: [world(8443), world(30080)] },
     ]);
@@ -400,13 +458,43 @@ describe("AwsProvider.setOpenAccess", () => {
 
   it("ignores a group whose tags EC2 returned but that is not this workshop's", async () => {
     ec2Mock.on(DescribeSecurityGroupsCommand).resolves({
-      SecurityGroups: [{ GroupId: "sg-0other0000000001", Tags: [{ Key: "ManagedBy", Value: "labfleet" }] }],
+      SecurityGroups: [
+        {
+          GroupId: "sg-0other0000000001",
+          Tags: [
+            { Key: "ManagedBy", Value: "labfleet" },
+            { Key: "labfleet-stage", Value: STAGE },
+          ],
+        },
+      ],
     });
     const err = await provider()
       .setOpenAccess(spec(), true)
       .catch((e: unknown) => e);
     expect(isVisibleError(err) && err.code).toBe("provider.security_group_missing");
     expect(calls(AuthorizeSecurityGroupIngressCommand)).toEqual([]);
+  });
+
+  it.each([
+    ["another stage", "prod"],
+    ["no stage", null],
+  ])("never opens or closes the workshop's group of %s, even when EC2 returns it", async (_what, stage) => {
+    const group = fakeGroup([operator(22), operator(8443), world(30080)], {
+      GroupName: `labfleet-${stage ?? "x"}-k8s-intro`,
+      Tags: tagsOfStage(stage),
+    });
+    const err = await provider()
+      .setOpenAccess(spec({}, [8443, 30080]), true)
+      .catch((e: unknown) => e);
+    expect(isVisibleError(err) && err.code).toBe("provider.security_group_missing");
+    expect(await provider().setOpenAccess(spec({}, [8443, 30080]), false)).toMatchObject({
+      changed: false,
+      message: "no labfleet security group: nothing to close",
+    });
+    expect(calls(DescribeSecurityGroupsCommand)).toEqual([groupFilters, groupFilters]);
+    expect(calls(AuthorizeSecurityGroupIngressCommand)).toEqual([]);
+    expect(calls(RevokeSecurityGroupIngressCommand)).toEqual([]);
+    expect(group.IpPermissions).toEqual([operator(22), operator(8443), world(30080)]);
   });
 
   it("has no port to open when lab.ui_ports is empty", async () => {
@@ -427,6 +515,7 @@ describe("deprovision and the managed group", () => {
   const leftFilters = {
     Filters: [
       { Name: "tag:ManagedBy", Values: ["labfleet"] },
+      { Name: "tag:labfleet-stage", Values: [STAGE] },
       { Name: "tag:labfleet-workshop", Values: ["k8s-intro"] },
       { Name: "instance-state-name", Values: ["pending", "running", "stopping", "stopped"] },
     ],
@@ -441,7 +530,7 @@ describe("deprovision and the managed group", () => {
       .resolves({ Reservations: left.length ? [{ Instances: left }] : [] });
     ec2Mock.on(TerminateInstancesCommand).resolves({});
     ec2Mock.on(DescribeSecurityGroupsCommand).resolves({
-      SecurityGroups: [{ GroupId: GROUP, GroupName: "labfleet-k8s-intro", VpcId: VPC, Tags: ownerTags }],
+      SecurityGroups: [{ GroupId: GROUP, GroupName: "labfleet.test.k8s-intro", VpcId: VPC, Tags: ownerTags }],
     });
   }
 
@@ -457,14 +546,45 @@ describe("deprovision and the managed group", () => {
       },
     ]);
     expect(calls(DescribeInstancesCommand)[1]).toEqual(leftFilters);
-    expect(calls(DescribeSecurityGroupsCommand)).toEqual([
+    expect(calls(DescribeSecurityGroupsCommand)).toEqual([groupFilters]);
+    expect(calls(DeleteSecurityGroupCommand)).toEqual([{ GroupId: GROUP }]);
+  });
+
+  it("deletes only this stage's group, and another stage's instances of the workshop do not keep it", async () => {
+    // EC2 returns, for the workshop, another stage's instance and group and a group without a stage tag.
+    const theirs = (id: string, stage: string | null): Instance => ({
+      InstanceId: id,
+      State: { Name: "running" },
+      Tags: [...tagsOfStage(stage), { Key: "labfleet-host-id", Value: "student-02" }],
+    });
+    account([theirs("i-0prod000000000002", "prod"), theirs("i-0nostage00000002", null)]);
+    ec2Mock.on(DescribeSecurityGroupsCommand).resolves({
+      SecurityGroups: [
+        {
+          GroupId: "sg-0prod0000000001",
+          GroupName: "labfleet-prod-k8s-intro",
+          VpcId: VPC,
+          Tags: tagsOfStage("prod"),
+        },
+        { GroupId: GROUP, GroupName: "labfleet.test.k8s-intro", VpcId: VPC, Tags: ownerTags },
+        {
+          GroupId: "sg-0nostage000001",
+          GroupName: "labfleet-k8s-intro",
+          VpcId: VPC,
+          Tags: tagsOfStage(null),
+        },
+      ],
+    });
+    ec2Mock.on(DeleteSecurityGroupCommand).resolves({});
+    const results = await provider().deprovision(spec({ count: 2 }), ["student-01"]);
+    expect(results).toEqual([
       {
-        Filters: [
-          { Name: "tag:ManagedBy", Values: ["labfleet"] },
-          { Name: "tag:labfleet-workshop", Values: ["k8s-intro"] },
-        ],
+        hostId: "student-01",
+        result: "destroyed",
+        detail: `terminated i-0mine000000000001; deleted security group ${GROUP}`,
       },
     ]);
+    expect(calls(DescribeInstancesCommand)[1]).toEqual(leftFilters);
     expect(calls(DeleteSecurityGroupCommand)).toEqual([{ GroupId: GROUP }]);
   });
 

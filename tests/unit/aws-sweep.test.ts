@@ -21,6 +21,7 @@ import { Workshop } from "../../shared/workshop/schema.ts";
 const ec2Mock = mockClient(EC2Client);
 const REGION = "eu-west-1";
 const NOW = new Date("2030-01-01T12:00:00.000Z");
+const STAGE = "test";
 const credentials = { accessKeyId: "AKIDTEST", secretAccessKey: "test" };
 
 const spec = Workshop.parse({
@@ -41,6 +42,7 @@ function provider() {
     ec2: new EC2Client({ region: REGION, credentials }),
     ssm: new SSMClient({ region: REGION, credentials }),
     serviceQuotas: new ServiceQuotasClient({ region: REGION, credentials }),
+    stage: STAGE,
     clock: { now: () => NOW },
     sleep: vi.fn(async () => {}),
   });
@@ -53,6 +55,7 @@ function calls<T>(command: new (...args: never[]) => { input: T }): T[] {
 
 interface Tags {
   managedBy?: string | null;
+  stage?: string | null;
   workshop?: string | null;
   hostId?: string | null;
   expiry?: string | null;
@@ -61,6 +64,7 @@ interface Tags {
 function instance(id: string, state: InstanceStateName, t: Tags = {}): Instance {
   const tags: [string, string | null | undefined][] = [
     ["ManagedBy", t.managedBy === undefined ? "labfleet" : t.managedBy],
+    ["labfleet-stage", t.stage === undefined ? STAGE : t.stage],
     ["labfleet-workshop", t.workshop === undefined ? "k8s-intro" : t.workshop],
     ["labfleet-host-id", t.hostId === undefined ? "student-01" : t.hostId],
     ["labfleet-expiry", t.expiry === undefined ? "2030-01-01T06:00:00.000Z" : t.expiry],
@@ -76,7 +80,7 @@ const reservations = (instances: Instance[]) => ({ Reservations: [{ Instances: i
 beforeEach(() => ec2Mock.reset());
 
 describe("AwsProvider.extendExpiry", () => {
-  it("rewrites the expiry tag only on instances carrying all three tags for this workshop", async () => {
+  it("rewrites the expiry tag only on instances carrying all the ownership tags of this stage and workshop", async () => {
     ec2Mock
       .on(DescribeInstancesCommand)
       .resolves(
@@ -86,6 +90,8 @@ describe("AwsProvider.extendExpiry", () => {
           instance("i-0foreign00000001", "running", { workshop: "other", hostId: "student-01" }),
           instance("i-0nomanaged000001", "running", { managedBy: null, hostId: "student-01" }),
           instance("i-0wrongowner00002", "running", { managedBy: "someone", hostId: "student-02" }),
+          instance("i-0otherstage00001", "running", { stage: "prod", hostId: "student-01" }),
+          instance("i-0nostage00000002", "stopped", { stage: null, hostId: "student-02" }),
         ]),
       );
     ec2Mock.on(CreateTagsCommand).resolves({});
@@ -98,6 +104,7 @@ describe("AwsProvider.extendExpiry", () => {
       {
         Filters: [
           { Name: "tag:ManagedBy", Values: ["labfleet"] },
+          { Name: "tag:labfleet-stage", Values: [STAGE] },
           { Name: "tag:labfleet-workshop", Values: ["k8s-intro"] },
           { Name: "tag:labfleet-host-id", Values: ["student-01", "student-02"] },
           { Name: "instance-state-name", Values: ["pending", "running", "stopping", "stopped"] },
@@ -137,6 +144,7 @@ describe("AwsProvider.sweepExpired", () => {
   const listFilters = {
     Filters: [
       { Name: "tag:ManagedBy", Values: ["labfleet"] },
+      { Name: "tag:labfleet-stage", Values: [STAGE] },
       { Name: "instance-state-name", Values: ["pending", "running", "stopping", "stopped", "shutting-down"] },
     ],
   };
@@ -145,7 +153,7 @@ describe("AwsProvider.sweepExpired", () => {
     ec2Mock.on(DescribeSecurityGroupsCommand).resolves({ SecurityGroups: [] });
   });
 
-  it("terminates only expired labfleet instances of any workshop; a missing or garbled expiry is an error", async () => {
+  it("terminates only expired labfleet instances of this stage, any workshop; a missing or garbled expiry is an error", async () => {
     ec2Mock.on(DescribeInstancesCommand).resolves(
       reservations([
         instance("i-0expired00000001", "running", { workshop: "k8s-intro", hostId: "student-01" }),
@@ -168,6 +176,9 @@ describe("AwsProvider.sweepExpired", () => {
         instance("i-0nohostid0000008", "running", { hostId: null }),
         instance("i-0going0000000009", "shutting-down", { hostId: "student-09" }),
         instance("i-0notours00000010", "running", { managedBy: "someone-else" }),
+        // Another stage's expired hosts (or ones without a stage tag) are its own sweeper's: not even listed.
+        instance("i-0otherstage00011", "running", { stage: "prod", hostId: "student-11" }),
+        instance("i-0nostage00000012", "running", { stage: null, hostId: "student-12" }),
       ]),
     );
     ec2Mock.on(TerminateInstancesCommand).resolves({});
@@ -292,10 +303,16 @@ describe("AwsProvider.sweepExpired", () => {
         ]),
       );
     ec2Mock.on(TerminateInstancesCommand).resolves({});
-    const group = (id: string, workshop: string, created?: string): SecurityGroup => ({
+    const group = (
+      id: string,
+      workshop: string,
+      created?: string,
+      stage: string | null = STAGE,
+    ): SecurityGroup => ({
       GroupId: id,
       Tags: [
         { Key: "ManagedBy", Value: "labfleet" },
+        ...(stage === null ? [] : [{ Key: "labfleet-stage", Value: stage }]),
         { Key: "labfleet-workshop", Value: workshop },
         ...(created ? [{ Key: "labfleet-created", Value: created }] : []),
       ],
@@ -310,6 +327,8 @@ describe("AwsProvider.sweepExpired", () => {
         group("sg-0busy0000000006", "busy", "2030-01-01T00:00:00.000Z"),
         group("sg-0untagged000007", "old"),
         { GroupId: "sg-0notours000008", Tags: [{ Key: "labfleet-workshop", Value: "gone" }] },
+        group("sg-0otherstage0009", "gone", "2030-01-01T00:00:00.000Z", "prod"),
+        group("sg-0nostage0000010", "gone", "2030-01-01T00:00:00.000Z", null),
       ],
     });
     ec2Mock.on(DeleteSecurityGroupCommand).resolves({});
@@ -319,10 +338,16 @@ describe("AwsProvider.sweepExpired", () => {
     const swept = await provider().sweepExpired(NOW);
     expect(swept.map((s) => s.providerId)).toEqual(["i-0justexpired002"]);
     expect(calls(DescribeSecurityGroupsCommand)).toEqual([
-      { Filters: [{ Name: "tag:ManagedBy", Values: ["labfleet"] }] },
+      {
+        Filters: [
+          { Name: "tag:ManagedBy", Values: ["labfleet"] },
+          { Name: "tag:labfleet-stage", Values: [STAGE] },
+        ],
+      },
     ]);
     // Kept: a workshop with instances (even one terminated by this very pass, or shutting down), a group
-    // younger than an hour, and a group without labfleet's tag. In group id order; the busy one is no error.
+    // younger than an hour, a group without labfleet's tag, and another stage's group or one without a stage
+    // tag. In group id order; the busy one is no error.
     expect(calls(DeleteSecurityGroupCommand)).toEqual([
       { GroupId: "sg-0busy0000000006" },
       { GroupId: "sg-0gone0000000001" },

@@ -1,9 +1,17 @@
 import { randomBytes } from "node:crypto";
 import {
+  DescribeInstancesCommand,
+  DescribeInstanceTypesCommand,
+  DescribeSecurityGroupsCommand,
+  EC2Client,
+  TerminateInstancesCommand,
+} from "@aws-sdk/client-ec2";
+import {
   CreateScheduleCommand,
   type CreateScheduleCommandInput,
   SchedulerClient,
 } from "@aws-sdk/client-scheduler";
+import { GetServiceQuotaCommand, ServiceQuotasClient } from "@aws-sdk/client-service-quotas";
 import { SFNClient, StartExecutionCommand } from "@aws-sdk/client-sfn";
 import {
   GetCommandInvocationCommand,
@@ -32,12 +40,15 @@ import type { HostAddress } from "../../shared/runtime/deps.ts";
 import { VisibleError } from "../../shared/runtime/errors.ts";
 import { setLogSink } from "../../shared/runtime/logger.ts";
 import { generateEd25519KeyPair } from "../../shared/transports/ssh-identity.ts";
+import { Workshop } from "../../shared/workshop/schema.ts";
 import { bootstrapAuth, createInstructorApp, createPortalApp } from "../../web/app.ts";
 
 const ssm = mockClient(SSMClient);
 const sfn = mockClient(SFNClient);
 const scheduler = mockClient(SchedulerClient);
 const ddb = mockClient(DynamoDBDocumentClient);
+const ec2 = mockClient(EC2Client);
+const quotas = mockClient(ServiceQuotasClient);
 const meta = { $metadata: {} };
 
 const PREFIX = "arn:aws:states:eu-west-1:123456789012";
@@ -79,6 +90,8 @@ beforeEach(() => {
   sfn.reset();
   scheduler.reset();
   ddb.reset();
+  ec2.reset();
+  quotas.reset();
   logged = [];
   setLogSink((line) => logged.push(line), "debug");
 });
@@ -349,6 +362,75 @@ describe("cloudDeps", () => {
         Input: JSON.stringify({ source: "labfleet.schedule", kind: "teardown", workshop: "k8s-intro" }),
       },
     });
+  });
+
+  it("runs its EC2 provider as LABFLEET_STAGE: it sweeps only that stage's instances and groups", async () => {
+    const tags = (stage: string) => [
+      { Key: "ManagedBy", Value: "labfleet" },
+      { Key: "labfleet-stage", Value: stage },
+      { Key: "labfleet-workshop", Value: "k8s-intro" },
+      { Key: "labfleet-host-id", Value: "lab-01" },
+      { Key: "labfleet-expiry", Value: "2030-01-01T00:00:00.000Z" },
+    ];
+    ec2.on(DescribeInstancesCommand).resolves({
+      ...meta,
+      Reservations: [
+        {
+          Instances: [
+            { InstanceId: "i-0test", State: { Name: "running" }, Tags: tags("test") },
+            { InstanceId: "i-0prod", State: { Name: "running" }, Tags: tags("prod") },
+          ],
+        },
+      ],
+    });
+    ec2.on(TerminateInstancesCommand).resolves({ ...meta });
+    ec2.on(DescribeSecurityGroupsCommand).resolves({ ...meta, SecurityGroups: [] });
+    const client = new EC2Client({ region: "eu-west-1", credentials });
+    const aws = cloudDeps(env(), { clients: { ec2: client } }).providers.aws as AwsProvider;
+    const swept = await aws.sweepExpired(new Date("2030-01-02T00:00:00.000Z"));
+    expect(swept.map((s) => s.providerId)).toEqual(["i-0test"]);
+    expect(ec2.commandCalls(TerminateInstancesCommand).map((c) => c.args[0].input)).toEqual([
+      { InstanceIds: ["i-0test"] },
+    ]);
+    expect(ec2.commandCalls(DescribeInstancesCommand)[0]?.args[0].input.Filters?.[1]).toEqual({
+      Name: "tag:labfleet-stage",
+      Values: ["test"],
+    });
+    expect(ec2.commandCalls(DescribeSecurityGroupsCommand)[0]?.args[0].input.Filters).toEqual([
+      { Name: "tag:ManagedBy", Values: ["labfleet"] },
+      { Name: "tag:labfleet-stage", Values: ["test"] },
+    ]);
+    expect(ec2.commandCalls(DescribeInstancesCommand).every((c) => c.thisValue === client)).toBe(true);
+  });
+
+  it("checks the vCPU quota with the Service Quotas client it is given", async () => {
+    ec2.on(DescribeInstancesCommand).resolves({ ...meta, Reservations: [] });
+    ec2.on(DescribeInstanceTypesCommand).resolves({
+      ...meta,
+      InstanceTypes: [{ InstanceType: "m7i.large", VCpuInfo: { DefaultVCpus: 2 } }],
+    });
+    quotas.on(GetServiceQuotaCommand).resolves({ ...meta, Quota: { Value: 64 } });
+    const serviceQuotas = new ServiceQuotasClient({ region: "eu-west-1", credentials });
+    const deps = cloudDeps(env(), {
+      clients: { ec2: new EC2Client({ region: "eu-west-1", credentials }), serviceQuotas },
+    });
+    const spec = Workshop.parse({
+      name: "k8s-intro",
+      lab: { source: "./lab", setup: "true" },
+      provider: {
+        type: "aws",
+        count: 1,
+        region: "eu-west-1",
+        subnet_id: "subnet-0123456789abcdef0",
+        instance_type: "m7i.large",
+        security_group_ids: ["sg-0123456789abcdef0"],
+      },
+    });
+    const plan = await deps.providers.aws?.plan(spec);
+    expect(plan?.[0]?.detail).toMatch(/vCPU quota L-1216C47A: 2 needed \+ 0 in use of 64, fits$/);
+    const asked = quotas.commandCalls(GetServiceQuotaCommand);
+    expect(asked.map((c) => c.args[0].input)).toEqual([{ ServiceCode: "ec2", QuotaCode: "L-1216C47A" }]);
+    expect(asked[0]?.thisValue).toBe(serviceQuotas);
   });
 
   it("fails at start-up without the access key, naming the secret only", () => {

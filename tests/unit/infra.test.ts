@@ -4,12 +4,16 @@ import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { describe, expect, it } from "vitest";
 import {
   type Condition,
+  EVENT_RECORDS_FILTER,
   envNamesOf,
+  executionEndedPattern,
   FUNCTIONS,
   type FunctionName,
   fill,
   functionPlaceholders,
+  functionPolicy,
   GRANTS,
+  type GrantName,
   HOST_ROLE,
   MANAGED_BY,
   names,
@@ -17,8 +21,11 @@ import {
   policyDocument,
   type Refs,
   resolveStatements,
+  STAGE_TAG_KEY,
   type Statement,
+  schedulerRole,
   specOf,
+  stateMachineRole,
   statementsOf,
   substituteFunctionArns,
   TASK_FUNCTIONS,
@@ -26,7 +33,7 @@ import {
 } from "../../infra/permissions.ts";
 import { CLOUD_ENV, LINKED_SECRETS } from "../../shared/cloud/env.ts";
 import { workshopSecretsParameter } from "../../shared/cloud/secret-parameters.ts";
-import { OWNER_TAG } from "../../shared/providers/aws.ts";
+import { OWNER_TAG, STAGE_TAG } from "../../shared/providers/aws.ts";
 import { createStore } from "../../shared/store/entities.ts";
 import { TABLE_KEYS } from "../../shared/store/table.ts";
 import { allStates, loadDefinition } from "../../stepfunctions/definitions.ts";
@@ -62,6 +69,21 @@ const managedConditions = new Set([
   `aws:RequestTag/${MANAGED_BY.key}`,
   `ssm:resourceTag/${MANAGED_BY.key}`,
 ]);
+/** The stage condition that goes with a ManagedBy condition: same operator, same key prefix, `{stage}`. */
+const stageVariableFor = (managedByVariable: string) =>
+  managedByVariable.replace(`/${MANAGED_BY.key}`, `/${STAGE_TAG_KEY}`);
+const allGrantStatements = (Object.keys(GRANTS) as GrantName[]).flatMap((g) =>
+  (GRANTS[g] as Statement[]).map((s) => ({ grant: g, s })),
+);
+/** Every string in a JSON value. */
+const stringsOf = (value: unknown): string[] =>
+  typeof value === "string"
+    ? [value]
+    : Array.isArray(value)
+      ? value.flatMap(stringsOf)
+      : value && typeof value === "object"
+        ? Object.entries(value).flatMap(([k, v]) => [k, ...stringsOf(v)])
+        : [];
 const conditionedOnManagedBy = (s: Statement) =>
   (s.conditions ?? []).some(
     (c: Condition) =>
@@ -99,7 +121,9 @@ describe("every Task state has its function", () => {
     const used = new Set(aslFiles.flatMap((f) => functionPlaceholders(read(`stepfunctions/${f}`))));
     expect([...used].sort()).toEqual([...TASK_FUNCTIONS].sort());
     const lambda = await import("../../functions/lambda.ts");
-    expect(Object.keys(lambda).sort()).toEqual([...TASK_FUNCTIONS, "Sweep", "ForwardEvents"].sort());
+    expect(Object.keys(lambda).sort()).toEqual(
+      [...TASK_FUNCTIONS, "Sweep", "ForwardEvents", "ReconcileRun"].sort(),
+    );
     const web = await import("../../web/lambda.ts");
     expect(Object.keys(web).sort()).toEqual(["api", "portal"]);
     for (const name of allFunctions) {
@@ -131,9 +155,73 @@ describe("every Task state has its function", () => {
 });
 
 describe("every function's IAM is scoped", () => {
-  it("tags what it checks with the provider's own ownership tag", () => {
+  it("tags what it checks with the provider's own ownership and stage tags", () => {
     expect(MANAGED_BY).toEqual(OWNER_TAG);
+    expect(STAGE_TAG_KEY).toBe(STAGE_TAG);
   });
+
+  it("conditions every ManagedBy condition on this stage's tag too, with the same operator and key", () => {
+    const managed = allGrantStatements.filter(({ s }) => conditionedOnManagedBy(s));
+    // Launching, tagging, terminating, retagging, the groups (change and open), SSM commands.
+    expect(managed.map(({ s }) => s.sid).sort()).toEqual(
+      [
+        "ChangeManagedGroup",
+        "CreateTaggedGroup",
+        "OpenManagedGroup",
+        "RetagManaged",
+        "RunTaggedInstances",
+        "SendToManagedInstances",
+        "TagAtCreation",
+        "TerminateManaged",
+      ].sort(),
+    );
+    for (const { grant, s } of managed) {
+      for (const c of (s.conditions ?? []).filter((x) => managedConditions.has(x.variable))) {
+        const stage = (s.conditions ?? []).filter((x) => x.variable === stageVariableFor(c.variable));
+        expect(stage, `${grant}.${s.sid}: ${c.variable}`).toEqual([
+          { test: "StringEquals", variable: stageVariableFor(c.variable), values: ["{stage}"] },
+        ]);
+      }
+    }
+    // And no stage condition without its ManagedBy one.
+    for (const { grant, s } of allGrantStatements) {
+      for (const c of (s.conditions ?? []).filter((x) => x.variable.endsWith(`/${STAGE_TAG_KEY}`))) {
+        const managedBy = c.variable.replace(`/${STAGE_TAG_KEY}`, `/${MANAGED_BY.key}`);
+        expect(
+          (s.conditions ?? []).some((x) => x.variable === managedBy),
+          `${grant}.${s.sid}: ${c.variable}`,
+        ).toBe(true);
+      }
+    }
+  });
+
+  it.each(allFunctions)(
+    "%s: resolved statements and its policy document name the stage, no placeholder left",
+    (name) => {
+      const resolved = resolveStatements(name, refs);
+      const stageConditions = resolved.flatMap((s) =>
+        (s.conditions ?? []).filter((c) => c.variable.endsWith(`/${STAGE_TAG_KEY}`)),
+      );
+      const managedBy = resolved.flatMap((s) =>
+        (s.conditions ?? []).filter((c) => managedConditions.has(c.variable)),
+      );
+      expect(stageConditions).toHaveLength(managedBy.length);
+      for (const c of stageConditions) expect(c.values, `${name}: ${c.variable}`).toEqual(["test"]);
+      for (const text of stringsOf(resolved)) expect(text, name).not.toMatch(/[{}]/);
+
+      const doc = JSON.parse(functionPolicy(name, refs)) as {
+        Statement: { Condition?: Record<string, Record<string, string[]>> }[];
+      };
+      expect(functionPolicy(name, refs)).toBe(policyDocument(statementsOf(name), refs));
+      for (const text of stringsOf(doc)) expect(text, name).not.toMatch(/[{}]/);
+      const docStage = doc.Statement.flatMap((st) =>
+        Object.values(st.Condition ?? {}).flatMap((byKey) =>
+          Object.entries(byKey).filter(([k]) => k.endsWith(`/${STAGE_TAG_KEY}`)),
+        ),
+      );
+      expect(docStage.map(([, v]) => v)).toEqual(stageConditions.map(() => ["test"]));
+    },
+  );
 
   it.each(allFunctions)(
     "%s: no wildcard action, no unconditioned mutation of anything labfleet does not own",
@@ -290,8 +378,9 @@ describe("the lab hosts' role", () => {
 
   it("writes and deletes the secrets parameter where the runs do it", () => {
     const holders = allFunctions.filter((n) => specOf(n).grants.includes("secretParameters"));
-    // BeginUp writes it once per run (no host's deploy does: they only name it); the ends of runs delete it.
-    expect(holders.sort()).toEqual(["BeginUp", "FailRun", "FinishTeardown", "FinishUp"]);
+    // BeginUp writes it once per run (no host's deploy does: they only name it); the ends of runs delete it,
+    // ReconcileRun too when it fails a run whose execution ended outside its steps.
+    expect(holders.sort()).toEqual(["BeginUp", "FailRun", "FinishTeardown", "FinishUp", "ReconcileRun"]);
   });
 
   it("renders statements as an IAM policy document, conditions grouped by operator", () => {
@@ -314,9 +403,110 @@ describe("the lab hosts' role", () => {
         StringEquals: {
           "ec2:CreateAction": ["RunInstances", "CreateSecurityGroup"],
           "aws:RequestTag/ManagedBy": ["labfleet"],
+          "aws:RequestTag/labfleet-stage": ["test"],
         },
       },
     });
+  });
+});
+
+describe("the grants and roles of the run's edges", () => {
+  const holders = (grant: GrantName) => allFunctions.filter((n) => specOf(n).grants.includes(grant));
+
+  it("opens the lab UIs from FinishUp only: finds groups and adds inbound rules to this stage's own", () => {
+    expect(holders("openAccess")).toEqual(["FinishUp"]);
+    expect(GRANTS.openAccess.map((s) => [s.actions, s.resources])).toEqual([
+      [["ec2:DescribeSecurityGroups"], ["*"]],
+      [["ec2:AuthorizeSecurityGroupIngress"], ["arn:{partition}:ec2:{region}:{account}:security-group/*"]],
+    ]);
+    const resolved = resolveStatements("FinishUp", refs).find((s) =>
+      s.actions.includes("ec2:AuthorizeSecurityGroupIngress"),
+    );
+    expect(resolved?.conditions).toEqual([
+      { test: "StringEquals", variable: "aws:ResourceTag/ManagedBy", values: ["labfleet"] },
+      { test: "StringEquals", variable: "aws:ResourceTag/labfleet-stage", values: ["test"] },
+    ]);
+    // Closing is the instructor's (the API's securityGroups): FinishUp cannot revoke or delete.
+    const finishUp = statementsOf("FinishUp").flatMap((s) => s.actions);
+    for (const a of ["ec2:RevokeSecurityGroupIngress", "ec2:DeleteSecurityGroup", "ec2:CreateSecurityGroup"])
+      expect(finishUp).not.toContain(a);
+  });
+
+  it("reads the account's Lambda settings from BeginUp only, an action AWS grants on * alone", () => {
+    expect(holders("lambdaSettings")).toEqual(["BeginUp"]);
+    expect(GRANTS.lambdaSettings as Statement[]).toEqual([
+      { sid: "LambdaConcurrency", actions: ["lambda:GetAccountSettings"], resources: ["*"] },
+    ]);
+    expect(UNSCOPED_ACTIONS["lambda:GetAccountSettings"]).toMatch(/^read only/);
+  });
+
+  it("deploys ReconcileRun as an EventBridge target, not a Task function, with its handler exported", async () => {
+    expect(TASK_FUNCTIONS).not.toContain("ReconcileRun");
+    expect(Object.keys(taskFunctions)).not.toContain("ReconcileRun");
+    const used = aslFiles.flatMap((f) => functionPlaceholders(read(`stepfunctions/${f}`)));
+    expect(used).not.toContain("ReconcileRun");
+    expect(specOf("ReconcileRun").handler).toBe("functions/lambda.ReconcileRun");
+    expect(existsSync(join(root, specOf("ReconcileRun").source))).toBe(true);
+    const lambda = (await import("../../functions/lambda.ts")) as Record<string, unknown>;
+    expect(typeof lambda.ReconcileRun).toBe("function");
+  });
+
+  it("sends ReconcileRun the executions of the given state machines that failed, timed out or were aborted", () => {
+    const machines = ["up", "teardown"].map(
+      (m) => `arn:aws:states:eu-west-1:123456789012:stateMachine:labfleet-test-${m}`,
+    );
+    // Step Functions puts "Step Functions Execution Status Change" events (source aws.states) on the default bus.
+    expect(executionEndedPattern(machines)).toEqual({
+      source: ["aws.states"],
+      "detail-type": ["Step Functions Execution Status Change"],
+      detail: { status: ["FAILED", "TIMED_OUT", "ABORTED"], stateMachineArn: machines },
+    });
+  });
+
+  it("lets the state machines invoke the task functions (and their versions) and the scheduler the sweeper only", () => {
+    const fn = (n: string) => `arn:aws:lambda:eu-west-1:123456789012:function:labfleet-test-${n}`;
+    expect(stateMachineRole([fn("BeginUp"), fn("Poll")])).toEqual([
+      {
+        sid: "InvokeTasks",
+        actions: ["lambda:InvokeFunction"],
+        resources: [fn("BeginUp"), `${fn("BeginUp")}:*`, fn("Poll"), `${fn("Poll")}:*`],
+      },
+    ]);
+    expect(schedulerRole(fn("sweep"))).toEqual([
+      { sid: "InvokeSweep", actions: ["lambda:InvokeFunction"], resources: [fn("sweep")] },
+    ]);
+  });
+
+  it("forwards only new event records from the table stream (ElectroDB's entity marker)", () => {
+    const store = createStore(new DynamoDBClient({ region: "eu-west-1" }), "t");
+    const item = (
+      store.event
+        .put({
+          workshop: "k8s-intro",
+          eventId: "01J9Z3Q8V6K1M2N3P4R5S6T7V8",
+          type: "host.ready",
+          at: "2030-01-01T00:00:00.000Z",
+          expiresAt: 1,
+        })
+        .params() as { Item: Record<string, unknown> }
+    ).Item;
+    expect(EVENT_RECORDS_FILTER).toEqual({
+      eventName: ["INSERT"],
+      dynamodb: { NewImage: { __edb_e__: { S: [item.__edb_e__] } } },
+    });
+    const host = (
+      store.host
+        .put({
+          workshop: "k8s-intro",
+          hostId: "lab-01",
+          provider: "local",
+          state: "ready",
+          createdAt: "2030-01-01T00:00:00.000Z",
+          updatedAt: "2030-01-01T00:00:00.000Z",
+        })
+        .params() as { Item: Record<string, unknown> }
+    ).Item;
+    expect(EVENT_RECORDS_FILTER.dynamodb.NewImage.__edb_e__.S).not.toContain(host.__edb_e__);
   });
 });
 
