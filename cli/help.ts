@@ -48,7 +48,7 @@ export const OPTIONS = {
   jobs: {
     short: "j",
     value: "N",
-    help: "hosts worked on at once, 1 to 64 (default 8; deploy and retry: lab.concurrency)",
+    help: "hosts worked on at once, 1 to 64 (default 8; deploy and retry: lab.concurrency, at most 40)",
   },
   ref: { value: "REF", help: "deploy this git branch, tag or commit instead of lab.ref" },
   "failed-only": { help: "rebuild only the selected hosts that failed (the default)" },

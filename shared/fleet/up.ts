@@ -9,6 +9,7 @@ import { errorMessage, VisibleError } from "../runtime/errors.ts";
 import { log } from "../runtime/logger.ts";
 import type { HostItem } from "../store/entities.ts";
 import type { Transport } from "../transports/types.ts";
+import { INLINE_MAP_MAX_CONCURRENCY } from "../workshop/limits.ts";
 import type { Workshop } from "../workshop/schema.ts";
 import { recordEvent } from "./events.ts";
 import { transportFor } from "./hosts.ts";
@@ -72,12 +73,14 @@ export interface UpSettings {
 }
 
 /**
- * The hosts a run deploys at once: what the workshop (or the run) asks, at most half of the task invocations
- * the account can run at once when the runtime knows that number (Deps.taskConcurrency), at least one.
+ * The hosts a run deploys at once: what the workshop (or the run) asks, at most what an inline Map runs at once
+ * (40), and at most half of the task invocations the account can run at once when the runtime knows that
+ * number (Deps.taskConcurrency); at least one.
  */
 export function boundConcurrency(wanted: number, accountConcurrency: number | undefined): number {
-  if (accountConcurrency === undefined) return wanted;
-  return Math.max(1, Math.min(wanted, Math.floor(accountConcurrency / 2)));
+  const bound = Math.min(wanted, INLINE_MAP_MAX_CONCURRENCY);
+  if (accountConcurrency === undefined) return bound;
+  return Math.max(1, Math.min(bound, Math.floor(accountConcurrency / 2)));
 }
 
 /** Settings for this run; the deadline is fixed at the first start so a resumed run keeps it. */

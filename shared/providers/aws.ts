@@ -16,6 +16,7 @@ import {
 import { ServiceQuotasClient } from "@aws-sdk/client-service-quotas";
 import { DescribeInstanceInformationCommand, type InstanceInformation, SSMClient } from "@aws-sdk/client-ssm";
 import { mapLimit } from "../runtime/concurrency.ts";
+import { timeLeft } from "../runtime/deadline.ts";
 import { type ErrorDetail, errorMessage, VisibleError } from "../runtime/errors.ts";
 import { log } from "../runtime/logger.ts";
 import type { Workshop } from "../workshop/schema.ts";
@@ -140,6 +141,9 @@ const CONCURRENCY = 8;
 /** DescribeInstanceInformation's InstanceIds filter takes at most 50 ids. */
 const SSM_FILTER_CHUNK = 50;
 const SSM_MAX_POLL_MS = 30_000;
+/** How long a teardown waits for its instances to be terminated before deleting their group, and how often it looks. */
+const GROUP_DELETE_WAIT_MS = 90_000;
+const GROUP_DELETE_POLL_MS = 5_000;
 /** The sweeper leaves a managed security group alone this long after its creation (a provision in flight). */
 const GROUP_SWEEP_GRACE_MS = 60 * 60_000;
 
@@ -934,6 +938,7 @@ export class AwsProvider implements Provider {
       ) {
         return undefined;
       }
+      await this.waitTerminated(workshop);
       const notes: string[] = [];
       for (const group of await this.groups.find(workshop)) {
         const id = group.GroupId as string;
@@ -949,6 +954,27 @@ export class AwsProvider implements Provider {
     } catch (err) {
       log.warn("deleting the workshop's security group failed", { workshop, error: errorMessage(err) });
       return `security group: ${errorMessage(err)}; the sweeper deletes it later`;
+    }
+  }
+
+  /**
+   * Waits a while for the workshop's shutting-down instances to be terminated: EC2 refuses to delete a security
+   * group they still hold (DependencyViolation). Bounded by GROUP_DELETE_WAIT_MS and the caller's deadline; a
+   * group still held after that is left to the sweeper.
+   */
+  private async waitTerminated(workshop: string): Promise<void> {
+    let waited = 0;
+    for (;;) {
+      const going = await this.describeAll([
+        { Name: `tag:${OWNER_TAG.key}`, Values: [OWNER_TAG.value] },
+        { Name: `tag:${STAGE_TAG}`, Values: [this.stage] },
+        { Name: `tag:${WORKSHOP_TAG}`, Values: [workshop] },
+        { Name: "instance-state-name", Values: ["shutting-down"] },
+      ]);
+      const step = Math.min(GROUP_DELETE_POLL_MS, GROUP_DELETE_WAIT_MS - waited, timeLeft() - 10_000);
+      if (going.length === 0 || step <= 0) return;
+      await this.sleep(step);
+      waited += step;
     }
   }
 

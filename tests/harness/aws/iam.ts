@@ -1,4 +1,4 @@
-import { runSimulation } from "@cloud-copilot/iam-simulate";
+import { runSimulation, runUnsafeSimulation } from "@cloud-copilot/iam-simulate";
 import { type AuthRequest, FAKE_ACCOUNT_ID, FAKE_REGION, type PolicyDocument, type Principal } from "./core.ts";
 
 /**
@@ -62,25 +62,30 @@ export class Iam {
   }
 
   private async simulate(principal: Principal, policy: PolicyDocument, req: AuthRequest): Promise<boolean> {
-    const response = await runSimulation(
-      {
-        identityPolicies: [{ name: `${principal.name}-policy`, policy }],
-        serviceControlPolicies: [],
-        resourceControlPolicies: [],
-        request: {
-          principal: principal.arn,
-          action: req.action,
-          resource: { resource: req.resource, accountId: FAKE_ACCOUNT_ID },
-          contextVariables: {
-            "aws:PrincipalArn": principal.arn,
-            "aws:PrincipalAccount": FAKE_ACCOUNT_ID,
-            "aws:RequestedRegion": FAKE_REGION,
-            ...req.context,
-          },
+    const simulation = {
+      identityPolicies: [{ name: `${principal.name}-policy`, policy }],
+      serviceControlPolicies: [],
+      resourceControlPolicies: [],
+      request: {
+        principal: principal.arn,
+        action: req.action,
+        resource: { resource: req.resource, accountId: FAKE_ACCOUNT_ID },
+        contextVariables: {
+          "aws:PrincipalArn": principal.arn,
+          "aws:PrincipalAccount": FAKE_ACCOUNT_ID,
+          "aws:RequestedRegion": FAKE_REGION,
+          ...req.context,
         },
       },
-      { simulationMode: "Strict" },
-    );
+    };
+    // AWS-owned resources have no account in their ARN (the AWS-RunShellScript document,
+    // `arn:aws:ssm:REGION::document/AWS-RunShellScript`, as SSM authorizes SendCommand on it); iam-data's
+    // resource pattern for documents requires one, so the simulator's validation would refuse a request AWS
+    // evaluates. Only those are evaluated without validation (the action is still checked to exist).
+    if (/^arn:[^:]+:[^:]+:[^:]*::/.test(req.resource)) {
+      return runUnsafeSimulation(simulation, { simulationMode: "Strict" }) === "Allowed";
+    }
+    const response = await runSimulation(simulation, { simulationMode: "Strict" });
     if (response.resultType === "error") {
       throw new Error(
         `the AWS double asked IAM something it cannot evaluate (${req.action} on ${req.resource}): ${JSON.stringify(response.errors)}`,

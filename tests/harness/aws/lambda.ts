@@ -352,7 +352,10 @@ export class FakeLambda {
   private running = 0;
   private closed = false;
 
+  private endpoint: string;
+
   constructor(private readonly opts: FakeLambdaOptions) {
+    this.endpoint = opts.endpoint;
     this.region = opts.region ?? FAKE_REGION;
     this.limit = opts.concurrencyLimit ?? 1000;
     for (const fn of opts.functions) {
@@ -460,8 +463,11 @@ export class FakeLambda {
       AWS_SECRET_ACCESS_KEY: creds.secretAccessKey,
       AWS_SESSION_TOKEN: creds.sessionToken,
       // The double's: every SDK client goes to its endpoint, never to the instance metadata service.
-      AWS_ENDPOINT_URL: this.opts.endpoint,
+      AWS_ENDPOINT_URL: this.endpoint,
       AWS_EC2_METADATA_DISABLED: "true",
+      // The sandboxes run this machine's Node 20 where Lambda runs Node 22: the SDK's warning about Node 20 is
+      // this double's, not the function's.
+      AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: "true",
     };
   }
 
@@ -728,6 +734,18 @@ export class FakeLambda {
   }
 
   /** Kills every sandbox and closes every Function URL server. */
+  /** Where sandboxes started from now on send their AWS calls (the double's endpoint, once it listens). */
+  setEndpoint(url: string): void {
+    this.endpoint = url;
+  }
+
+  /** Sets a function's environment variable for sandboxes started from now on (as a configuration update). */
+  setEnv(name: string, key: string, value: string): void {
+    const fn = this.functions.get(name);
+    if (!fn) throw new Error(`no function ${name}`);
+    fn.env = { ...fn.env, [key]: value };
+  }
+
   async close(): Promise<void> {
     this.closed = true;
     const sandboxes = [...this.pools.values()].flat();
@@ -922,7 +940,7 @@ export function memoryMb(text: string): number {
  * after its key.
  */
 export function lambdaFunctionsFromInfra(
-  build: LambdaBuild,
+  build: Pick<LambdaBuild, "functions">,
   opts: {
     env: (fn: FunctionName) => Record<string, string>;
     name?: (fn: FunctionName) => string;

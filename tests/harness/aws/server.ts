@@ -23,6 +23,8 @@ export interface CallRecord {
   principal: string;
   service: string;
   operation: string;
+  /** The decoded input, as the SDK command was given it. */
+  input: unknown;
   /** ok, or the error code the caller got (AccessDeniedException, ThrottlingException, ...). */
   outcome: string;
   throttled: boolean;
@@ -86,6 +88,8 @@ export class AwsServer {
   readonly calls: CallRecord[] = [];
   /** `service:Operation` of requests no service double implements (each got the service's unknown-operation error). */
   readonly unhandled: string[] = [];
+  /** Bugs of the double: a service double threw something that is not an AwsError (a test fails on any). */
+  readonly failures: string[] = [];
   url = "";
   private server: Server | undefined;
   private throttle: { share: number; spare: Set<string>; random: Map<string, () => number>; seed: number } =
@@ -118,6 +122,19 @@ export class AwsServer {
     this.routes.set(name, fn);
   }
 
+  /** The inputs of the calls of one operation that succeeded (`ec2`, `RunInstances`), in order; by a principal. */
+  inputs<I = Record<string, unknown>>(service: string, operation: string, principal?: string): I[] {
+    return this.calls
+      .filter(
+        (c) =>
+          c.service === service &&
+          c.operation === operation &&
+          c.outcome === "ok" &&
+          (principal === undefined || c.principal === principal),
+      )
+      .map((c) => c.input as I);
+  }
+
   /** Throttles a share of every API's calls (ThrottlingException, EC2's RequestLimitExceeded); 0 turns it off. */
   setThrottle(fault: ThrottleFault): void {
     this.throttle = {
@@ -131,6 +148,7 @@ export class AwsServer {
   async start(): Promise<string> {
     this.server = createServer((req, res) => {
       this.handle(req, res).catch((err: unknown) => {
+        this.failures.push(err instanceof Error ? (err.stack ?? err.message) : String(err));
         res.writeHead(500, { "content-type": "text/plain" }).end(`the AWS double failed: ${String(err)}`);
       });
     });
@@ -216,6 +234,7 @@ export class AwsServer {
         principal: principal?.name ?? "(unknown)",
         service,
         operation: operation ?? "(unknown)",
+        input: decoded.input,
         outcome,
         throttled,
         at: Date.now(),
