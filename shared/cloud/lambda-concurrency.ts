@@ -15,9 +15,12 @@ export function lambdaConcurrency(client: LambdaClient): () => Promise<number | 
       const n = out.AccountLimit?.UnreservedConcurrentExecutions ?? out.AccountLimit?.ConcurrentExecutions;
       return typeof n === "number" && n > 0 ? n : undefined;
     } catch (err) {
-      log.warn("reading the account's Lambda concurrency failed; the run's concurrency is not bounded by it", {
-        error: errorMessage(err),
-      });
+      log.warn(
+        "reading the account's Lambda concurrency failed; the run's concurrency is not bounded by it",
+        {
+          error: errorMessage(err),
+        },
+      );
       return undefined;
     }
   };

@@ -629,17 +629,24 @@ export async function diagnose(
   const index: Diagnosis["index"] = { workshop: name, collectedAt, hosts: [] };
   const partBytes = opts.partBytes ?? DIAGNOSE_PART_BYTES;
   let bytes = 0;
+  let started = 0;
   const left: string[] = [];
   await mapLimit(targets, opts.concurrency ?? DEFAULT_READ_CONCURRENCY, async (h) => {
-    if (bytes >= partBytes || timeLeft() < DIAGNOSE_MIN_HOST_MS) {
+    // Every part collects at least one host, so a diagnose always gets to its end.
+    if (started > 0 && (bytes >= partBytes || timeLeft() < DIAGNOSE_MIN_HOST_MS)) {
       left.push(h.hostId);
       return;
     }
+    started++;
     const one = await diagnoseHost(h, (fn) => withTransport(spec, provider, h, fn), {
       workshop: name,
       redact,
       now,
-      budgetMs: Math.min(DIAGNOSE_HOST_BUDGET_MS, timeLeft() - DIAGNOSE_MIN_HOST_MS / 2),
+      // A host's reads stop in time for the part to be sent before the deadline.
+      budgetMs: Math.max(
+        DIAGNOSE_MIN_HOST_MS / 3,
+        Math.min(DIAGNOSE_HOST_BUDGET_MS, timeLeft() - DIAGNOSE_MIN_HOST_MS / 3),
+      ),
     });
     bytes += one.files.reduce((n, f) => n + Buffer.byteLength(f.content), 0);
     files.push(...one.files);

@@ -39,7 +39,7 @@ import { getWorkshop, listHosts } from "./workshops.ts";
 
 export const POLL_CONCURRENCY = 16;
 /** A poll starts checking a host only with at least this much of its time left (a probe, health, access). */
-export const POLL_MIN_HOST_MS = 20_000;
+export const POLL_MIN_HOST_MS = 10_000;
 
 export async function loadWorkshop(workshop: string): Promise<{ spec: Workshop; provider: Provider }> {
   const w = await getWorkshop(workshop);
@@ -102,7 +102,10 @@ export async function beginUp(workshop: string, runId: string): Promise<UpSettin
     await publishSecretParameter(spec);
   }
   return {
-    concurrency: boundConcurrency(run.concurrency ?? spec.lab.concurrency, await useDeps().taskConcurrency?.()),
+    concurrency: boundConcurrency(
+      run.concurrency ?? spec.lab.concurrency,
+      await useDeps().taskConcurrency?.(),
+    ),
     pollSeconds: spec.lab.poll_seconds,
     deadline,
     deploy,

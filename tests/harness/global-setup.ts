@@ -18,7 +18,10 @@ export async function setup(project: TestProject) {
   const [db, build] = await Promise.all([startDynamoLocal(), buildLambdas({ outDir: bundles })]);
   ddb = db;
   project.provide("dynamoEndpoint", ddb.endpoint);
-  project.provide("lambdaBuild", JSON.stringify({ outDir: build.outDir, target: build.target, functions: build.functions }));
+  project.provide(
+    "lambdaBuild",
+    JSON.stringify({ outDir: build.outDir, target: build.target, functions: build.functions }),
+  );
 }
 
 export async function teardown() {

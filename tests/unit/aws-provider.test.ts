@@ -1215,7 +1215,6 @@ describe("AwsProvider.provision: the managed security group", () => {
     expect(calls(CreateSecurityGroupCommand).map((c) => c.GroupName)).toEqual(["labfleet.test.a-b"]);
     expect(calls(RunInstancesCommand)[0]?.SecurityGroupIds).not.toContain("sg-0testa000000001");
   });
-
 });
 
 /** The absolute path of a command on this machine's PATH. */

@@ -9,11 +9,7 @@ import {
 } from "@aws-sdk/client-scheduler";
 import { mockClient } from "aws-sdk-client-mock";
 import { beforeEach, describe, expect, it } from "vitest";
-import {
-  atExpression,
-  EventBridgeScheduleMirror,
-  scheduleName,
-} from "../../shared/cloud/scheduler.ts";
+import { atExpression, EventBridgeScheduleMirror, scheduleName } from "../../shared/cloud/scheduler.ts";
 
 const scheduler = mockClient(SchedulerClient);
 const NOW = new Date("2026-03-02T09:00:00.000Z");

@@ -29,7 +29,11 @@ describe("lab contract: reading a host's records", () => {
   });
 
   it("refuses a probe whose end line is missing (SSM keeps the first 24,000 characters) instead of reading it as not started", () => {
-    const full = probe("pid=42 alive=1 rc= rc_age= started=1", '{"phase":"a","state":"running"}\n'.repeat(3), "log");
+    const full = probe(
+      "pid=42 alive=1 rc= rc_age= started=1",
+      '{"phase":"a","state":"running"}\n'.repeat(3),
+      "log",
+    );
     const cutEnd = full.slice(0, full.indexOf("@@log"));
     expect(() => parseProbe(cutEnd)).toThrow(ProbeCutError);
     expect(() => parseProbe(cutEnd)).toThrow(/cut off/);

@@ -131,16 +131,22 @@ export class FakeDynamoDb {
             op,
             t,
             writes.flatMap((w) =>
-              this.leading(t, (w.PutRequest as Json | undefined)?.Item ?? (w.DeleteRequest as Json | undefined)?.Key),
+              this.leading(
+                t,
+                (w.PutRequest as Json | undefined)?.Item ?? (w.DeleteRequest as Json | undefined)?.Key,
+              ),
             ),
           ),
         );
       case "TransactWriteItems":
         return ((input.TransactItems ?? []) as Json[]).map((item) => {
           const [kind, body] = Object.entries(item)[0] as [string, Json];
-          const action = { Put: "PutItem", Update: "UpdateItem", Delete: "DeleteItem", ConditionCheck: "ConditionCheckItem" }[
-            kind
-          ];
+          const action = {
+            Put: "PutItem",
+            Update: "UpdateItem",
+            Delete: "DeleteItem",
+            ConditionCheck: "ConditionCheckItem",
+          }[kind];
           const t = String(body.TableName);
           return this.req(action ?? kind, t, this.leading(t, body.Item ?? body.Key));
         });

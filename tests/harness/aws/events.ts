@@ -55,7 +55,11 @@ export function matches(pattern: Record<string, unknown>, event: Record<string, 
     const v = event[k];
     if (Array.isArray(p)) return leafMatches(p, v);
     if (p !== null && typeof p === "object") {
-      return v !== null && typeof v === "object" && matches(p as Record<string, unknown>, v as Record<string, unknown>);
+      return (
+        v !== null &&
+        typeof v === "object" &&
+        matches(p as Record<string, unknown>, v as Record<string, unknown>)
+      );
     }
     throw new Error(`an event pattern's values are arrays or objects, got ${JSON.stringify(p)} at ${k}`);
   });
@@ -77,9 +81,13 @@ export class FakeEventBridge {
         if (entries.length < 1 || entries.length > 10) {
           throw new Error(`PutEvents takes 1 to 10 entries, got ${entries.length}`);
         }
-        const busOf = (e: PutEventsRequestEntry) => (e.EventBusName ?? "default").replace(/^arn:.*:event-bus\//, "");
+        const busOf = (e: PutEventsRequestEntry) =>
+          (e.EventBusName ?? "default").replace(/^arn:.*:event-bus\//, "");
         await call.authorize(
-          [...new Set(entries.map(busOf))].map((b) => ({ action: "events:PutEvents", resource: arn.eventBus(b) })),
+          [...new Set(entries.map(busOf))].map((b) => ({
+            action: "events:PutEvents",
+            resource: arn.eventBus(b),
+          })),
         );
         let failed = 0;
         const results = entries.map((e) => {
@@ -90,7 +98,10 @@ export class FakeEventBridge {
           }
           if (!e.Source || !e.DetailType || e.Detail === undefined) {
             failed++;
-            return { ErrorCode: "InvalidArgument", ErrorMessage: "Parameters Source, DetailType and Detail are required." };
+            return {
+              ErrorCode: "InvalidArgument",
+              ErrorMessage: "Parameters Source, DetailType and Detail are required.",
+            };
           }
           const event = this.put(bus, {
             source: e.Source,

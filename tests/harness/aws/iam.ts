@@ -1,5 +1,11 @@
 import { runSimulation, runUnsafeSimulation } from "@cloud-copilot/iam-simulate";
-import { type AuthRequest, FAKE_ACCOUNT_ID, FAKE_REGION, type PolicyDocument, type Principal } from "./core.ts";
+import {
+  type AuthRequest,
+  FAKE_ACCOUNT_ID,
+  FAKE_REGION,
+  type PolicyDocument,
+  type Principal,
+} from "./core.ts";
 
 /**
  * IAM for the AWS double: every authorization a service double asks for is evaluated with an IAM policy
@@ -24,7 +30,8 @@ function conditionKeysOf(policy: PolicyDocument): Set<string> {
   const keys = new Set<string>();
   for (const s of policy.Statement) {
     const cond = s.Condition as Record<string, Record<string, unknown>> | undefined;
-    for (const byKey of Object.values(cond ?? {})) for (const k of Object.keys(byKey)) keys.add(k.toLowerCase());
+    for (const byKey of Object.values(cond ?? {}))
+      for (const k of Object.keys(byKey)) keys.add(k.toLowerCase());
   }
   return keys;
 }

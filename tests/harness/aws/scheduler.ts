@@ -46,13 +46,17 @@ export class FakeScheduler {
       UpdateSchedule: (input: UpdateScheduleCommandInput, call: Call) => this.put(input, call, "update"),
       DeleteSchedule: async (input: DeleteScheduleCommandInput, call: Call) => {
         const group = input.GroupName ?? "default";
-        await call.authorize([{ action: "scheduler:DeleteSchedule", resource: arn.schedule(group, `${input.Name}`) }]);
+        await call.authorize([
+          { action: "scheduler:DeleteSchedule", resource: arn.schedule(group, `${input.Name}`) },
+        ]);
         if (!this.schedules.delete(this.key(group, input.Name))) throw this.notFound(input.Name);
         return {};
       },
       GetSchedule: async (input: GetScheduleCommandInput, call: Call) => {
         const group = input.GroupName ?? "default";
-        await call.authorize([{ action: "scheduler:GetSchedule", resource: arn.schedule(group, `${input.Name}`) }]);
+        await call.authorize([
+          { action: "scheduler:GetSchedule", resource: arn.schedule(group, `${input.Name}`) },
+        ]);
         const s = this.schedules.get(this.key(group, input.Name));
         if (!s) throw this.notFound(input.Name);
         return structuredClone(s);
@@ -73,7 +77,10 @@ export class FakeScheduler {
     const name = input.Name ?? "";
     const scheduleArn = arn.schedule(group, name);
     const auth: AuthRequest[] = [
-      { action: how === "create" ? "scheduler:CreateSchedule" : "scheduler:UpdateSchedule", resource: scheduleArn },
+      {
+        action: how === "create" ? "scheduler:CreateSchedule" : "scheduler:UpdateSchedule",
+        resource: scheduleArn,
+      },
     ];
     if (input.Target?.RoleArn) {
       auth.push({
@@ -83,16 +90,29 @@ export class FakeScheduler {
       });
     }
     await call.authorize(auth);
-    if (!NAME.test(name)) throw new AwsError("ValidationException", `1 validation error detected: Value '${name}' at 'name' failed to satisfy constraint`);
+    if (!NAME.test(name))
+      throw new AwsError(
+        "ValidationException",
+        `1 validation error detected: Value '${name}' at 'name' failed to satisfy constraint`,
+      );
     if (group !== "default" && !this.opts.groups.includes(group)) {
       throw new AwsError("ResourceNotFoundException", `Schedule group ${group} does not exist.`, 404);
     }
-    if (!input.ScheduleExpression || !input.FlexibleTimeWindow || !input.Target?.Arn || !input.Target.RoleArn) {
-      throw new AwsError("ValidationException", "ScheduleExpression, FlexibleTimeWindow and Target (Arn, RoleArn) are required");
+    if (
+      !input.ScheduleExpression ||
+      !input.FlexibleTimeWindow ||
+      !input.Target?.Arn ||
+      !input.Target.RoleArn
+    ) {
+      throw new AwsError(
+        "ValidationException",
+        "ScheduleExpression, FlexibleTimeWindow and Target (Arn, RoleArn) are required",
+      );
     }
     const k = this.key(group, name);
     const existing = this.schedules.get(k);
-    if (how === "create" && existing) throw new AwsError("ConflictException", `Schedule ${name} already exists.`, 409);
+    if (how === "create" && existing)
+      throw new AwsError("ConflictException", `Schedule ${name} already exists.`, 409);
     if (how === "update" && !existing) throw this.notFound(name);
     const now = new Date();
     this.schedules.set(k, {
@@ -118,7 +138,11 @@ export class FakeScheduler {
       if (only !== undefined ? s.Name !== only : !at || at.getTime() > now.getTime()) continue;
       if (s.State === "DISABLED") continue;
       const target = s.Target as NonNullable<Schedule["Target"]>;
-      await this.opts.invoke({ arn: target.Arn as string, roleArn: target.RoleArn as string, input: target.Input });
+      await this.opts.invoke({
+        arn: target.Arn as string,
+        roleArn: target.RoleArn as string,
+        input: target.Input,
+      });
       this.fired.push({ name: s.Name as string, group: s.GroupName ?? "default", input: target.Input });
       if (s.ActionAfterCompletion === "DELETE") this.schedules.delete(k);
       n++;

@@ -80,7 +80,8 @@ export function accessDenied(service: string, principal: Principal, req: AuthReq
 }
 
 function unknownOperation(service: string): AwsError {
-  if (service === "ec2") return new AwsError("InvalidAction", "The action is not valid for this web service.");
+  if (service === "ec2")
+    return new AwsError("InvalidAction", "The action is not valid for this web service.");
   return new AwsError("UnknownOperationException", "the AWS double does not implement this operation");
 }
 
@@ -92,8 +93,12 @@ export class AwsServer {
   readonly failures: string[] = [];
   url = "";
   private server: Server | undefined;
-  private throttle: { share: number; spare: Set<string>; random: Map<string, () => number>; seed: number } =
-    { share: 0, spare: new Set(), random: new Map(), seed: 1 };
+  private throttle: { share: number; spare: Set<string>; random: Map<string, () => number>; seed: number } = {
+    share: 0,
+    spare: new Set(),
+    random: new Map(),
+    seed: 1,
+  };
   private readonly byKey = new Map<string, Principal>();
   private readonly routes = new Map<string, (body: unknown) => Promise<unknown> | unknown>();
 
@@ -215,13 +220,17 @@ export class AwsServer {
       const fn = this.routes.get(url.pathname.slice("/__fake/".length));
       if (!fn) return void res.writeHead(404).end();
       const out = await fn(body.length ? JSON.parse(body.toString("utf8")) : {});
-      return void res
-        .writeHead(200, { "content-type": "application/json" })
-        .end(JSON.stringify(out ?? null));
+      return void res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(out ?? null));
     }
     const headers: Record<string, string | undefined> = {};
     for (const [k, v] of Object.entries(req.headers)) headers[k] = Array.isArray(v) ? v.join(",") : v;
-    const raw: RawRequest = { method: req.method ?? "GET", path: url.pathname, query: url.searchParams, headers, body };
+    const raw: RawRequest = {
+      method: req.method ?? "GET",
+      path: url.pathname,
+      query: url.searchParams,
+      headers,
+      body,
+    };
     const requestId = randomUUID();
     const decoded = decodeRequest(raw);
     const { service, operation } = decoded;
@@ -243,7 +252,14 @@ export class AwsServer {
       record("UnrecognizedClient");
       const [code, status] = service === "ec2" ? ["AuthFailure", 401] : ["UnrecognizedClientException", 400];
       return send(
-        encodeError(service, operation, code, "The security token included in the request is invalid.", status, requestId),
+        encodeError(
+          service,
+          operation,
+          code,
+          "The security token included in the request is invalid.",
+          status,
+          requestId,
+        ),
       );
     }
     if (!operation || !this.opts.services[service]?.operations[operation]) {
@@ -260,7 +276,11 @@ export class AwsServer {
     try {
       const out = await this.invoke(principal, service, operation, decoded.input, requestId);
       if (out instanceof RawReply) {
-        record(out.status < 300 ? "ok" : (out.headers["x-amzn-errortype"] ?? String(out.status)).split(":")[0] as string);
+        record(
+          out.status < 300
+            ? "ok"
+            : ((out.headers["x-amzn-errortype"] ?? String(out.status)).split(":")[0] as string),
+        );
         return send({ status: out.status, headers: out.headers, body: out.body });
       }
       record("ok");

@@ -1,0 +1,495 @@
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { DynamoDBClient, UpdateTableCommand } from "@aws-sdk/client-dynamodb";
+import {
+  EVENT_RECORDS_FILTER,
+  envNamesOf,
+  executionEndedPattern,
+  FUNCTIONS,
+  type FunctionName,
+  type FunctionSpec,
+  functionPolicy,
+  HOST_ROLE,
+  names,
+  policyDocument,
+  type Refs,
+  schedulerRole,
+  stateMachineRole,
+  substituteFunctionArns,
+  TASK_FUNCTIONS,
+} from "../../../infra/permissions.ts";
+import type { LambdaBuild } from "../../../scripts/build-lambdas.ts";
+import { CLOUD_ENV, type LinkedSecretName } from "../../../shared/cloud/env.ts";
+import type { EngineTiming } from "../../../stepfunctions/engine.ts";
+import {
+  AwsError,
+  accessKeyIdFor,
+  arn,
+  credentialsFor,
+  FAKE_ACCOUNT_ID,
+  FAKE_PARTITION,
+  FAKE_REGION,
+  type PolicyDocument,
+  type Principal,
+} from "./core.ts";
+import { FakeDynamoDb } from "./dynamodb.ts";
+import { FakeEc2, type FakeEc2Options } from "./ec2.ts";
+import { FakeEventBridge, matches } from "./events.ts";
+import { Iam } from "./iam.ts";
+import { FakeLambda, lambdaFunctionsFromInfra } from "./lambda.ts";
+import { FakeScheduler } from "./scheduler.ts";
+import { AwsServer, accessDenied } from "./server.ts";
+import { FakeStepFunctions } from "./sfn.ts";
+import { FakeSsm, type FakeSsmOptions } from "./ssm.ts";
+
+/**
+ * A whole AWS account for the cloud path, as sst.config.ts deploys labfleet into it: the functions of
+ * infra/permissions.ts, each running its bundle (scripts/build-lambdas.ts) in Lambda sandboxes with the
+ * environment, linked secrets, timeout and memory sst.config.ts gives it, and signing its calls with its own
+ * role, whose policy (the statements sst.config.ts gives it) IAM evaluates on every call; the two state machines
+ * (the ASL with the functions' ARNs) run by Step Functions with its limits, as their role; the TTL schedules'
+ * group and role; the event bus, the table's stream to ForwardEvents, and the rule that sends failed executions
+ * to ReconcileRun; EC2 and SSM with instances that are folders on this machine; DynamoDB Local behind IAM.
+ *
+ * Everything listens on 127.0.0.1. The test acts as the account's administrator (`operator`) when it sets
+ * things up or looks at them, and as an instructor through the Api function's URL, as the CLI would.
+ */
+
+export const FAKE_APP = "labfleet";
+
+export interface FakeAwsAccountOptions {
+  /** A temporary folder for the instances, the sandboxes and the fake commands. */
+  dir: string;
+  /** DynamoDB Local, and the table the deployment uses (the test creates it; its stream is turned on here). */
+  dynamoEndpoint: string;
+  table: string;
+  stage?: string;
+  build: Pick<LambdaBuild, "functions">;
+  /** Values of the linked secrets (`npx sst secret set`); unset optional ones are `not-set`. */
+  secrets: Partial<Record<LinkedSecretName, string>>;
+  /** Shorter timeouts than the deployed ones, per function (a timeout seen in seconds). */
+  timeoutMs?: Partial<Record<FunctionName, number>>;
+  /** The account's Lambda concurrency (1,000 by default; a new account may have 10). */
+  concurrencyLimit?: number;
+  /** Step Functions' waits and retries, shortened for tests. */
+  timing?: EngineTiming;
+  ec2?: Partial<FakeEc2Options>;
+  ssm?: Partial<Omit<FakeSsmOptions, "ec2">>;
+  /** The On-Demand vCPU quota Service Quotas reports (L-1216C47A). */
+  vcpuQuota?: number;
+}
+
+/** The test's own credentials (DynamoDB Local keeps one database per access key id and region). */
+const LOCAL_DYNAMO = { accessKeyId: "local", region: "local" };
+const HOST_PROFILE = (stage: string) => names(FAKE_APP, stage).hostRole;
+
+export class FakeAwsAccount {
+  readonly stage: string;
+  readonly refs: Refs;
+  readonly iam = new Iam();
+  readonly server: AwsServer;
+  readonly ec2: FakeEc2;
+  readonly ssm: FakeSsm;
+  readonly sfn: FakeStepFunctions;
+  readonly lambda: FakeLambda;
+  readonly scheduler: FakeScheduler;
+  readonly events: FakeEventBridge;
+  readonly dynamodb: FakeDynamoDb;
+  /** The deployment's outputs, as `sst deploy` prints them. */
+  apiUrl = "";
+  portalUrl = "";
+  /** Names and ARNs of what the deployment made. */
+  readonly deployed: {
+    functionName: (fn: FunctionName) => string;
+    upStateMachineArn: string;
+    teardownStateMachineArn: string;
+    hostProfileArn: string;
+    scheduleGroup: string;
+    eventBus: string;
+  };
+  private streamTimer: NodeJS.Timeout | undefined;
+  private streamBusy: Promise<void> = Promise.resolve();
+  private shardIterators = new Map<string, string>();
+  private readonly streamFailures: string[] = [];
+
+  private constructor(private readonly opts: FakeAwsAccountOptions) {
+    const stage = opts.stage ?? "test";
+    this.stage = stage;
+    const n = names(FAKE_APP, stage);
+    const functionName = (fn: FunctionName) =>
+      (FUNCTIONS[fn] as FunctionSpec).fixedName === "sweepFunction"
+        ? n.sweepFunction
+        : `${FAKE_APP}-${stage}-${fn}`;
+    this.deployed = {
+      functionName,
+      upStateMachineArn: arn.stateMachine(n.upStateMachine),
+      teardownStateMachineArn: arn.stateMachine(n.teardownStateMachine),
+      hostProfileArn: arn.instanceProfile(n.hostRole),
+      scheduleGroup: n.scheduleGroup,
+      eventBus: n.eventBus,
+    };
+    this.refs = {
+      partition: FAKE_PARTITION,
+      region: FAKE_REGION,
+      account: FAKE_ACCOUNT_ID,
+      stage,
+      app: FAKE_APP,
+      table: arn.table(opts.table),
+    };
+    const fnArn = (fn: FunctionName) => arn.lambda(functionName(fn));
+    const policy = (text: string) => JSON.parse(text) as PolicyDocument;
+    const principals: Principal[] = [
+      ...(Object.keys(FUNCTIONS) as FunctionName[]).map((fn) => ({
+        name: fn,
+        kind: "function" as const,
+        arn: `arn:${FAKE_PARTITION}:sts::${FAKE_ACCOUNT_ID}:assumed-role/${functionName(fn)}-role/${functionName(fn)}`,
+        accessKeyId: accessKeyIdFor(fn),
+        policy: policy(functionPolicy(fn, this.refs)),
+      })),
+      {
+        name: "host",
+        kind: "host",
+        arn: `arn:${FAKE_PARTITION}:sts::${FAKE_ACCOUNT_ID}:assumed-role/${n.hostRole}/i-instance`,
+        accessKeyId: accessKeyIdFor("host"),
+        policy: policy(policyDocument(HOST_ROLE, this.refs)),
+      },
+      {
+        name: "states",
+        kind: "service",
+        arn: `arn:${FAKE_PARTITION}:sts::${FAKE_ACCOUNT_ID}:assumed-role/${FAKE_APP}-${stage}-StateMachineRole/states`,
+        accessKeyId: accessKeyIdFor("states"),
+        policy: policy(policyDocument(stateMachineRole(TASK_FUNCTIONS.map(fnArn)), this.refs)),
+      },
+      {
+        name: "scheduler",
+        kind: "service",
+        arn: `arn:${FAKE_PARTITION}:sts::${FAKE_ACCOUNT_ID}:assumed-role/${n.schedulerRole}/scheduler`,
+        accessKeyId: accessKeyIdFor("scheduler"),
+        policy: policy(policyDocument(schedulerRole(fnArn("Sweep")), this.refs)),
+      },
+      {
+        name: "operator",
+        kind: "operator",
+        arn: `arn:${FAKE_PARTITION}:iam::${FAKE_ACCOUNT_ID}:root`,
+        accessKeyId: accessKeyIdFor("operator"),
+      },
+    ];
+
+    this.ec2 = new FakeEc2({
+      dir: join(opts.dir, "ec2"),
+      instanceProfiles: { [HOST_PROFILE(stage)]: n.hostRole },
+      ...(opts.ec2 ?? {}),
+    });
+    this.ssm = new FakeSsm({ ec2: this.ec2, ...(opts.ssm ?? {}) });
+    this.dynamodb = new FakeDynamoDb({
+      endpoint: opts.dynamoEndpoint,
+      ...LOCAL_DYNAMO,
+      tables: { [opts.table]: { partitionKey: "pk", indexes: { gsi1: "gsi1pk" } } },
+    });
+    this.events = new FakeEventBridge([n.eventBus]);
+
+    // Lambda: the deployment's functions, their environment as sst.config.ts sets it.
+    const env = (fn: FunctionName): Record<string, string> => this.environment(fn, fnArn);
+    this.lambda = new FakeLambda({
+      functions: lambdaFunctionsFromInfra(opts.build, { env, name: functionName }),
+      endpoint: "http://127.0.0.1:9", // replaced in start(), before any sandbox exists
+      concurrencyLimit: opts.concurrencyLimit ?? 1000,
+      timeoutMs: Object.fromEntries(
+        Object.entries(opts.timeoutMs ?? {}).map(([fn, ms]) => [
+          functionName(fn as FunctionName),
+          ms as number,
+        ]),
+      ),
+      credentials: credentialsFor,
+    });
+
+    const invokeAs = async (principal: string, functionArn: string, payload: unknown) => {
+      const p = this.server.principal(principal);
+      const req = { action: "lambda:InvokeFunction", resource: functionArn };
+      if (!(await this.iam.allowed(p, req))) throw accessDenied("lambda", p, req);
+      const out = await this.lambda.invoke(functionArn, JSON.stringify(payload ?? {}));
+      return out;
+    };
+
+    this.sfn = new FakeStepFunctions({
+      invoke: async (functionArn, payload) => {
+        const out = await invokeAs("states", functionArn, payload);
+        const text = out.payload.toString("utf8");
+        return {
+          payload: text === "" ? null : JSON.parse(text),
+          ...(out.functionError ? { functionError: out.functionError } : {}),
+        };
+      },
+      onStatusChange: (event) => void this.events.emit(event),
+      ...(opts.timing ? { timing: opts.timing } : {}),
+    });
+    const taskArns = Object.fromEntries(TASK_FUNCTIONS.map((fn) => [fn, fnArn(fn)]));
+    const machineRole = arn.role(`${FAKE_APP}-${stage}-StateMachineRole`);
+    for (const which of ["up", "teardown"] as const) {
+      const asl = readFileSync(
+        join(import.meta.dirname, "..", "..", "..", "stepfunctions", `${which}.asl.json`),
+        "utf8",
+      );
+      this.sfn.addStateMachine({
+        name: which === "up" ? n.upStateMachine : n.teardownStateMachine,
+        definition: substituteFunctionArns(asl, taskArns),
+        roleArn: machineRole,
+      });
+    }
+    // The rule on the default bus: failed, timed-out and aborted executions go to ReconcileRun.
+    this.events.rules.push({
+      name: "ExecutionEnded",
+      bus: "default",
+      pattern: executionEndedPattern([
+        this.deployed.upStateMachineArn,
+        this.deployed.teardownStateMachineArn,
+      ]),
+      target: async (event) => {
+        const out = await this.lambda.invoke(fnArn("ReconcileRun"), JSON.stringify(event));
+        if (out.functionError) throw new Error(`ReconcileRun failed: ${out.payload.toString("utf8")}`);
+      },
+    });
+
+    this.scheduler = new FakeScheduler({
+      groups: [n.scheduleGroup],
+      invoke: async ({ arn: target, roleArn, input }) => {
+        if (roleArn !== arn.role(n.schedulerRole))
+          throw new Error(`a schedule names an unknown role ${roleArn}`);
+        const out = await invokeAs("scheduler", target, input === undefined ? {} : JSON.parse(input));
+        if (out.functionError)
+          throw new Error(`the schedule's target failed: ${out.payload.toString("utf8")}`);
+      },
+    });
+
+    this.server = new AwsServer({
+      principals,
+      iam: this.iam,
+      services: {
+        ec2: this.ec2,
+        ssm: this.ssm,
+        servicequotas: {
+          operations: {
+            GetServiceQuota: async (input: { ServiceCode?: string; QuotaCode?: string }, call) => {
+              await call.authorize([
+                {
+                  action: "servicequotas:GetServiceQuota",
+                  resource: arn.quota(input.ServiceCode ?? "", input.QuotaCode ?? ""),
+                },
+              ]);
+              if (input.ServiceCode !== "ec2" || input.QuotaCode !== "L-1216C47A") {
+                throw new AwsError(
+                  "NoSuchResourceException",
+                  "The request failed because the specified quota does not exist.",
+                );
+              }
+              return {
+                Quota: {
+                  ServiceCode: "ec2",
+                  QuotaCode: "L-1216C47A",
+                  QuotaName: "Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances",
+                  Value: opts.vcpuQuota ?? 256,
+                  Unit: "None",
+                },
+              };
+            },
+          },
+        },
+        scheduler: this.scheduler,
+        states: this.sfn,
+        events: this.events,
+        dynamodb: this.dynamodb,
+        lambda: {
+          operations: {
+            GetAccountSettings: async (_input: unknown, call) => {
+              await call.authorize([{ action: "lambda:GetAccountSettings", resource: "*" }]);
+              const limit = opts.concurrencyLimit ?? 1000;
+              return {
+                AccountLimit: {
+                  ConcurrentExecutions: limit,
+                  UnreservedConcurrentExecutions: limit,
+                  CodeSizeUnzipped: 262_144_000,
+                  CodeSizeZipped: 52_428_800,
+                  TotalCodeSize: 80_530_636_800,
+                },
+                AccountUsage: { FunctionCount: Object.keys(FUNCTIONS).length, TotalCodeSize: 0 },
+              };
+            },
+          },
+        },
+      },
+    });
+  }
+
+  /** What sst.config.ts sets on a function: its environment variables and its linked secrets. */
+  private environment(fn: FunctionName, fnArn: (fn: FunctionName) => string): Record<string, string> {
+    const n = names(FAKE_APP, this.stage);
+    const spec = FUNCTIONS[fn] as FunctionSpec;
+    const values: Record<string, string> = {
+      [CLOUD_ENV.table]: this.opts.table,
+      [CLOUD_ENV.stage]: this.stage,
+      [CLOUD_ENV.upStateMachineArn]: arn.stateMachine(n.upStateMachine),
+      [CLOUD_ENV.teardownStateMachineArn]: arn.stateMachine(n.teardownStateMachine),
+      [CLOUD_ENV.hostInstanceProfileArn]: arn.instanceProfile(n.hostRole),
+      [CLOUD_ENV.scheduleGroup]: n.scheduleGroup,
+      [CLOUD_ENV.schedulerRoleArn]: arn.role(n.schedulerRole),
+      [CLOUD_ENV.scheduleTargetArn]: fnArn("Sweep"),
+      [CLOUD_ENV.eventBus]: n.eventBus,
+    };
+    // envNamesOf is the list sst.config.ts sets; the portal URL is set on the Api once the Portal has one.
+    const out: Record<string, string> = {};
+    for (const name of envNamesOf(fn)) {
+      if (name === CLOUD_ENV.portalUrl) continue;
+      const v = values[name];
+      if (v === undefined) throw new Error(`the double gives ${fn} no value for ${name}`);
+      out[name] = v;
+    }
+    for (const s of spec.secrets)
+      out[`SST_RESOURCE_${s}`] = JSON.stringify({ value: this.opts.secrets[s] ?? "not-set" });
+    return out;
+  }
+
+  /** Starts the endpoint, turns the table's stream on, opens the Function URLs. */
+  static async start(opts: FakeAwsAccountOptions): Promise<FakeAwsAccount> {
+    const account = new FakeAwsAccount(opts);
+    const url = await account.server.start();
+    account.ec2.setEndpoint(url);
+    account.lambda.setEndpoint(url);
+    account.portalUrl = await account.lambda.functionUrl(account.deployed.functionName("Portal"));
+    account.lambda.setEnv(account.deployed.functionName("Api"), CLOUD_ENV.portalUrl, account.portalUrl);
+    account.apiUrl = await account.lambda.functionUrl(account.deployed.functionName("Api"));
+    await account.enableStream();
+    return account;
+  }
+
+  /** SDK client settings for the test itself, as the account's administrator. */
+  operatorClient() {
+    return { region: FAKE_REGION, endpoint: this.server.url, credentials: credentialsFor("operator") };
+  }
+
+  /** Every (principal, action) pair IAM was asked about, with how often it was denied. */
+  actionPairs(): { principal: string; action: string; calls: number; denied: number }[] {
+    const pairs = new Map<string, { principal: string; action: string; calls: number; denied: number }>();
+    for (const d of this.iam.decisions) {
+      const key = `${d.principal} ${d.action}`;
+      const p = pairs.get(key) ?? { principal: d.principal, action: d.action, calls: 0, denied: 0 };
+      p.calls++;
+      if (!d.allowed) p.denied++;
+      pairs.set(key, p);
+    }
+    return [...pairs.values()].sort((a, b) =>
+      `${a.principal} ${a.action}`.localeCompare(`${b.principal} ${b.action}`),
+    );
+  }
+
+  // --------------------------------------------------------------------------------- the table's stream
+
+  private async enableStream(): Promise<void> {
+    const client = new DynamoDBClient({
+      endpoint: this.opts.dynamoEndpoint,
+      region: LOCAL_DYNAMO.region,
+      credentials: { accessKeyId: LOCAL_DYNAMO.accessKeyId, secretAccessKey: "local" },
+    });
+    try {
+      await client.send(
+        new UpdateTableCommand({
+          TableName: this.opts.table,
+          StreamSpecification: { StreamEnabled: true, StreamViewType: "NEW_IMAGE" },
+        }),
+      );
+    } catch (err) {
+      if (!/already has an enabled stream/i.test(String(err))) throw err;
+    } finally {
+      client.destroy();
+    }
+    // Lambda's event source mapping polls the stream (about four times a second) with the function's role.
+    this.streamTimer = setInterval(() => {
+      this.streamBusy = this.streamBusy
+        .then(async () => {
+          await this.pollStream();
+        })
+        .catch((err: unknown) => {
+          this.streamFailures.push(String(err));
+        });
+    }, 250);
+    this.streamTimer.unref();
+  }
+
+  /** What went wrong delivering the stream to ForwardEvents (nothing, in a good run). */
+  get streamErrors(): string[] {
+    return [...this.streamFailures];
+  }
+
+  /** Reads new stream records, keeps the new event records (the subscription's filter) and invokes ForwardEvents. */
+  async pollStream(): Promise<number> {
+    const as = this.server.principal("ForwardEvents");
+    const allowed = async (action: string, resource: string) => {
+      if (!(await this.iam.allowed(as, { action, resource }))) {
+        throw new Error(`the event source mapping cannot ${action} on ${resource} with ForwardEvents' role`);
+      }
+    };
+    await allowed("dynamodb:ListStreams", "*");
+    const streams = (await this.dynamodb.streams("ListStreams", { TableName: this.opts.table })) as {
+      Streams?: { StreamArn: string }[];
+    };
+    let delivered = 0;
+    for (const { StreamArn } of streams.Streams ?? []) {
+      // DynamoDB Local names its streams in its own account and region; IAM sees the stream of this table.
+      const iamArn = `${arn.table(this.opts.table)}/stream/${StreamArn.split("/stream/")[1] ?? ""}`;
+      await allowed("dynamodb:DescribeStream", iamArn);
+      const described = (await this.dynamodb.streams("DescribeStream", { StreamArn })) as {
+        StreamDescription?: { Shards?: { ShardId: string }[] };
+      };
+      for (const { ShardId } of described.StreamDescription?.Shards ?? []) {
+        const key = `${StreamArn}/${ShardId}`;
+        let iterator = this.shardIterators.get(key);
+        if (!iterator) {
+          await allowed("dynamodb:GetShardIterator", iamArn);
+          const it = (await this.dynamodb.streams("GetShardIterator", {
+            StreamArn,
+            ShardId,
+            ShardIteratorType: "TRIM_HORIZON",
+          })) as { ShardIterator?: string };
+          if (!it.ShardIterator) continue;
+          iterator = it.ShardIterator;
+        }
+        await allowed("dynamodb:GetRecords", iamArn);
+        const page = (await this.dynamodb.streams("GetRecords", { ShardIterator: iterator, Limit: 100 })) as {
+          Records?: Record<string, unknown>[];
+          NextShardIterator?: string;
+        };
+        const records = (page.Records ?? [])
+          .filter((r) => matches(EVENT_RECORDS_FILTER as unknown as Record<string, unknown>, r))
+          .map((r) => ({ ...r, eventSourceARN: iamArn }));
+        if (records.length > 0) {
+          const out = await this.lambda.invoke(
+            arn.lambda(this.deployed.functionName("ForwardEvents")),
+            JSON.stringify({ Records: records }),
+          );
+          // A failed batch is retried from the same position, as Lambda retries a stream batch.
+          if (out.functionError) throw new Error(`ForwardEvents failed: ${out.payload.toString("utf8")}`);
+          delivered += records.length;
+        }
+        if (page.NextShardIterator) this.shardIterators.set(key, page.NextShardIterator);
+        else this.shardIterators.delete(key);
+      }
+    }
+    return delivered;
+  }
+
+  /** Waits for running executions, rule targets and stream deliveries to settle. */
+  async settle(): Promise<void> {
+    await this.sfn.idle();
+    await this.events.settle();
+    await this.streamBusy;
+  }
+
+  async close(): Promise<void> {
+    if (this.streamTimer) clearInterval(this.streamTimer);
+    await this.streamBusy;
+    await this.sfn.close();
+    await this.lambda.close();
+    await this.ssm.close();
+    await this.ec2.close();
+    await this.server.close();
+  }
+}
