@@ -86,7 +86,7 @@ const TABLE_ITEM_ACTIONS = [
  * the ones it writes. Reads: the workshop (`name_`), its portal, hosts and claims (`workshop_`), the code lookup
  * (`codehash_`), personal links (`linkhash_`) and rate counters (`key_`). Writes: claims and claim emails
  * (`workshop_`), personal links, rate counters. A record of any other partition (instructor tokens and sessions,
- * when issue 6 adds them) is out of the portal's reach. Runs, schedules and pinned host keys share the
+ * among them) is out of the portal's reach. Runs, schedules and pinned host keys share the
  * workshop's partition, so DynamoDB cannot keep the portal from them: the portal's code never reads them,
  * and its function can reach no host and start no workflow whatever those records say.
  */

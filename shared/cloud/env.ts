@@ -36,7 +36,7 @@ export const LINKED_SECRETS = [
 ] as const;
 export type LinkedSecretName = (typeof LINKED_SECRETS)[number];
 
-/** The value sst.config.ts gives the OAuth client secrets until they are set (issue 6 uses them). */
+/** The value sst.config.ts gives the optional secrets (SSH key, OAuth client secrets) until they are set. */
 export const SECRET_NOT_SET = "not-set";
 
 /** Where operator secrets (`lab.operator_secrets`) live in Parameter Store: one SecureString per key. */

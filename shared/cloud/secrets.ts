@@ -65,7 +65,7 @@ export function accessKeyFrom(linked: LinkedSecrets): Buffer {
   return key;
 }
 
-/** The instructor's bootstrap token (the `InstructorToken` secret), until issue 6 brings OAuth and API tokens. */
+/** The instructor's bootstrap token (the `InstructorToken` secret), accepted beside API tokens and OAuth sign-in. */
 export function instructorTokenFrom(linked: LinkedSecrets): string {
   const value = linked("InstructorToken");
   if (!value || value === SECRET_NOT_SET) {

@@ -493,7 +493,19 @@ export async function finishUp(workshop: string, runId: string): Promise<{ state
   );
   const allReady = hosts.length > 0 && hosts.every((h) => h.state === "ready");
   const state = allReady ? "succeeded" : "failed";
+  const live = (await listHosts(workshop)).filter((h) => h.state !== "torn_down");
+  const ready = live.length > 0 && live.every((h) => h.state === "ready");
+  // With provider.student_access: open, the lab UIs are opened to the internet once every lab of the
+  // workshop is ready (never failing the run), before the run is recorded as ended.
+  if (ready) {
+    const { spec, provider } = await loadWorkshop(workshop);
+    await openAccessWhenReady(spec, provider, runId, live);
+  }
   const now = isoNow(clock);
+  await store.workshop
+    .patch({ name: workshop })
+    .set({ state: ready ? "ready" : "failed", updatedAt: now })
+    .go();
   await store.run
     .patch({ workshop, runId })
     .set({
@@ -507,18 +519,6 @@ export async function finishUp(workshop: string, runId: string): Promise<{ state
           }),
     })
     .go();
-  const live = (await listHosts(workshop)).filter((h) => h.state !== "torn_down");
-  const ready = live.length > 0 && live.every((h) => h.state === "ready");
-  await store.workshop
-    .patch({ name: workshop })
-    .set({ state: ready ? "ready" : "failed", updatedAt: now })
-    .go();
-  // With provider.student_access: open, the lab UIs are opened to the internet once every lab of the
-  // workshop is ready (never failing the run).
-  if (ready) {
-    const { spec, provider } = await loadWorkshop(workshop);
-    await openAccessWhenReady(spec, provider, runId, live);
-  }
   await removeRunSecrets(workshop);
   await releaseWorkshop(workshop, runId);
   await recordEvent({ workshop, type: "run.finished", runId, detail: { kind, state } });

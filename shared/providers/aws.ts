@@ -938,9 +938,11 @@ export class AwsProvider implements Provider {
       ) {
         return undefined;
       }
+      const groups = await this.groups.find(workshop);
+      if (groups.length === 0) return undefined;
       await this.waitTerminated(workshop);
       const notes: string[] = [];
-      for (const group of await this.groups.find(workshop)) {
+      for (const group of groups) {
         const id = group.GroupId as string;
         const outcome = await this.groups.delete(id);
         if (outcome === "deleted") notes.push(`deleted security group ${id}`);

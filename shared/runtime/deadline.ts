@@ -46,6 +46,6 @@ export function outOfTime(step: string): VisibleError {
   return new VisibleError(
     "host",
     "host.out_of_time",
-    `${step} was not started: this step's time ran out (it runs again at the next poll or retry)`,
+    `${step} was not started: the time this step may take ran out`,
   );
 }

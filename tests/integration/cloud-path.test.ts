@@ -400,9 +400,10 @@ describe("the cloud path on the AWS double: bundled functions, IAM on every call
       "the teardown event on the bus",
       () => {
         const bus = aws.events.buses.get(`labfleet-${STAGE}-events`) ?? [];
+        if (aws.streamErrors.length > 0) throw new Error(aws.streamErrors.join("\n"));
         return bus.some((e) => e["detail-type"] === "workshop.torn_down") ? bus : undefined;
       },
-      20_000,
+      60_000,
     );
     const types = events.map((e) => e["detail-type"]);
     expect(types).toEqual(

@@ -299,6 +299,7 @@ describe("FakeLambda", () => {
           "AWS_LAMBDA_LOG_GROUP_NAME",
           "AWS_LAMBDA_LOG_STREAM_NAME",
           "AWS_REGION",
+          "AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED",
           "AWS_SECRET_ACCESS_KEY",
           "AWS_SESSION_TOKEN",
           "LABFLEET_STAGE",

@@ -591,7 +591,7 @@ describe("the portal function", () => {
         pk,
       ).toBe(false);
     }
-    // A partition the portal has no business in (issue 6's tokens will live in one like it) is out of reach.
+    // A partition the portal has no business in (instructor tokens and sessions live in ones like it) is out of reach.
     expect(PORTAL_LEADING_KEYS.read.some((p) => like(p, "$labfleet#tokenhash_abc"))).toBe(false);
   });
   it("cannot reach any other partition: the only others in reach share the workshop's partition", () => {

@@ -109,7 +109,8 @@ export class FakeAwsAccount {
   };
   private streamTimer: NodeJS.Timeout | undefined;
   private streamBusy: Promise<void> = Promise.resolve();
-  private shardIterators = new Map<string, string>();
+  private readonly shardIterators = new Map<string, string>();
+  private readonly finishedShards = new Set<string>();
   private readonly streamFailures: string[] = [];
 
   private constructor(private readonly opts: FakeAwsAccountOptions) {
@@ -441,6 +442,8 @@ export class FakeAwsAccount {
       };
       for (const { ShardId } of described.StreamDescription?.Shards ?? []) {
         const key = `${StreamArn}/${ShardId}`;
+        // A shard read to its end (closed, no next iterator) has nothing more: it is not read again.
+        if (this.finishedShards.has(key)) continue;
         let iterator = this.shardIterators.get(key);
         if (!iterator) {
           await allowed("dynamodb:GetShardIterator", iamArn);
@@ -470,7 +473,10 @@ export class FakeAwsAccount {
           delivered += records.length;
         }
         if (page.NextShardIterator) this.shardIterators.set(key, page.NextShardIterator);
-        else this.shardIterators.delete(key);
+        else {
+          this.shardIterators.delete(key);
+          this.finishedShards.add(key);
+        }
       }
     }
     return delivered;
