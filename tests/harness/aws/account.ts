@@ -456,10 +456,18 @@ export class FakeAwsAccount {
           iterator = it.ShardIterator;
         }
         await allowed("dynamodb:GetRecords", iamArn);
-        const page = (await this.dynamodb.streams("GetRecords", { ShardIterator: iterator, Limit: 100 })) as {
-          Records?: Record<string, unknown>[];
-          NextShardIterator?: string;
-        };
+        let page: { Records?: Record<string, unknown>[]; NextShardIterator?: string };
+        try {
+          page = (await this.dynamodb.streams("GetRecords", { ShardIterator: iterator, Limit: 100 })) as typeof page;
+        } catch (err) {
+          // An iterator past its time or into trimmed records is dropped, and the shard read again from its
+          // oldest record (the event source mapping delivers at least once).
+          if (/TrimmedDataAccessException|ExpiredIteratorException/.test(String(err))) {
+            this.shardIterators.delete(key);
+            continue;
+          }
+          throw err;
+        }
         const records = (page.Records ?? [])
           .filter((r) => matches(EVENT_RECORDS_FILTER as unknown as Record<string, unknown>, r))
           .map((r) => ({ ...r, eventSourceARN: iamArn }));
