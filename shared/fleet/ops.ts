@@ -669,6 +669,28 @@ export async function diagnose(
   return { name: opts.name ?? `${name}.diagnose-${stamp}`, files, index, ...(next ? { next } : {}) };
 }
 
+/**
+ * The part with only its first `count` hosts (in host order): the others go to the next part, which starts at
+ * the first host left out. For an archive that came out larger than its transport takes.
+ */
+export function firstHostsOf(d: Diagnosis & { next?: string }, count: number): Diagnosis & { next?: string } {
+  const kept = d.index.hosts.slice(0, Math.max(1, count));
+  const dropped = d.index.hosts.slice(kept.length);
+  if (dropped.length === 0) return d;
+  const keptIds = new Set(kept.map((h) => h.id));
+  const next = dropped[0]?.id as string;
+  const index = {
+    ...d.index,
+    hosts: kept,
+    next,
+    more: `more hosts, from ${next}, are in the next part: \`labfleet diagnose ${d.index.workshop}\` collects every part`,
+  };
+  const files = d.files
+    .filter((f) => f.path === "index.json" || keptIds.has(f.path.split("/")[0] as string))
+    .map((f) => (f.path === "index.json" ? { ...f, content: `${JSON.stringify(index, null, 2)}\n` } : f));
+  return { ...d, files, index, next };
+}
+
 // ------------------------------------------------------------------------------------- access sheet
 
 export interface AccessRow {

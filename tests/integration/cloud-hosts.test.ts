@@ -18,7 +18,7 @@ let cloud: Cloud;
 beforeAll(async () => {
   cloud = await startCloud({
     // A fresh Ubuntu host: the AWS CLI the secrets fetch needs arrives with cloud-init, seconds after SSM is up.
-    ec2: { awsCliInstallMs: 3_000 },
+    ec2: { awsCliInstallMs: 15_000 },
     // RecordHostFailure cannot finish in time: a host's failure is then not recorded by its Map item.
     timeoutMs: { RecordHostFailure: 1 },
   });

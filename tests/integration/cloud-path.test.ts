@@ -456,6 +456,7 @@ describe("the cloud path on the AWS double: bundled functions, IAM on every call
     }
     expect(aws.server.unhandled).toEqual([]);
     expect(aws.server.failures).toEqual([]);
+    expect(aws.events.targetFailures).toEqual([]);
     // Step Functions invoked only the task functions, each as the state machines' role.
     expect(pairs.filter((p) => p.principal === "states").map((p) => p.action)).toEqual([
       "lambda:InvokeFunction",

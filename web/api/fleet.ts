@@ -12,7 +12,7 @@ import {
   startRetry,
 } from "../../shared/fleet/ops.ts";
 import { runView } from "../../shared/fleet/workshops.ts";
-import { tarGz } from "./archive.ts";
+import { diagnoseArchive } from "./archive.ts";
 import {
   apiRouter,
   errors,
@@ -360,15 +360,15 @@ export const fleet = apiRouter()
       ...(b.from ? { from: b.from } : {}),
       ...(b.name ? { name: b.name } : {}),
     });
-    const archive = await tarGz(d.name, d.files);
+    const part = await diagnoseArchive(d);
     c.header("Content-Type", "application/gzip");
     c.header(
       "Content-Disposition",
-      `attachment; filename="${d.name}${b.from ? `.from-${b.from}` : ""}.tar.gz"`,
+      `attachment; filename="${part.name}${b.from ? `.from-${b.from}` : ""}.tar.gz"`,
     );
-    c.header("X-Labfleet-Diagnose-Name", d.name);
-    if (d.next) c.header("X-Labfleet-Diagnose-Next", d.next);
-    return c.body(new Uint8Array(archive));
+    c.header("X-Labfleet-Diagnose-Name", part.name);
+    if (part.next) c.header("X-Labfleet-Diagnose-Next", part.next);
+    return c.body(new Uint8Array(part.archive));
   })
   .openapi(accessRoute, async (c) => {
     const q = c.req.valid("query");

@@ -42,7 +42,7 @@ import { errorMessage, VisibleError } from "../../shared/runtime/errors.ts";
 import { log } from "../../shared/runtime/logger.ts";
 import { issueDetails } from "../../shared/runtime/zod.ts";
 import type { Workshop } from "../../shared/workshop/schema.ts";
-import { tarGz } from "../api/archive.ts";
+import { diagnoseArchive } from "../api/archive.ts";
 import { statusOf } from "../api/errors.ts";
 import type { InstructorAuth } from "../app.ts";
 import { eventsAfter, recentEvents } from "./activity.ts";
@@ -521,11 +521,11 @@ export function consoleRoutes(auth: InstructorAuth, opts: ConsoleOptions = {}) {
     const f = DiagnoseForm.parse(await c.req.parseBody());
     const d = await diagnose(name, {}, { allSelected: f.all === "yes" });
     // One part only (a download cannot ask for the next): its index.json says how to collect the rest.
-    const archive = await tarGz(d.name, d.files);
-    return c.body(new Uint8Array(archive), 200, {
+    const part = await diagnoseArchive(d);
+    return c.body(new Uint8Array(part.archive), 200, {
       "Content-Type": "application/gzip",
-      "Content-Disposition": `attachment; filename="${d.name}.tar.gz"`,
-      ...(d.next ? { "X-Labfleet-Diagnose-Next": d.next } : {}),
+      "Content-Disposition": `attachment; filename="${part.name}.tar.gz"`,
+      ...(part.next ? { "X-Labfleet-Diagnose-Next": part.next } : {}),
     });
   });
   app.post("/w/:name/extend", async (c) => {

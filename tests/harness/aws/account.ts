@@ -458,7 +458,10 @@ export class FakeAwsAccount {
         await allowed("dynamodb:GetRecords", iamArn);
         let page: { Records?: Record<string, unknown>[]; NextShardIterator?: string };
         try {
-          page = (await this.dynamodb.streams("GetRecords", { ShardIterator: iterator, Limit: 100 })) as typeof page;
+          page = (await this.dynamodb.streams("GetRecords", {
+            ShardIterator: iterator,
+            Limit: 100,
+          })) as typeof page;
         } catch (err) {
           // An iterator past its time or into trimmed records is dropped, and the shard read again from its
           // oldest record (the event source mapping delivers at least once).

@@ -69,6 +69,8 @@ export class FakeEventBridge {
   /** Every event put on a bus, by bus name. */
   readonly buses = new Map<string, BusEvent[]>();
   readonly rules: Rule[] = [];
+  /** Rule targets that failed for good (nothing, in a good run). */
+  readonly targetFailures: string[] = [];
   /** Rule targets still running (awaited by `settle`). */
   private readonly pending = new Set<Promise<void>>();
   readonly operations: Operations;
@@ -122,6 +124,27 @@ export class FakeEventBridge {
     return this.put("default", { ...e, resources: e.resources ?? [] });
   }
 
+  /**
+   * Invokes a rule's target as EventBridge does: a throttled invocation (Lambda's TooManyRequestsException) is
+   * retried with backoff (EventBridge keeps retrying for up to 24 hours; the double tries 8 times); a target that
+   * still fails is recorded in `targetFailures`.
+   */
+  private async deliver(rule: Rule, event: BusEvent): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await rule.target(event);
+        return;
+      } catch (err) {
+        const throttled = (err as { code?: string }).code === "TooManyRequestsException";
+        if (!throttled || attempt >= 8) {
+          this.targetFailures.push(`${rule.name}: ${err instanceof Error ? err.message : String(err)}`);
+          return;
+        }
+        await new Promise((resolve) => setTimeout(resolve, 100 * 2 ** attempt));
+      }
+    }
+  }
+
   /** Waits for every rule target started so far. */
   async settle(): Promise<void> {
     while (this.pending.size > 0) await Promise.allSettled([...this.pending]);
@@ -145,7 +168,7 @@ export class FakeEventBridge {
     this.buses.get(bus)?.push(event);
     for (const rule of this.rules) {
       if (rule.bus !== bus || !matches(rule.pattern, event as unknown as Record<string, unknown>)) continue;
-      const p = rule.target(event).finally(() => this.pending.delete(p));
+      const p = this.deliver(rule, event).finally(() => this.pending.delete(p));
       this.pending.add(p);
     }
     return event;
