@@ -144,7 +144,7 @@ export default $config({
         link: spec.secrets.map((s) => secrets[s]),
         permissions: refs.apply((r) => infra.resolveStatements(name, r)),
         // ssh2 carries optional native addons esbuild cannot bundle: installed beside the bundle instead.
-        nodejs: { install: ["ssh2"] },
+        nodejs: { install: infra.installOf(name) },
         ...(spec.url ? { url: true } : {}),
       });
     };

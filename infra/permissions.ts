@@ -655,8 +655,8 @@ export const FUNCTIONS = {
     secrets: [],
   },
   Portal: {
-    handler: "web/lambda.portal",
-    source: "web/lambda.ts",
+    handler: "web/portal-lambda.portal",
+    source: "web/portal-lambda.ts",
     description: "labfleet student portal (table items only)",
     timeout: "30 seconds",
     memory: "1024 MB",
@@ -712,6 +712,14 @@ export const EVENT_RECORDS_FILTER = {
 
 export function specOf(name: FunctionName): FunctionSpec {
   return FUNCTIONS[name] as FunctionSpec;
+}
+
+/**
+ * The packages installed beside a function's bundle instead of bundled (`nodejs.install`): `ssh2` carries native
+ * addons esbuild cannot bundle. The portal's bundle has no SSH code, so nothing.
+ */
+export function installOf(name: FunctionName): string[] {
+  return specOf(name).portal ? [] : ["ssh2"];
 }
 
 /** A function's statements, templates unresolved. */

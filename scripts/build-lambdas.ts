@@ -15,7 +15,7 @@ import { builtinModules, createRequire } from "node:module";
 import { dirname, join, relative, resolve, sep } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { type BuildOptions, build, type Message, type Metafile } from "esbuild";
-import { FUNCTIONS, type FunctionName } from "../infra/permissions.ts";
+import { FUNCTIONS, type FunctionName, installOf } from "../infra/permissions.ts";
 
 /**
  * What SST's Node runtime does for each function (sst/sst `pkg/runtime/node/build.go`), for a deploy:
@@ -33,8 +33,6 @@ import { FUNCTIONS, type FunctionName } from "../infra/permissions.ts";
 
 export const PROJECT_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 
-/** sst.config.ts gives every function `nodejs: { install: ["ssh2"] }`. */
-export const INSTALL = ["ssh2"];
 /** SST always leaves these out of a bundle (`forceExternal`). */
 const FORCE_EXTERNAL = ["sharp", "pg-native"];
 /** The nodejs22.x runtime. */
@@ -337,7 +335,7 @@ export async function buildLambdas(opts: { outDir: string; target?: string }): P
         entry: source,
         dir: join(outDir, source.replace(/\.[^.]+$/, "").replaceAll(/[/\\.]/g, "-")),
         target,
-        install: INSTALL,
+        install: installOf((sources.get(source) as FunctionName[])[0] as FunctionName),
       }),
     ),
   );

@@ -1,11 +1,7 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import { Hono } from "hono";
-import { secureHeaders } from "hono/secure-headers";
 import { withActor } from "../shared/runtime/actor.ts";
 import { VisibleError } from "../shared/runtime/errors.ts";
-import { createID } from "../shared/runtime/ids.ts";
-import { log } from "../shared/runtime/logger.ts";
-import { onError } from "./api/errors.ts";
 import { events } from "./api/events.ts";
 import { fleet } from "./api/fleet.ts";
 import { apiReference } from "./api/openapi.ts";
@@ -14,8 +10,12 @@ import { workshops } from "./api/workshops.ts";
 import { type AuthConfig, authConfigFromEnv } from "./auth/config.ts";
 import { authRoutes, signInLinks } from "./auth/routes.ts";
 import { tokensApi } from "./auth/tokens-api.ts";
+import { baseApp } from "./base.ts";
 import { consoleRoutes } from "./console/index.tsx";
 import { portal } from "./portal/index.tsx";
+
+export { logPath } from "./base.ts";
+export { createPortalApp } from "./portal-app.ts";
 
 /** Decides who an API token belongs to; local mode checks the bootstrap token, the cloud a hashed token table. */
 export interface InstructorAuth {
@@ -31,51 +31,6 @@ export function bootstrapAuth(token: string): InstructorAuth {
       return timingSafeEqual(want, got) ? { id: "bootstrap" } : undefined;
     },
   };
-}
-
-/** A path fit for the logs: personal links and admin links carry their secret in the path. */
-export function logPath(path: string): string {
-  return path.replace(/^\/l\/[^/]*/, "/l/:token").replace(/^\/admin\/([^/]*)\/[^/]*/, "/admin/$1/:token");
-}
-
-/** What every variant of the app shares: request logs, security headers, the error mapping, /api/health. */
-function baseApp() {
-  const app = new Hono();
-  app.use(async (c, next) => {
-    const requestId = createID("request");
-    c.set("requestId" as never, requestId as never);
-    const started = Date.now();
-    await next();
-    // The path only, with link tokens replaced: query strings may carry secrets and are never logged.
-    log.info("request", {
-      requestId,
-      method: c.req.method,
-      path: logPath(c.req.path),
-      status: c.res.status,
-      ms: Date.now() - started,
-    });
-  });
-  app.use(
-    secureHeaders({
-      contentSecurityPolicy: {
-        defaultSrc: ["'self'"],
-        scriptSrc: ["'self'"],
-        styleSrc: ["'self'", "'unsafe-inline'"],
-        frameAncestors: ["'none'"],
-        formAction: ["'self'"],
-      },
-      // same-origin, not no-referrer: with no-referrer, Chromium sends "Origin: null" on the portal's own
-      // form posts, which the CSRF check must then refuse. Nothing is ever sent to another site.
-      referrerPolicy: "same-origin",
-    }),
-  );
-  app.onError(onError);
-  app.notFound((c) =>
-    c.json({ error: { kind: "not_found", code: "route.not_found", message: "no such route" } }, 404),
-  );
-
-  app.get("/api/health", (c) => c.json({ ok: true }));
-  return app;
 }
 
 /** The instructor's side: the JSON API behind the bearer token, the console, the portal's admin page. */
@@ -116,13 +71,6 @@ export function createApp(opts: { auth: InstructorAuth; authConfig?: AuthConfig 
   const app = baseApp();
   addInstructorRoutes(app, opts.auth, opts.authConfig ?? authConfigFromEnv({}));
   // The student portal owns the root (/, /board, /l/:token, ...): registered last, route by route.
-  app.route("/", portal);
-  return app;
-}
-
-/** The student portal alone: what the cloud's portal function serves (it holds no host or cloud permissions). */
-export function createPortalApp() {
-  const app = baseApp();
   app.route("/", portal);
   return app;
 }

@@ -2,31 +2,20 @@ import { handle, type LambdaContext, type LambdaEvent } from "hono/aws-lambda";
 import { Resource } from "sst/resource";
 import { instructorAuth } from "../shared/auth/tokens.ts";
 import { cloudConfig, cloudDeps } from "../shared/cloud/deps.ts";
-import { portalDeps } from "../shared/cloud/portal-deps.ts";
 import { instructorTokenFrom, linkedFrom } from "../shared/cloud/secrets.ts";
 import { lambdaDeadline, withDeadline } from "../shared/runtime/deadline.ts";
 import { configure } from "../shared/runtime/deps.ts";
-import { bootstrapAuth, createInstructorApp, createPortalApp } from "./app.ts";
+import { bootstrapAuth, createInstructorApp } from "./app.ts";
 import { authConfigFromEnv } from "./auth/config.ts";
 
 /**
- * The web's Lambda entries, behind Function URLs. The portal and the instructor side are separate functions,
- * so the function students reach holds only its table access (infra/permissions.ts). Each composes its runtime
- * once per Lambda instance, on the first request.
+ * The instructor side's Lambda entry, behind its Function URL. The student portal is a function of its own
+ * (web/portal-lambda.ts), so the function students reach holds only its table access (infra/permissions.ts) and
+ * its bundle none of this code. It composes its runtime once per Lambda instance, on the first request.
  */
 type Handler = ReturnType<typeof handle>;
 
-let portalHandler: Handler | undefined;
 let apiHandler: Handler | undefined;
-
-/** The student portal: the table, the clock and the access key, nothing more. */
-export const portal = (event: LambdaEvent, context?: LambdaContext) => {
-  if (!portalHandler) {
-    configure(portalDeps(process.env, { linked: linkedFrom(Resource) }));
-    portalHandler = handle(createPortalApp());
-  }
-  return portalHandler(event, context);
-};
 
 /**
  * The instructor API and console: hashed API tokens (`labfleet login`), OAuth sign-in for the console, and

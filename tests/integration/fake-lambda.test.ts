@@ -441,12 +441,35 @@ describe("FakeLambda", () => {
   it("builds the real bundles as SST does; every function's export loads on this Node, with ssh2 beside it", async () => {
     const build = await buildLambdas({ outDir: join(work, "real") });
     expect(build.target).toBe("node22");
-    expect(build.bundles.map((b) => b.source).sort()).toEqual(["functions/lambda.ts", "web/lambda.ts"]);
+    expect(build.bundles.map((b) => b.source).sort()).toEqual([
+      "functions/lambda.ts",
+      "web/lambda.ts",
+      "web/portal-lambda.ts",
+    ]);
+    // The students' function bundles none of the instructor's side: no EC2, SSM, Step Functions or SSH code.
+    const portal = build.bundles.find((b) => b.source === "web/portal-lambda.ts");
+    const inputs = Object.keys(portal?.metafile?.inputs ?? {});
+    expect(inputs.length).toBeGreaterThan(100);
+    for (const forbidden of [
+      "@aws-sdk/client-ec2",
+      "@aws-sdk/client-ssm",
+      "@aws-sdk/client-sfn",
+      "ssh2",
+      "shared/fleet/ops.ts",
+      "web/console/",
+    ]) {
+      expect(
+        inputs.filter((i) => i.includes(forbidden)),
+        forbidden,
+      ).toEqual([]);
+    }
     for (const bundle of build.bundles) {
       expect(bundle.inputs).toContain(bundle.source);
       expect(bundle.inputs.filter((i) => i.includes("@cloud-copilot"))).toEqual([]);
       expect(bundle.inputs.some((i) => i.includes("node_modules/ssh2/"))).toBe(false);
-      expect(bundle.installed[0]).toBe("ssh2@1.17.0");
+      // ssh2 is installed beside every bundle that reaches hosts; the portal's has no SSH code and gets nothing.
+      if (bundle.source === "web/portal-lambda.ts") expect(bundle.installed).toEqual([]);
+      else expect(bundle.installed[0]).toBe("ssh2@1.17.0");
     }
     await expect(
       buildBundle({ entry: "tests/fixtures/lambda/agpl.ts", dir: join(work, "agpl") }),
@@ -477,6 +500,7 @@ describe("FakeLambda", () => {
         const found = seen.get(handler.dir);
         expect(`${handler.file.replace(/\.mjs$/, "")}.${handler.exportName}`).toBe(FUNCTIONS[name].handler);
         expect(found?.exports[handler.exportName]).toBe("function");
+        if (name === "Portal") continue;
         expect(found?.modules.ssh2).toMatchObject({ loaded: true });
         expect(found?.modules.ssh2?.resolved?.startsWith(join(handler.dir, "node_modules", "ssh2"))).toBe(
           true,

@@ -542,7 +542,7 @@ describe("the Lambda entries", () => {
     expect(useDeps().providers.aws).toBeInstanceOf(AwsProvider);
   });
 
-  it("web/lambda.ts serves the instructor API with the token secret, and sends students to the portal", async () => {
+  it("web/lambda.ts serves the instructor API with the token secret and sends students to the portal, which web/portal-lambda.ts serves", async () => {
     Object.assign(process.env, env(linkedEnv({ InstructorToken: TOKEN })), {
       [CLOUD_ENV.portalUrl]: "https://portal.lambda-url.eu-west-1.on.aws/",
     });
@@ -566,10 +566,11 @@ describe("the Lambda entries", () => {
     ]);
     expect(logged.join("\n")).not.toContain(TOKEN);
 
-    const portalPage = await web.portal(urlEvent("GET", "/privacy") as never);
+    const portalEntry = await import("../../web/portal-lambda.ts");
+    const portalPage = await portalEntry.portal(urlEvent("GET", "/privacy") as never);
     expect(portalPage.statusCode).toBe(200);
     expect(portalPage.headers?.["content-security-policy"]).toContain("frame-ancestors 'none'");
-    const noApi = await web.portal(urlEvent("GET", "/api/workshops") as never);
+    const noApi = await portalEntry.portal(urlEvent("GET", "/api/workshops") as never);
     expect(noApi.statusCode).toBe(404);
   });
 });

@@ -125,7 +125,9 @@ describe("every Task state has its function", () => {
       [...TASK_FUNCTIONS, "Sweep", "ForwardEvents", "ReconcileRun"].sort(),
     );
     const web = await import("../../web/lambda.ts");
-    expect(Object.keys(web).sort()).toEqual(["api", "portal"]);
+    expect(Object.keys(web).sort()).toEqual(["api"]);
+    const portal = await import("../../web/portal-lambda.ts");
+    expect(Object.keys(portal).sort()).toEqual(["portal"]);
     for (const name of allFunctions) {
       const [file, exported] = specOf(name).handler.split(".");
       expect(existsSync(join(root, `${file}.ts`)), `${name}: ${file}.ts`).toBe(true);

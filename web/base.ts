@@ -1,0 +1,56 @@
+import { Hono } from "hono";
+import { secureHeaders } from "hono/secure-headers";
+import { createID } from "../shared/runtime/ids.ts";
+import { log } from "../shared/runtime/logger.ts";
+import { onError } from "./api/errors.ts";
+
+/**
+ * What every variant of the web app starts from (the whole app, the instructor's side, the portal alone): request
+ * logs, security headers, the error mapping, /api/health. Imports nothing of the instructor's side, so the
+ * portal's function bundles none of it.
+ */
+
+/** A path fit for the logs: personal links and admin links carry their secret in the path. */
+export function logPath(path: string): string {
+  return path.replace(/^\/l\/[^/]*/, "/l/:token").replace(/^\/admin\/([^/]*)\/[^/]*/, "/admin/$1/:token");
+}
+
+/** What every variant of the app shares: request logs, security headers, the error mapping, /api/health. */
+export function baseApp() {
+  const app = new Hono();
+  app.use(async (c, next) => {
+    const requestId = createID("request");
+    c.set("requestId" as never, requestId as never);
+    const started = Date.now();
+    await next();
+    // The path only, with link tokens replaced: query strings may carry secrets and are never logged.
+    log.info("request", {
+      requestId,
+      method: c.req.method,
+      path: logPath(c.req.path),
+      status: c.res.status,
+      ms: Date.now() - started,
+    });
+  });
+  app.use(
+    secureHeaders({
+      contentSecurityPolicy: {
+        defaultSrc: ["'self'"],
+        scriptSrc: ["'self'"],
+        styleSrc: ["'self'", "'unsafe-inline'"],
+        frameAncestors: ["'none'"],
+        formAction: ["'self'"],
+      },
+      // same-origin, not no-referrer: with no-referrer, Chromium sends "Origin: null" on the portal's own
+      // form posts, which the CSRF check must then refuse. Nothing is ever sent to another site.
+      referrerPolicy: "same-origin",
+    }),
+  );
+  app.onError(onError);
+  app.notFound((c) =>
+    c.json({ error: { kind: "not_found", code: "route.not_found", message: "no such route" } }, 404),
+  );
+
+  app.get("/api/health", (c) => c.json({ ok: true }));
+  return app;
+}
