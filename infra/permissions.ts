@@ -352,6 +352,15 @@ export const GRANTS = {
     },
   ],
 
+  /** A run's last step counts its execution's state transitions from the history (Step Functions bills them). */
+  workflowsHistory: [
+    {
+      sid: "RunHistory",
+      actions: ["states:GetExecutionHistory"],
+      resources: [executions("up"), executions("teardown")],
+    },
+  ],
+
   /** The one-time TTL schedules of this stage's group, and handing them their role. */
   schedules: [
     {
@@ -560,7 +569,7 @@ export const FUNCTIONS = {
       "labfleet up: record the run's outcome, delete the run's secrets parameter, open the lab UIs when asked",
     timeout: "1 minute",
     memory: "512 MB",
-    grants: ["table", "secretParameters", "openAccess"],
+    grants: ["table", "secretParameters", "openAccess", "workflowsHistory"],
     secrets: ["AccessKey"],
   },
   FailRun: {
@@ -569,7 +578,7 @@ export const FUNCTIONS = {
     description: "labfleet up: fail the run with the step's error, delete the run's secrets parameter",
     timeout: "1 minute",
     memory: "512 MB",
-    grants: ["table", "secretParameters"],
+    grants: ["table", "secretParameters", "workflowsHistory"],
     secrets: ["AccessKey"],
   },
   Deprovision: {
@@ -588,7 +597,7 @@ export const FUNCTIONS = {
       "labfleet teardown: record the outcome, delete the TTL schedule, the portal and the secrets parameter",
     timeout: "1 minute",
     memory: "512 MB",
-    grants: ["table", "schedules", "secretParameters"],
+    grants: ["table", "schedules", "secretParameters", "workflowsHistory"],
     secrets: ["AccessKey"],
   },
   ReconcileRun: {
@@ -598,7 +607,7 @@ export const FUNCTIONS = {
       "labfleet runs: fail a run whose Step Functions execution failed, timed out or was aborted outside labfleet",
     timeout: "1 minute",
     memory: "256 MB",
-    grants: ["table", "secretParameters"],
+    grants: ["table", "secretParameters", "workflowsHistory"],
     secrets: ["AccessKey"],
   },
   Sweep: {

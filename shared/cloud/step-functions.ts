@@ -87,6 +87,11 @@ export class StepFunctionsWorkflows implements Workflows {
     }
   }
 
+  /** The run's state transitions so far, from its execution's history (one call per 1,000 events). */
+  async transitionsOf(kind: RunKind, runId: string): Promise<number> {
+    return transitionsOf(this.client, executionArnOf(this.arns[definitionOf(kind)], runId));
+  }
+
   /**
    * Stops a run's execution. The kind is not known here, so the up machine is tried, then the teardown
    * machine; a run id names an execution on one of them at most. None on either is fine (the run never

@@ -1,7 +1,7 @@
 import { assertActor } from "../runtime/actor.ts";
 import { isoNow } from "../runtime/clock.ts";
 import { useDeps } from "../runtime/deps.ts";
-import { VisibleError } from "../runtime/errors.ts";
+import { errorMessage, VisibleError } from "../runtime/errors.ts";
 import { createID } from "../runtime/ids.ts";
 import { log } from "../runtime/logger.ts";
 import type { RunItem } from "../store/entities.ts";
@@ -168,6 +168,22 @@ export async function getRun(workshop: string, runId: string): Promise<RunItem> 
   const run = (await store.run.get({ workshop, runId }).go()).data;
   if (!run) throw new VisibleError("not_found", "run.not_found", `no run ${runId} in workshop ${workshop}`);
   return run;
+}
+
+/**
+ * Records the run's transitions at its last step, where the workflow adapter counts them from the execution
+ * (Step Functions); the local executor adds them as it goes. Never fails the step: a count that cannot be
+ * read is logged.
+ */
+export async function recordTransitions(workshop: string, runId: string, kind: RunKind): Promise<void> {
+  const { store, workflows } = useDeps();
+  if (!workflows.transitionsOf) return;
+  try {
+    const transitions = await workflows.transitionsOf(kind, runId);
+    await store.run.patch({ workshop, runId }).set({ transitions }).go();
+  } catch (err) {
+    log.warn("counting the run's state transitions failed", { workshop, runId, error: errorMessage(err) });
+  }
 }
 
 /** Adds transitions counted by the executor to the run's record. */

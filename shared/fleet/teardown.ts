@@ -10,7 +10,7 @@ import { recordEvent } from "./events.ts";
 import { forgetAllHostKeys } from "./host-keys.ts";
 import { transportFor } from "./hosts.ts";
 import { stopLab } from "./lab.ts";
-import { releaseWorkshop } from "./runs.ts";
+import { recordTransitions, releaseWorkshop } from "./runs.ts";
 import { cancelSchedules } from "./schedules.ts";
 import { removeSecretParameter } from "./secrets.ts";
 import { getWorkshop, listHosts } from "./workshops.ts";
@@ -91,6 +91,7 @@ export async function finishTeardown(
   // The operator secrets parameter SSM hosts fetched from (if any) goes with the workshop.
   await removeSecretParameter(spec, useDeps().providers[spec.provider.type]?.transport);
   const state = errors.length === 0 ? "succeeded" : "failed";
+  await recordTransitions(workshop, runId, "teardown");
   await store.run
     .patch({ workshop, runId })
     .set({

@@ -27,7 +27,7 @@ import {
   syncSource,
 } from "./lab.ts";
 import { openAccessWhenReady } from "./open-access.ts";
-import { checkSecrets, getRun, releaseWorkshop } from "./runs.ts";
+import { checkSecrets, getRun, recordTransitions, releaseWorkshop } from "./runs.ts";
 import { ensureTeardownSchedule } from "./schedules.ts";
 import { publishSecretParameter, pushSecrets, removeSecretParameter, secretRedactor } from "./secrets.ts";
 import { getWorkshop, listHosts } from "./workshops.ts";
@@ -501,6 +501,7 @@ export async function finishUp(workshop: string, runId: string): Promise<{ state
     const { spec, provider } = await loadWorkshop(workshop);
     await openAccessWhenReady(spec, provider, runId, live);
   }
+  await recordTransitions(workshop, runId, kind);
   const now = isoNow(clock);
   await store.workshop
     .patch({ name: workshop })
@@ -538,6 +539,7 @@ async function finishProvision(workshop: string, runId: string): Promise<{ state
   const total = Object.keys(results).length;
   const failed = Object.values(results).filter((r) => r.state !== "provisioned").length;
   const state = total > 0 && failed === 0 ? "succeeded" : "failed";
+  await recordTransitions(workshop, runId, run.kind);
   const now = isoNow(clock);
   await store.run
     .patch({ workshop, runId })
@@ -576,6 +578,8 @@ async function removeRunSecrets(workshop: string): Promise<void> {
 /** A step failed outside any host (provider error, bad spec): the run fails with that reason. */
 export async function failRun(workshop: string, runId: string, error: string): Promise<void> {
   const { store, clock } = useDeps();
+  const ran = (await store.run.get({ workshop, runId }).go()).data;
+  if (ran) await recordTransitions(workshop, runId, ran.kind);
   const now = isoNow(clock);
   await store.run
     .patch({ workshop, runId })

@@ -32,4 +32,9 @@ export interface Workflows {
   start(kind: RunKind, input: RunInput): Promise<void>;
   /** Stops a run; its handlers already running finish, the run does not go on. */
   stop(runId: string): Promise<void>;
+  /**
+   * The state transitions of a run's execution so far, for adapters that cannot count them as the run goes
+   * (Step Functions: from its history, at the run's last step). Absent: the adapter records them itself.
+   */
+  transitionsOf?(kind: RunKind, runId: string): Promise<number>;
 }

@@ -249,6 +249,11 @@ describe("the cloud path on the AWS double: bundled functions, IAM on every call
     const run = await cloud.runToEnd(W, upRun);
     expect(run.state).toBe("succeeded");
     expect(run.hosts).toEqual({ "student-01": { state: "ready" }, "student-02": { state: "ready" } });
+    // FinishUp counted the execution's transitions from its history: all of them, its own included.
+    const execution = [...cloud.account.sfn.executions.values()].find((e) => e.name === upRun);
+    const billed = cloud.account.sfn.figures(execution?.executionArn as string).transitions;
+    expect(run.transitions).toBeGreaterThan(10);
+    expect(run.transitions).toBe(billed);
     const s = (await cloud.api(`/${W}`)).body;
     expect(s.state).toBe("ready");
     for (const h of s.hostList) expect(h).toMatchObject({ state: "ready", error: null, hasAccess: true });
