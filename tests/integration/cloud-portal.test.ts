@@ -1,0 +1,94 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { awsWorkshopYaml, type Cloud, startCloud } from "../harness/aws/cloud.ts";
+import { cookieHeader, storeCookies } from "../harness/cookies.ts";
+
+/**
+ * The student portal in the cloud: its own function (web/portal-lambda.ts), reached through its Function URL,
+ * whose role may only read and write its partitions of the table (`dynamodb:LeadingKeys`). A student enters the
+ * code, claims a lab and opens it, and every DynamoDB call the portal makes is one IAM allows.
+ */
+
+const W = "cloud-portal";
+let cloud: Cloud;
+
+beforeAll(async () => {
+  cloud = await startCloud();
+}, 120_000);
+
+afterAll(async () => {
+  await cloud?.close();
+});
+
+/** A student's browser without a browser: a cookie jar and the last form's CSRF field, on the portal's URL. */
+function student() {
+  const jar = new Map<string, string>();
+  let csrf = "";
+  const base = cloud.account.portalUrl.replace(/\/$/, "");
+  const take = async (res: Response) => {
+    storeCookies(jar, res);
+    const text = await res.text();
+    const m = /name="_csrf" value="([^"]+)"/.exec(text);
+    if (m?.[1]) csrf = m[1];
+    return { status: res.status, text, location: res.headers.get("location") ?? "" };
+  };
+  return {
+    get: async (path: string) =>
+      take(await fetch(`${base}${path}`, { headers: cookieHeader(jar), redirect: "manual" })),
+    post: async (path: string, fields: Record<string, string>) =>
+      take(
+        await fetch(`${base}${path}`, {
+          method: "POST",
+          redirect: "manual",
+          headers: { ...cookieHeader(jar), "content-type": "application/x-www-form-urlencoded" },
+          body: new URLSearchParams({ _csrf: csrf, ...fields }),
+        }),
+      ),
+  };
+}
+
+describe("the claim portal on its own function", { timeout: 240_000 }, () => {
+  it("a student enters the code, claims a lab and sees its access details", async () => {
+    const yaml = awsWorkshopYaml({
+      name: W,
+      source: cloud.lab("quick"),
+      count: 2,
+      extraLab: "",
+      extraProvider: "",
+    }).concat("portal:\n  enabled: true\n");
+    expect((await cloud.api("", { yaml })).status).toBe(201);
+    const started = await cloud.api(`/${W}/up`, {});
+    expect((await cloud.runToEnd(W, started.body.run.id, 120_000)).state).toBe("succeeded");
+    const info = (await cloud.api(`/${W}/portal/info`)).body;
+    expect(info.state).toBe("open");
+
+    const s = student();
+    expect((await s.get("/")).text).toContain('name="code"');
+    const entered = await s.post("/code", { code: info.code });
+    expect(entered.status, entered.text).toBe(303);
+    const board = await s.get("/board");
+    expect(board.status).toBe(200);
+    expect(board.text).toContain('action="/claim"');
+    const claimed = await s.post("/claim", {
+      name: "Ada Cloudwright",
+      email: "ada@example.test",
+      pin: "480271",
+    });
+    expect(claimed.status, claimed.text).toBe(303);
+    expect(claimed.location).toMatch(/^\/l\/[\w-]+$/);
+    const lab = await s.get(claimed.location);
+    expect(lab.status).toBe(200);
+    expect(lab.text).toMatch(/s3cret-student-0[12]/);
+
+    // The instructor sees the claim.
+    const status = (await cloud.api(`/${W}/portal/status`)).body;
+    expect(JSON.stringify(status)).toContain("Ada Cloudwright");
+  });
+
+  it("the portal's function only touched the table, and IAM allowed every call with its leading keys", () => {
+    const pairs = cloud.account.actionPairs().filter((p) => p.principal === "Portal");
+    expect(pairs.length).toBeGreaterThan(0);
+    expect(pairs.every((p) => p.action.startsWith("dynamodb:"))).toBe(true);
+    expect(pairs.filter((p) => p.denied > 0)).toEqual([]);
+    expect(cloud.account.server.failures).toEqual([]);
+  });
+});
