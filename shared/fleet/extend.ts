@@ -18,7 +18,7 @@ import { getWorkshop, listHosts } from "./workshops.ts";
  *    then its EventBridge mirror when the runtime has one;
  * 2. the expiry shown in the workshop's and hosts' records;
  * 3. the provider-side expiry (EC2: the `labfleet-expiry` tag the sweeper reads), when the provider has one;
- * 4. each live host's in-instance dead-man switch (see powerOffUserData in providers/aws.ts): the deadline file
+ * 4. each live host's in-instance dead-man switch (see powerOffUserData in providers/aws-launch.ts): the deadline file
  *    the systemd timer checks, the fallback baked into the timer's script, and the pending `shutdown -P`.
  *    Only providers whose hosts carry the switch are touched; local sandboxes and bring-your-own hosts have none
  *    and are reported `skipped`.

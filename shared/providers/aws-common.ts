@@ -1,10 +1,12 @@
 import type { Tag } from "@aws-sdk/client-ec2";
+import type { Workshop } from "../workshop/schema.ts";
 
 /**
- * What every part of the EC2 provider shares: the ownership tags and a few helpers. The tags are the only
- * proof that labfleet made a resource, and which stage of it: reuse, teardown, the sweeper and security-group
- * cleanup look resources up by them (`ManagedBy`, `labfleet-stage`, `labfleet-workshop`, and for hosts
- * `labfleet-host-id`) and re-check them on every resource EC2 returns before touching it.
+ * What every part of the EC2 provider shares: the ownership tags, the provider section's type and a few
+ * helpers. The tags are the only proof that labfleet made a resource, and which stage of it: reuse, teardown,
+ * the sweeper and security-group cleanup look resources up by them (`ManagedBy`, `labfleet-stage`,
+ * `labfleet-workshop`, and for hosts `labfleet-host-id`) and re-check them on every resource EC2 returns
+ * before touching it.
  */
 
 export const OWNER_TAG = { key: "ManagedBy", value: "labfleet" } as const;
@@ -15,6 +17,12 @@ export const HOST_ID_TAG = "labfleet-host-id";
 export const EXPIRY_TAG = "labfleet-expiry";
 /** On a managed security group: when labfleet created it (the sweeper leaves young groups alone). */
 export const CREATED_TAG = "labfleet-created";
+
+/** A workshop's provider section once it is known to be the EC2 provider's. */
+export type AwsSpec = Extract<Workshop["provider"], { type: "aws" }>;
+
+/** The most ids (instances, host ids) labfleet puts in one EC2 call or one filter. */
+export const FILTER_CHUNK = 100;
 
 export function tagValue(tags: Tag[] | undefined, key: string): string | undefined {
   return tags?.find((t) => t.Key === key)?.Value;

@@ -15,7 +15,7 @@ import { extendWorkshop } from "../../shared/fleet/extend.ts";
 import { dueSchedules, ensureTeardownSchedule, fireSchedule } from "../../shared/fleet/schedules.ts";
 import { finishTeardown } from "../../shared/fleet/teardown.ts";
 import { listHosts } from "../../shared/fleet/workshops.ts";
-import { powerOffUserData } from "../../shared/providers/aws.ts";
+import { powerOffUserData } from "../../shared/providers/aws-launch.ts";
 import type { Provider } from "../../shared/providers/types.ts";
 import { withActor } from "../../shared/runtime/actor.ts";
 import { configure, type Deps, useDeps } from "../../shared/runtime/deps.ts";

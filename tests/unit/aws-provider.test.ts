@@ -33,15 +33,13 @@ import {
 import { mockClient } from "aws-sdk-client-mock";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { FUNCTIONS } from "../../infra/permissions.ts";
+import { AwsProvider, type AwsProviderOptions, STAGE_TAG } from "../../shared/providers/aws.ts";
 import {
-  AwsProvider,
-  type AwsProviderOptions,
   CLOUD_INIT_WAIT,
   clientTokenFor,
   powerOffUserData,
   resolveInstanceType,
-  STAGE_TAG,
-} from "../../shared/providers/aws.ts";
+} from "../../shared/providers/aws-launch.ts";
 import { isVisibleError } from "../../shared/runtime/errors.ts";
 import { Workshop, type WorkshopInput } from "../../shared/workshop/schema.ts";
 
