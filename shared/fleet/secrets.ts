@@ -13,7 +13,7 @@ import { LabStepError, stateDir } from "./lab.ts";
  * How they travel depends on the transport. Over SSH and to local sandboxes, over stdin. SSM keeps a command's
  * parameters (the script, and so any stdin sent with it) in its history for 30 days, so to hosts reached
  * through SSM the values never travel in a command: BeginUp writes them once per run as one SecureString
- * parameter (publishSecretParameter; `Deps.secretParameters`, see secret-parameters.ts), and each host's
+ * parameter (publishSecretParameter; `Deps.secretParameters`, see shared/cloud/secret-parameters.ts), and each host's
  * command only names it; the host fetches it with its own instance role and writes the same file.
  */
 export async function secretValues(
