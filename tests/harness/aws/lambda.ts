@@ -28,7 +28,11 @@ import { AwsError, arn, credentialsFor, FAKE_ACCOUNT_ID, FAKE_REGION, type FakeC
 export const SYNC_REQUEST_LIMIT = 6_291_456;
 /** The function's response, as its JSON text, may be at most 6,291,556 bytes (Lambda's error message says so). */
 export const SYNC_RESPONSE_LIMIT = 6_291_556;
-/** The Init phase of an on-demand function may take at most 10 seconds. */
+/**
+ * The Init phase of an on-demand function may take 10 seconds; one that takes longer is retried by Lambda at the
+ * first invocation, under the function's timeout ("Lambda execution environment lifecycle"). The double lets the
+ * first init go on for the longer of the two, which is when a retried init would end too.
+ */
 const INIT_TIMEOUT_MS = 10_000;
 /** The total size of a function's environment variables may be at most 4 KB. */
 const ENV_LIMIT = 4096;
@@ -196,6 +200,7 @@ class Sandbox {
     env: Record<string, string>,
     args: string[],
     onLog: (line: LogLine) => void,
+    initLimitMs = INIT_TIMEOUT_MS,
   ) {
     const started = performance.now();
     this.child = fork(runtime, args, {
@@ -248,9 +253,12 @@ class Sandbox {
         this.kill();
         resolve({
           ok: false,
-          error: { errorType: "Sandbox.Timedout", errorMessage: "Init phase timed out after 10.00 seconds" },
+          error: {
+            errorType: "Sandbox.Timedout",
+            errorMessage: `Init phase timed out after ${(initLimitMs / 1000).toFixed(2)} seconds`,
+          },
         });
-      }, INIT_TIMEOUT_MS);
+      }, initLimitMs);
       this.listener = (m) => {
         if (m.type !== "ready" && m.type !== "initError") return;
         clearTimeout(timer);
@@ -477,10 +485,18 @@ export class FakeLambda {
       fn.handler.exportName,
       ...(inspect ? ["--inspect"] : []),
     ];
-    return new Sandbox(fn, this.runtime, this.environment(fn), args, (line) => {
+    const onLog = (line: LogLine) => {
       this.logs.push(line);
       if (this.logs.length > 10_000) this.logs.splice(0, this.logs.length - 10_000);
-    });
+    };
+    return new Sandbox(
+      fn,
+      this.runtime,
+      this.environment(fn),
+      args,
+      onLog,
+      Math.max(INIT_TIMEOUT_MS, this.timeoutOf(fn)),
+    );
   }
 
   /** An idle sandbox of the function (the most recently used), or a new one, within the concurrency quota. */
