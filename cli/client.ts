@@ -27,9 +27,29 @@ export class CliError extends Error {
     message: string,
     readonly exitCode = 1,
     readonly details: ErrorDetail[] = [],
+    /** The API's error code, when the error is the API's answer (`store.unavailable`, `workshop.not_found`). */
+    readonly code?: string,
   ) {
     super(message);
   }
+}
+
+/** The API's store is unreachable for now (503 `store.unavailable`): the same request may be sent again. */
+export const isStoreUnavailable = (err: unknown): boolean =>
+  err instanceof CliError && err.code === "store.unavailable";
+
+type ErrorAnswer = { error?: { code?: string; message?: string; details?: ErrorDetail[] } };
+
+/**
+ * The error of an API answer that is not ok: the API's message, else the status. A 401 and
+ * the store being unreachable (503 `store.unavailable`) exit 3, like an API that cannot be reached at all.
+ */
+function answerError(status: number, body: ErrorAnswer): CliError {
+  const e = body.error;
+  const code = typeof e?.code === "string" ? e.code : undefined;
+  const message = typeof e?.message === "string" && e.message ? e.message : `HTTP ${status}`;
+  const exitCode = status === 401 || code === "store.unavailable" ? 3 : 1;
+  return new CliError(message, exitCode, e?.details ?? [], code);
 }
 
 export function findRuntimeFile(from = process.cwd()): string | undefined {
@@ -144,11 +164,14 @@ export class ApiClient {
       throw new CliError(`cannot reach the labfleet API at ${this.target.url}: ${(err as Error).message}`, 3);
     }
     const text = await res.text();
-    const json = text ? (JSON.parse(text) as unknown) : {};
-    if (!res.ok) {
-      const e = (json as { error?: { message?: string; details?: ErrorDetail[] } }).error;
-      throw new CliError(e?.message ?? `HTTP ${res.status}`, res.status === 401 ? 3 : 1, e?.details ?? []);
+    let json: unknown = {};
+    try {
+      json = text ? (JSON.parse(text) as unknown) : {};
+    } catch {
+      if (res.ok)
+        throw new CliError(`the labfleet API at ${this.target.url} answered something that is not JSON`);
     }
+    if (!res.ok) throw answerError(res.status, json as ErrorAnswer);
     return json as T;
   }
 
@@ -164,12 +187,7 @@ export class ApiClient {
     } catch (err) {
       throw new CliError(`cannot reach the labfleet API at ${this.target.url}: ${(err as Error).message}`, 3);
     }
-    if (!res.ok) {
-      const e = (
-        (await res.json().catch(() => ({}))) as { error?: { message?: string; details?: ErrorDetail[] } }
-      ).error;
-      throw new CliError(e?.message ?? `HTTP ${res.status}`, res.status === 401 ? 3 : 1, e?.details ?? []);
-    }
+    if (!res.ok) throw answerError(res.status, (await res.json().catch(() => ({}))) as ErrorAnswer);
     return res;
   }
 

@@ -3,6 +3,7 @@ import { dirname, join, resolve } from "node:path";
 import { setLogSink } from "../shared/runtime/logger.ts";
 import { formatErrors, validateWorkshopYaml } from "../shared/workshop/load.ts";
 import { ApiClient, CliError } from "./client.ts";
+import { DataDirInUseError, lockOwner } from "./local/lock.ts";
 import { startLocalRuntime } from "./local/runtime.ts";
 import { follow } from "./main.ts";
 import { type Output, paint, runLine } from "./render.ts";
@@ -37,6 +38,10 @@ export async function cmdDev(opts: DevOptions, out: Output): Promise<number> {
   }
 
   const dataDir = resolve(opts.dataDir);
+  // A folder in use is refused before anything starts or is written (its log included); startLocalRuntime
+  // takes the lock itself, and refuses the same way if another start won the race meanwhile.
+  const owner = lockOwner(dataDir);
+  if (owner) throw new CliError(new DataDirInUseError(dataDir, owner).message, 2);
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const logFile = join(dataDir, "runtime.log");
   const logStream = createWriteStream(logFile, { flags: "a", mode: 0o600 });
@@ -54,8 +59,12 @@ export async function cmdDev(opts: DevOptions, out: Output): Promise<number> {
     ...(env.LABFLEET_DYNAMODB_ENDPOINT ? { dynamoEndpoint: env.LABFLEET_DYNAMODB_ENDPOINT } : {}),
     ...(env.LABFLEET_TABLE ? { table: env.LABFLEET_TABLE } : {}),
     ...(env.LABFLEET_WAIT_MS ? { waitMs: Number(env.LABFLEET_WAIT_MS) } : {}),
+    ...(env.LABFLEET_DYNAMODB_RESTART_MS
+      ? { dynamoRestartDelayMs: Number(env.LABFLEET_DYNAMODB_RESTART_MS) }
+      : {}),
   };
   const runtime = await startLocalRuntime({ ...base, port: opts.port ?? DEFAULT_PORT }).catch(async (err) => {
+    if (err instanceof DataDirInUseError) throw new CliError(err.message, 2);
     if (!/EADDRINUSE/.test(String(err))) throw err;
     if (opts.port === undefined) return startLocalRuntime({ ...base, port: 0 });
     throw new CliError(

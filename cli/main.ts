@@ -5,6 +5,7 @@ import { formatErrors, validateWorkshopYaml } from "../shared/workshop/load.ts";
 import {
   ApiClient,
   CliError,
+  isStoreUnavailable,
   type RunView,
   resolveTarget,
   type WorkshopPlan,
@@ -142,8 +143,26 @@ export async function follow(
   intervalMs = 1000,
 ): Promise<WorkshopStatus> {
   const view = out ? new ProgressView(out) : undefined;
+  let waiting = false;
   for (;;) {
-    const s = await client.status(name);
+    let s: WorkshopStatus;
+    try {
+      s = await client.status(name);
+    } catch (err) {
+      // The runtime is up but its store is not, for now: the run is paused, not over; keep following it.
+      if (!isStoreUnavailable(err)) throw err;
+      if (!waiting) {
+        view?.release(); // the note goes below the hosts drawn so far
+        out?.write(
+          `the store is unreachable for now; still following run ${runId}, which goes on once it is back\n`,
+        );
+      }
+      waiting = true;
+      await sleep(intervalMs);
+      continue;
+    }
+    if (waiting) out?.write("the store answers again\n"); // the hosts are drawn anew below
+    waiting = false;
     view?.update(s.hostList.filter((h) => h.state !== "torn_down" || s.state === "torn_down"));
     const run = s.runs.find((r) => r.id === runId);
     if (run && run.state !== "running") {

@@ -1,8 +1,10 @@
 import { addTransitions, failRunIfRunning } from "../shared/fleet/runs.ts";
 import type { RunInput, RunKind, Workflows } from "../shared/fleet/workflows.ts";
 import { withActor } from "../shared/runtime/actor.ts";
+import { useDeps } from "../shared/runtime/deps.ts";
 import { errorMessage } from "../shared/runtime/errors.ts";
 import { log } from "../shared/runtime/logger.ts";
+import { isStoreUnreachable, probeStore, untilStoreAnswers } from "../shared/store/unreachable.ts";
 import {
   type AslDefinition,
   allStates,
@@ -27,6 +29,11 @@ export interface LocalExecutorOptions {
    * that would fail in AWS fails here too.
    */
   profile?: EngineProfile;
+  /**
+   * Answers when the store does, throws while it is unreachable: what a run paused by a store outage waits on
+   * before it resumes (default: one read of the store in use, see shared/store/unreachable.ts).
+   */
+  storeProbe?: () => Promise<void>;
 }
 
 interface Execution {
@@ -34,6 +41,12 @@ interface Execution {
   run: EngineExecution;
   done: Promise<void>;
   stopped: boolean;
+  /** A step found the store unreachable: the execution was stopped, and the run resumes when the store answers. */
+  paused: boolean;
+  /** Task handlers of this execution still running (a stop does not cancel them). */
+  inflight: Set<Promise<unknown>>;
+  /** Aborted by `stop` and `close`: ends the waits of a paused run. */
+  halted: AbortController;
 }
 
 type Handler = (event: unknown) => Promise<unknown>;
@@ -71,15 +84,24 @@ async function invokeInProcess(functionName: string, payload: unknown): Promise<
 }
 
 const CLOSE_GRACE_MS = 15_000;
+/** The pause before a paused run resumes grows with each pause in a row (a store that keeps dropping), up to this. */
+const MAX_RESUME_DELAY_MS = 30_000;
 
 /**
  * Runs the ASL definitions in-process on the engine (stepfunctions/engine.ts) with the in-process
  * handlers: the local adapter of `Workflows`. Counts state transitions (StateEntered, as Step Functions
  * bills them) into the run record.
+ *
+ * A store outage never fails a run: the first step that finds the store unreachable stops the execution
+ * without a Catch seeing the error (so no host is marked failed for it), the run stays `running`, and once
+ * the store answers again the run is started again from its record, as a restarted runtime resumes it
+ * (every step is idempotent). This is the one place where workflows handle the store being down.
  */
 export class LocalExecutor implements Workflows {
   private readonly executions = new Map<string, Execution>();
   private readonly engines: Record<DefinitionName, AslEngine>;
+  /** Pauses in a row per run, for the growing pause before it resumes. */
+  private readonly pauses = new Map<string, number>();
 
   constructor(private readonly options: LocalExecutorOptions = {}) {
     const make = (kind: DefinitionName) => {
@@ -105,45 +127,122 @@ export class LocalExecutor implements Workflows {
     const flush = () => {
       const n = pending;
       pending = 0;
+      // Through a store outage the count waits for the store (until the run is stopped or the executor closes).
       writes = writes.then(() =>
-        addTransitions(input.workshop, input.runId, n).catch((err) =>
+        untilStoreAnswers(() => addTransitions(input.workshop, input.runId, n), {
+          signal: entry.halted.signal,
+        }).catch((err) =>
           log.warn("recording transitions failed", { runId: input.runId, error: errorMessage(err) }),
         ),
       );
       return writes;
     };
-    const run = this.engines[definitionOf(kind)].start(input, {
+    const entry = {
+      kind,
+      stopped: false,
+      paused: false,
+      inflight: new Set<Promise<unknown>>(),
+      halted: new AbortController(),
+      done: Promise.resolve(),
+    } as Execution;
+    entry.run = this.engines[definitionOf(kind)].start(input, {
       context: { Execution: { Id: `local:${kind}:${input.runId}`, Name: input.runId, Input: input } },
       onTransition: () => {
         pending++;
         if (pending >= flushEvery) void flush();
       },
+      invoke: (functionName, payload) => this.invoke(input, entry, functionName, payload),
     });
-    const entry: Execution = { kind, run, stopped: false, done: Promise.resolve() };
-    entry.done = this.follow(kind, input, entry, flush);
+    entry.done = this.follow(kind, input, entry, flush).catch((err) =>
+      // follow handles what it expects; this is the last line, so no run ever ends in an unhandled rejection
+      log.error("following a workflow failed", { kind, runId: input.runId, error: errorMessage(err) }),
+    );
     this.executions.set(input.runId, entry);
   }
 
+  /** Calls a Task's handler; one that finds the store unreachable pauses the run instead of failing the step. */
+  private invoke(input: RunInput, entry: Execution, functionName: string, payload: unknown) {
+    const call = invokeInProcess(functionName, payload).catch((err) => {
+      if (isStoreUnreachable(err) && !entry.stopped && !entry.paused) {
+        entry.paused = true;
+        log.warn("the store is unreachable: run paused; it resumes when the store answers", {
+          runId: input.runId,
+          task: functionName,
+          error: errorMessage(err),
+        });
+        entry.run.stop(
+          "labfleet.StoreUnreachable",
+          "the store is unreachable; the run resumes when it is back",
+        );
+      }
+      throw err;
+    });
+    entry.inflight.add(call);
+    void call.then(
+      () => entry.inflight.delete(call),
+      () => entry.inflight.delete(call),
+    );
+    return call;
+  }
+
   private async follow(kind: RunKind, input: RunInput, entry: Execution, flush: () => Promise<void>) {
+    let resume = false;
     await withActor({ type: "system", id: `workflow:${kind}` }, async () => {
       try {
         const outcome = await entry.run.done;
-        if (outcome.status !== "SUCCEEDED" && outcome.status !== "ABORTED" && !entry.stopped) {
+        if (entry.paused && !entry.stopped) {
+          resume = await this.awaitStore(input, entry);
+        } else if (outcome.status !== "SUCCEEDED" && outcome.status !== "ABORTED" && !entry.stopped) {
           const reason = `${outcome.error ?? outcome.status}${outcome.cause ? `: ${outcome.cause}` : ""}`;
           log.error("workflow failed", { kind, runId: input.runId, error: reason });
-          await failRunIfRunning(input.workshop, input.runId, `workflow error: ${reason}`);
+          // The run's record must say so: through a store outage too (it stays running, and resumes, if this
+          // runtime closes first).
+          await untilStoreAnswers(
+            () => failRunIfRunning(input.workshop, input.runId, `workflow error: ${reason}`),
+            { signal: entry.halted.signal },
+          );
         }
+        if (!entry.paused) this.pauses.delete(input.runId);
       } finally {
         await flush();
         this.executions.delete(input.runId);
       }
     });
+    if (resume && !entry.halted.signal.aborted) {
+      log.info("the store answers again: resuming the run", { kind, runId: input.runId });
+      await this.start(kind, input);
+    }
+  }
+
+  /**
+   * A paused run: waits until its steps still running have ended and the store answers (and a pause that grows
+   * with each pause in a row), then says whether to resume; false when the executor closes meanwhile.
+   */
+  private async awaitStore(input: RunInput, entry: Execution): Promise<boolean> {
+    const signal = entry.halted.signal;
+    const n = (this.pauses.get(input.runId) ?? 0) + 1;
+    this.pauses.set(input.runId, n);
+    await Promise.allSettled([...entry.inflight]);
+    const probe = this.options.storeProbe ?? (() => probeStore(useDeps().store));
+    try {
+      await untilStoreAnswers(probe, { signal, delayMs: 250, maxDelayMs: 5000 });
+    } catch (err) {
+      if (signal.aborted) return false;
+      // The store answered with an error of its own: resuming finds out what it is.
+      log.warn("the store answers with an error; resuming the run anyway", {
+        runId: input.runId,
+        error: errorMessage(err),
+      });
+    }
+    if (n > 1) await sleep(Math.min(250 * 2 ** (n - 1), MAX_RESUME_DELAY_MS), signal);
+    return !signal.aborted;
   }
 
   async stop(runId: string): Promise<void> {
     const e = this.executions.get(runId);
     if (!e) return;
     e.stopped = true;
+    e.halted.abort();
     e.run.stop();
     await e.done;
   }
@@ -158,6 +257,7 @@ export class LocalExecutor implements Workflows {
     const all = [...this.executions.values()];
     for (const e of all) {
       e.stopped = true;
+      e.halted.abort();
       e.run.stop();
     }
     // A task handler still in flight (a host command, a store call) is not cancelled by a stop: wait for
@@ -171,4 +271,17 @@ export class LocalExecutor implements Workflows {
   get running(): string[] {
     return [...this.executions.keys()];
   }
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener("abort", done, { once: true });
+  });
 }

@@ -3,6 +3,7 @@ import { secureHeaders } from "hono/secure-headers";
 import { createID } from "../shared/runtime/ids.ts";
 import { log } from "../shared/runtime/logger.ts";
 import { onError } from "./api/errors.ts";
+import { health } from "./health.ts";
 
 /**
  * What every variant of the web app starts from (the whole app, the instructor's side, the portal alone): request
@@ -51,6 +52,6 @@ export function baseApp() {
     c.json({ error: { kind: "not_found", code: "route.not_found", message: "no such route" } }, 404),
   );
 
-  app.get("/api/health", (c) => c.json({ ok: true }));
+  app.get("/api/health", health);
   return app;
 }

@@ -21,11 +21,13 @@ import { errorMessage } from "../../shared/runtime/errors.ts";
 import { log } from "../../shared/runtime/logger.ts";
 import { createStore, type Store } from "../../shared/store/entities.ts";
 import { ensureTable } from "../../shared/store/table.ts";
+import { isStoreUnreachable } from "../../shared/store/unreachable.ts";
 import { LocalTransport } from "../../shared/transports/local.ts";
 import { LocalExecutor } from "../../stepfunctions/local-executor.ts";
 import { bootstrapAuth, createApp } from "../../web/app.ts";
 import { authConfigFromEnv } from "../../web/auth/config.ts";
-import { localClient, startDynamoLocal } from "./dynamodb.ts";
+import { localClient, superviseDynamoLocal } from "./dynamodb.ts";
+import { acquireRuntimeLock } from "./lock.ts";
 import { fileSecretStore } from "./secrets.ts";
 
 export interface LocalRuntimeOptions {
@@ -44,6 +46,11 @@ export interface LocalRuntimeOptions {
   stopLabsOnClose?: boolean;
   /** The operator's own folder: secrets.yaml and the managed SSH key (default $LABFLEET_HOME or ~/.labfleet). */
   labfleetHome?: string;
+  /**
+   * The pause (ms) before DynamoDB Local is started again after it died (default 250; it doubles while
+   * restarts fail). Tests make it long enough to see the outage.
+   */
+  dynamoRestartDelayMs?: number;
 }
 
 export function defaultLabfleetHome(): string {
@@ -84,6 +91,8 @@ export async function startLocalRuntime(opts: LocalRuntimeOptions): Promise<Loca
   const dataDir = resolve(opts.dataDir);
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const clock = opts.clock ?? systemClock;
+  // One runtime per folder, before anything in it is touched: a second start refuses here (DataDirInUseError).
+  const lock = acquireRuntimeLock(dataDir);
 
   let client: DynamoDBClient;
   let stopDynamo = async () => {};
@@ -91,12 +100,18 @@ export async function startLocalRuntime(opts: LocalRuntimeOptions): Promise<Loca
     client = localClient(opts.dynamoEndpoint);
     stopDynamo = async () => client.destroy();
   } else {
-    const ddb = await startDynamoLocal({
-      dbPath: join(dataDir, "dynamodb"),
-      pidFile: join(dataDir, "dynamodb.pid"),
-    });
-    client = ddb.client;
-    stopDynamo = ddb.stop;
+    try {
+      const ddb = await superviseDynamoLocal({
+        dbPath: join(dataDir, "dynamodb"),
+        pidFile: join(dataDir, "dynamodb.pid"),
+        ...(opts.dynamoRestartDelayMs !== undefined ? { restartDelayMs: opts.dynamoRestartDelayMs } : {}),
+      });
+      client = ddb.client;
+      stopDynamo = ddb.stop;
+    } catch (err) {
+      lock.release();
+      throw err;
+    }
   }
 
   let server: ReturnType<typeof serve> | undefined;
@@ -136,6 +151,7 @@ export async function startLocalRuntime(opts: LocalRuntimeOptions): Promise<Loca
     const url = `http://127.0.0.1:${port}`;
     const runtimeFile = join(dataDir, RUNTIME_FILE);
     writeFileSync(runtimeFile, JSON.stringify({ url, token, pid: process.pid }), { mode: 0o600 });
+    lock.setUrl(url);
 
     const resumed: string[] = [];
     await withActor({ type: "system", id: "runtime" }, async () => {
@@ -159,7 +175,12 @@ export async function startLocalRuntime(opts: LocalRuntimeOptions): Promise<Loca
     };
     await tick();
     timer = setInterval(() => {
-      tick().catch((err) => log.error("scheduler pass failed", { error: errorMessage(err) }));
+      tick().catch((err) =>
+        // Due schedules stay pending: the next pass after the store is back fires them.
+        isStoreUnreachable(err)
+          ? log.warn("scheduler pass skipped: the store is unreachable", { error: errorMessage(err) })
+          : log.error("scheduler pass failed", { error: errorMessage(err) }),
+      );
     }, opts.schedulerIntervalMs ?? 5000);
     timer.unref();
 
@@ -193,6 +214,7 @@ export async function startLocalRuntime(opts: LocalRuntimeOptions): Promise<Loca
         // already gone
       }
       await stopDynamo();
+      lock.release();
     };
     return { url, token, store, executor, provider, resumed, tick, close };
   } catch (err) {
@@ -200,6 +222,7 @@ export async function startLocalRuntime(opts: LocalRuntimeOptions): Promise<Loca
     await executor.close();
     server?.close();
     await stopDynamo();
+    lock.release();
     throw err;
   }
 }

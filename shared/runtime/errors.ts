@@ -3,7 +3,16 @@
  * `code` is a stable dotted identifier (`workshop.not_found`), `message` is safe to show and to log:
  * it never carries a token, email, code, PIN, password or key.
  */
-export type ErrorKind = "input" | "auth" | "forbidden" | "not_found" | "conflict" | "rate_limited" | "host";
+export type ErrorKind =
+  | "input"
+  | "auth"
+  | "forbidden"
+  | "not_found"
+  | "conflict"
+  | "rate_limited"
+  | "host"
+  /** Something labfleet needs is down for now (the store: `store.unavailable`); the request may be sent again. */
+  | "unavailable";
 
 export interface ErrorDetail {
   path: string;

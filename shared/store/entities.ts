@@ -1,6 +1,7 @@
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { DynamoDBDocumentClient } from "@aws-sdk/lib-dynamodb";
 import { Entity, type EntityItem, Service } from "electrodb";
+import { markStoreErrors } from "./unreachable.ts";
 
 const service = "labfleet";
 
@@ -442,6 +443,7 @@ function entities(client: DynamoDBDocumentClient, table: string) {
 export type Entities = ReturnType<typeof entities>;
 
 export function createStore(client: DynamoDBClient, table: string) {
+  markStoreErrors(client);
   const doc = DynamoDBDocumentClient.from(client, { marshallOptions: { removeUndefinedValues: true } });
   const e = entities(doc, table);
   return { ...e, service: new Service(e), table, client, doc };

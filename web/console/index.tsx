@@ -41,9 +41,10 @@ import { useDeps } from "../../shared/runtime/deps.ts";
 import { errorMessage, VisibleError } from "../../shared/runtime/errors.ts";
 import { log } from "../../shared/runtime/logger.ts";
 import { issueDetails } from "../../shared/runtime/zod.ts";
+import { isStoreUnreachable } from "../../shared/store/unreachable.ts";
 import type { Workshop } from "../../shared/workshop/schema.ts";
 import { diagnoseArchive } from "../api/archive.ts";
-import { statusOf } from "../api/errors.ts";
+import { answerStatus, asVisible, statusOf } from "../api/errors.ts";
 import type { InstructorAuth } from "../app.ts";
 import { eventsAfter, recentEvents } from "./activity.ts";
 import { hostList, when } from "./format.ts";
@@ -822,16 +823,15 @@ export function consoleRoutes(auth: InstructorAuth, opts: ConsoleOptions = {}) {
     const session = (c as Ctx).get("session") as CurrentSession | undefined;
     const who = session ? viewer(c as Ctx) : undefined;
     const visible =
-      err instanceof VisibleError
-        ? err
-        : err instanceof ZodError
-          ? new VisibleError("input", "input.invalid", "Some fields are not right.", issueDetails(err.issues))
-          : undefined;
+      asVisible(err, c) ??
+      (err instanceof ZodError
+        ? new VisibleError("input", "input.invalid", "Some fields are not right.", issueDetails(err.issues))
+        : undefined);
     if (c.req.path.endsWith("/live")) {
       if (visible)
         return c.json(
           { error: { kind: visible.kind, code: visible.code, message: visible.message } },
-          statusOf(visible.kind),
+          answerStatus(c, visible),
         );
     }
     if (visible)
@@ -839,12 +839,12 @@ export function consoleRoutes(auth: InstructorAuth, opts: ConsoleOptions = {}) {
         c,
         <ErrorPage
           viewer={who}
-          title="That did not work"
+          title={visible.kind === "unavailable" ? "Temporarily unavailable" : "That did not work"}
           message={visible.message}
           details={visible.details}
           back={backFor(c.req.path)}
         />,
-        statusOf(visible.kind),
+        answerStatus(c, visible),
       );
     const requestId = c.get("requestId" as never) as string | undefined;
     log.error("unhandled error", { requestId, name: err.name, error: err.message, stack: err.stack });
@@ -895,6 +895,7 @@ async function changeAccess(c: Ctx, name: string, open: boolean) {
 }
 
 function accessRefused(c: Ctx, name: string, open: boolean, err: unknown) {
+  if (isStoreUnreachable(err)) throw err; // not the provider's doing: the error page says so, with a 503
   const verb = open ? "opened" : "closed";
   const back = `/console/w/${name}`;
   if (err instanceof VisibleError) {

@@ -15,6 +15,8 @@ import { useDeps } from "../../shared/runtime/deps.ts";
 import { VisibleError } from "../../shared/runtime/errors.ts";
 import { log } from "../../shared/runtime/logger.ts";
 import {
+  answerStatus,
+  asVisible,
   clearAccessCookie,
   clearLabCookie,
   clientAddress,
@@ -236,8 +238,16 @@ export const portal = new Hono<PortalEnv>()
 
 // Anything unexpected: an HTML page with the request id, logged without internals reaching the student.
 portal.onError((err, c) => {
-  if (err instanceof VisibleError)
-    return render(c, <ErrorPage title="That did not work" message={err.message} />, statusOf(err.kind));
+  const visible = asVisible(err, c);
+  if (visible)
+    return render(
+      c,
+      <ErrorPage
+        title={visible.kind === "unavailable" ? "Temporarily unavailable" : "That did not work"}
+        message={visible.message}
+      />,
+      answerStatus(c, visible),
+    );
   const requestId = c.get("requestId" as never) as string | undefined;
   log.error("unhandled error", { requestId, name: err.name, error: err.message, stack: err.stack });
   return render(

@@ -151,4 +151,4 @@ export function guardPost(forbidden: (c: Ctx) => Response | Promise<Response>): 
 
 // --- HTTP status of a visible error (the same map as web/api/errors.ts) -----------------------------------
 
-export { statusOf } from "../api/errors.ts";
+export { answerStatus, asVisible, statusOf } from "../api/errors.ts";
