@@ -29,7 +29,7 @@ describe("instructor API", () => {
   it("answers health without auth", async () => {
     const res = await app.request("/api/health");
     expect(res.status).toBe(200);
-    expect(await j(res)).toEqual({ ok: true });
+    expect(await j(res)).toEqual({ ok: true, store: "ok" });
   });
 
   it.each([
