@@ -36,7 +36,7 @@ import {
 import { MANAGED_KEY_LABEL } from "../../shared/cloud/transports.ts";
 import { AwsProvider } from "../../shared/providers/aws.ts";
 import { StaticProvider } from "../../shared/providers/static.ts";
-import type { HostAddress } from "../../shared/runtime/deps.ts";
+import { configure, type HostAddress } from "../../shared/runtime/deps.ts";
 import { VisibleError } from "../../shared/runtime/errors.ts";
 import { setLogSink } from "../../shared/runtime/logger.ts";
 import { generateEd25519KeyPair } from "../../shared/transports/ssh-identity.ts";
@@ -466,6 +466,17 @@ describe("portalDeps", () => {
 describe("the web split in two functions", () => {
   const PORTAL = "https://portal.example.test/";
   const auth = { authorization: `Bearer ${TOKEN}` };
+  // /api/health reads the store (one GetItem, answered by the DynamoDB mock).
+  beforeEach(() =>
+    configure(
+      portalDeps({
+        AWS_REGION: "eu-west-1",
+        [CLOUD_ENV.table]: "labfleet-test-TableTable",
+        [CLOUD_ENV.stage]: "test",
+        ...linkedEnv({ AccessKey: ACCESS_KEY.toString("base64") }),
+      }),
+    ),
+  );
 
   it("the instructor app serves the API and console, and sends every other GET to the portal", async () => {
     const app = createInstructorApp({ auth: bootstrapAuth(TOKEN), portalUrl: PORTAL });
