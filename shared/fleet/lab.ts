@@ -33,12 +33,13 @@ export LABFLEET_WORKSHOP="$3" LABFLEET_HOST_ID="$4"
 echo $$ > "$d/pid"
 # Heartbeat without a child sleep (read -t on a pipe nobody writes). It ends by itself when the wrapper is
 # gone, even killed with SIGKILL (its parent is then another process), and when the folder is gone.
-( exec 9<> <(:); set -f
+# /proc/PID/stat is "pid (comm) state ppid pgrp ...": the fields after comm's ")" give the parent.
+( exec 9<> <(:)
   while date +%s 2>/dev/null > "$d/heartbeat"; do
     read -r -t 5 -u 9 || :
     read -r st < "/proc/$BASHPID/stat" || exit 0
-    st=\${st##*) }; set -- $st
-    [ "$2" = "$$" ] || exit 0
+    st=\${st##*) }; st=\${st#* }
+    [ "\${st%% *}" = "$$" ] || exit 0
   done ) &
 hb=$!
 if cd "$labdir"; then
@@ -327,11 +328,10 @@ if [ -r "/proc/$pid/cmdline" ] && tr '\\0' '\\n' < "/proc/$pid/cmdline" | grep -
   kill -KILL -- -"$pid" 2>/dev/null; exit 0
 fi
 [ -f "$d/rc" ] && exit 0
-set -f
 for s in /proc/[0-9]*/stat; do
   read -r st < "$s" 2>/dev/null || continue
-  st=\${st##*) }; set -- $st
-  [ "$3" = "$pid" ] || continue
+  st=\${st##*) }; st=\${st#* * }
+  [ "\${st%% *}" = "$pid" ] || continue
   p=\${s%/stat}
   if tr '\\0' '\\n' < "$p/cmdline" 2>/dev/null | grep -qxF -e "$d/wrapper.sh" -e "$d/setup.sh" ||
     tr '\\0' '\\n' < "$p/environ" 2>/dev/null | grep -qxF "LABFLEET_STATUS=$d/status.jsonl"; then
