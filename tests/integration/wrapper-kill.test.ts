@@ -40,8 +40,11 @@ afterAll(async () => {
   await rt?.close();
   await fleet?.stop();
   if (rt) {
-    expect(processesUnder(rt.dataDir)).toEqual([]);
+    // Whatever a failed test left running is ended (it is this suite's), and then reported.
+    const left = processesUnder(rt.dataDir);
+    for (const pid of left) process.kill(pid, "SIGKILL");
     removeDir(rt.dataDir);
+    expect(left).toEqual([]);
   }
 });
 
@@ -94,10 +97,21 @@ function labProcesses(stateDir: string, procs: Proc[]): Proc[] {
 const heartbeats = (procs: Proc[], wrapperNsPid: number) =>
   procs.filter((p) => p.cmdline.includes("wrapper.sh") && p.nsPid !== wrapperNsPid);
 
+/** Waits for one run to end (not for every run: a test that failed may leave its run going). */
+const runEnd = (workshop: string, runId: string) =>
+  waitFor(
+    `run ${runId} to end`,
+    async () => {
+      const state = (await rt.store.run.get({ workshop, runId }).go()).data?.state;
+      return state && state !== "running" ? state : undefined;
+    },
+    60_000,
+  );
+
 describe("a wrapper killed with SIGKILL", () => {
   it("on a local host: the heartbeat ends with it; retry and teardown end the setup it left", async () => {
     await asInstructor(() => submitWorkshop(workshopYaml({ name: "wrapkill", lab: "hang", count: 1 })));
-    await asInstructor(() => startRun("wrapkill", "up"));
+    const up = await asInstructor(() => startRun("wrapkill", "up"));
     const hostDir = join(rt.dataDir, "hosts", "wrapkill", "student-01");
     const state = join(hostDir, ".labfleet", "wrapkill");
     const pidFile = join(state, "pid");
@@ -120,7 +134,7 @@ describe("a wrapper killed with SIGKILL", () => {
     );
     // The setup is left running (a dead wrapper with no exit code fails the lab); the run fails the host.
     expect(group().some((p) => p.cmdline.startsWith("sleep 600"))).toBe(true);
-    await rt.executor.idle();
+    await runEnd("wrapkill", up.runId);
     const [failed] = await listHosts("wrapkill");
     expect(failed?.state).toBe("failed");
     expect(failed?.error).toMatch(/setup wrapper died without an exit code/);
@@ -145,8 +159,8 @@ describe("a wrapper killed with SIGKILL", () => {
         ).length === 1 || undefined,
     );
     process.kill(second, "SIGKILL");
-    await asInstructor(() => startRun("wrapkill", "teardown"));
-    await rt.executor.idle();
+    const down = await asInstructor(() => startRun("wrapkill", "teardown"));
+    expect(await runEnd("wrapkill", down.runId)).toBe("succeeded");
     expect(existsSync(hostDir)).toBe(false);
     await waitFor("no lab process left", () => processesUnder(hostDir).length === 0 || undefined);
     expect(labProcesses(state, allProcs())).toEqual([]);
@@ -188,8 +202,8 @@ hosts:
     );
     expect(labProcesses(state, onHost()).some((p) => p.cmdline.startsWith("sleep 600"))).toBe(true);
 
-    await asInstructor(() => startRun("sshkill", "teardown"));
-    await rt.executor.idle();
+    const down = await asInstructor(() => startRun("sshkill", "teardown"));
+    expect(await runEnd("sshkill", down.runId)).toBe("succeeded");
     await waitFor(
       "no lab process left on the host",
       () => labProcesses(state, onHost()).length === 0 || undefined,
