@@ -5,6 +5,7 @@ import type { Workshop } from "../workshop/schema.ts";
 /**
  * The lab contract, host side. Every host keeps its lab's records under `~/.labfleet/<workshop>/`:
  *   wrapper.sh  setup.sh  pid  heartbeat  rc  log  status.jsonl ($LABFLEET_STATUS)  access.json ($LABFLEET_ACCESS)
+ *   started  run (the id of the run that started this setup)
  * The wrapper runs `lab.setup` detached (setsid), so it outlives the connection that started it and the
  * control plane that polls it.
  */
@@ -30,8 +31,16 @@ export const WRAPPER = `#!/usr/bin/env bash
 d="$1"; labdir="$2"
 export LABFLEET_WORKSHOP="$3" LABFLEET_HOST_ID="$4"
 echo $$ > "$d/pid"
-# Heartbeat without a child sleep (read -t on a pipe nobody writes), so nothing outlives the wrapper.
-( exec 9<> <(:); while :; do date +%s > "$d/heartbeat"; read -r -t 5 -u 9 || :; done ) &
+# Heartbeat without a child sleep (read -t on a pipe nobody writes). It ends by itself when the wrapper is
+# gone, even killed with SIGKILL (its parent is then another process), and when the folder is gone.
+# /proc/PID/stat is "pid (comm) state ppid pgrp ...": the fields after comm's ")" give the parent.
+( exec 9<> <(:)
+  while date +%s 2>/dev/null > "$d/heartbeat"; do
+    read -r -t 5 -u 9 || :
+    read -r st < "/proc/$BASHPID/stat" || exit 0
+    st=\${st##*) }; st=\${st#* }
+    [ "\${st%% *}" = "$$" ] || exit 0
+  done ) &
 hb=$!
 if cd "$labdir"; then
   LABFLEET_STATUS="$d/status.jsonl" LABFLEET_ACCESS="$d/access.json" LABFLEET_SECRETS="$d/secrets.env" \
@@ -75,7 +84,8 @@ if [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] && tr '\\0' ' ' < "/proc/$pid/cm
 rc=$(head -c 16 "$d/rc" 2>/dev/null | tr -cd '0-9-')
 rc_age=$( [ -f "$d/rc" ] && echo $(( $(date +%s) - $(stat -c %Y "$d/rc") )) )
 started=$( [ -f "$d/started" ] && echo 1 )
-verdict="pid=$pid alive=$alive rc=$rc rc_age=$rc_age started=$started"
+run=$(head -c 64 "$d/run" 2>/dev/null | tr -cd 'A-Za-z0-9_')
+verdict="pid=$pid alive=$alive rc=$rc rc_age=$rc_age started=$started run=$run"
 echo "$verdict"
 echo "@@status"
 s=$(stat -c %s "$d/status.jsonl" 2>/dev/null || echo 0)
@@ -96,14 +106,16 @@ export interface LabProbe {
   rc?: number;
   rcAgeSeconds?: number;
   started: boolean;
+  /** The run that started this setup (see startLab). */
+  runId?: string;
   statusLines: string[];
   logTail: string[];
 }
 
-/** The verdict fields (`pid=.. alive=.. rc=.. rc_age=.. started=..`), on one line or one per line. */
+/** The verdict fields (`pid=.. alive=.. rc=.. rc_age=.. started=.. run=..`), on one line or one per line. */
 export function parseVerdict(text: string): Omit<LabProbe, "statusLines" | "logTail"> {
   const kv = new Map<string, string>();
-  for (const m of text.matchAll(/(?:^|\s)(pid|alive|rc|rc_age|started)=(\S*)/g))
+  for (const m of text.matchAll(/(?:^|\s)(pid|alive|rc|rc_age|started|run)=(\S*)/g))
     kv.set(m[1] as string, m[2] as string);
   const num = (k: string) => {
     const v = kv.get(k);
@@ -115,6 +127,7 @@ export function parseVerdict(text: string): Omit<LabProbe, "statusLines" | "logT
     rc: num("rc"),
     rcAgeSeconds: num("rc_age"),
     started: kv.get("started") === "1",
+    ...(kv.get("run") ? { runId: kv.get("run") } : {}),
   };
 }
 
@@ -298,13 +311,40 @@ export async function readAccess(t: Transport, workshop: string): Promise<string
   }
 }
 
-/** Kills the wrapper's whole process group, if it is still running. */
-export async function stopLab(t: Transport, workshop: string): Promise<void> {
+/**
+ * Ends the lab's setup. While the wrapper runs, its whole process group (setup, heartbeat and what setup started
+ * in it). When the wrapper died without an exit code (killed, even with SIGKILL), what is left of that group:
+ * the group keeps the wrapper's pid as its id while any member lives, and it is ended only when one of its
+ * processes is this lab's (its command line names the wrapper or setup of this folder, or its environment
+ * this folder's $LABFLEET_STATUS). A setup that ended (its exit code is recorded) is left alone, with any
+ * service it left running.
+ */
+export function stopScript(workshop: string): string {
   const d = stateDir(workshop);
-  await t.exec(
-    `pid=$(cat ${d}/pid 2>/dev/null); if [ -n "$pid" ] && [ -r /proc/$pid/cmdline ] && tr '\\0' ' ' < /proc/$pid/cmdline | grep -q wrapper.sh; then kill -KILL -- -"$pid" 2>/dev/null; fi; exit 0`,
-    { timeoutMs: 30_000 },
-  );
+  return `d=${d}
+pid=$(head -c 16 "$d/pid" 2>/dev/null | tr -cd '0-9')
+[ -n "$pid" ] || exit 0
+if [ -r "/proc/$pid/cmdline" ] && tr '\\0' '\\n' < "/proc/$pid/cmdline" | grep -qxF "$d/wrapper.sh"; then
+  kill -KILL -- -"$pid" 2>/dev/null; exit 0
+fi
+[ -f "$d/rc" ] && exit 0
+for s in /proc/[0-9]*/stat; do
+  read -r st < "$s" 2>/dev/null || continue
+  st=\${st##*) }; st=\${st#* * }
+  [ "\${st%% *}" = "$pid" ] || continue
+  p=\${s%/stat}
+  if tr '\\0' '\\n' < "$p/cmdline" 2>/dev/null | grep -qxF -e "$d/wrapper.sh" -e "$d/setup.sh" ||
+    tr '\\0' '\\n' < "$p/environ" 2>/dev/null | grep -qxF "LABFLEET_STATUS=$d/status.jsonl"; then
+    kill -KILL -- -"$pid" 2>/dev/null; break
+  fi
+done
+exit 0
+`;
+}
+
+export async function stopLab(t: Transport, workshop: string): Promise<void> {
+  const r = await t.exec(stopScript(workshop), { timeoutMs: 30_000, step: "stop lab setup" });
+  if (r.exitCode !== 0) throw new LabStepError(`stopping the lab setup failed: ${lastLines(r)}`);
 }
 
 /** Puts `lab.source` into `lab.dir`: a git clone/fetch + hard reset, or a local folder sent as a tar stream. */
@@ -369,13 +409,16 @@ export async function tarFolder(folder: string): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
-/** Writes the wrapper and setup and starts them detached; returns once the wrapper has recorded its pid. */
-export async function startLab(t: Transport, spec: Workshop, hostId: string): Promise<void> {
+/**
+ * Writes the wrapper and setup and starts them detached; returns once the wrapper has recorded its pid. The
+ * same command records which run started it (`run`), so a resumed run knows the setups it started itself.
+ */
+export async function startLab(t: Transport, spec: Workshop, hostId: string, runId: string): Promise<void> {
   const d = stateDir(spec.name);
   const files = `${WRAPPER}\n@@setup\n${spec.lab.setup}\n`;
   const r = await t.exec(
     `set -e; d=${d}; mkdir -p "$d"; chmod 700 "$d"
-rm -f "$d/pid" "$d/rc" "$d/rc.tmp" "$d/status.jsonl" "$d/access.json" "$d/heartbeat"${spec.lab.operator_secrets.length ? "" : ` "$d/secrets.env"`}
+rm -f "$d/pid" "$d/rc" "$d/rc.tmp" "$d/status.jsonl" "$d/access.json" "$d/heartbeat" "$d/run"${spec.lab.operator_secrets.length ? "" : ` "$d/secrets.env"`}
 input=$(cat)
 printf '%s\\n' "\${input%%
 @@setup
@@ -385,6 +428,7 @@ printf '%s\\n' "\${input#*
 }" > "$d/setup.sh"
 : > "$d/log"; chmod 600 "$d/log"
 date +%s > "$d/started"
+printf '%s\\n' ${shq(runId)} > "$d/run"
 # A background job of a shell without job control is not a group leader, so setsid execs in place and
 # $! is the wrapper's own pid: recorded before this command returns, with no wait.
 setsid bash "$d/wrapper.sh" "$d" ${labDir(spec)} ${shq(spec.name)} ${shq(hostId)} > /dev/null 2>&1 < /dev/null &

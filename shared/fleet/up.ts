@@ -236,7 +236,13 @@ export async function removeHosts(spec: Workshop, provider: Provider, dropped: H
 
 export type DeployAction = "started" | "running" | "complete";
 
-/** Deploys one host: skip a complete lab (unless forced), leave a running one, else sync and start setup. */
+/**
+ * Deploys one host: skip a complete lab (unless forced), leave a running one, else sync and start setup.
+ * Force rebuilds a host once per run: a resumed run finds the setups it started itself (the host records the
+ * run that started its setup) and treats them as a run without force does, so a lab it already rebuilt
+ * stays and a setup it started is followed, not started again. A setup this run started that was stopped
+ * (the local runtime stops setups still building when it closes) is rebuilt, as after any failure.
+ */
 export async function deployHost(
   workshop: string,
   runId: string,
@@ -253,7 +259,8 @@ export async function deployHost(
   try {
     const probe = await probeLab(t, workshop);
     const verdict = judge(probe);
-    if (!force && verdict.state === "complete") {
+    const rebuild = force && probe.runId !== runId;
+    if (!rebuild && verdict.state === "complete") {
       if (host.state !== "ready") {
         await store.host
           .patch({ workshop, hostId })
@@ -263,11 +270,12 @@ export async function deployHost(
       }
       return { hostId, action: "complete" };
     }
-    if (!force && verdict.state === "running") {
+    if (!rebuild && verdict.state === "running") {
       await patchHost(workshop, hostId, { state: "deploying" });
       return { hostId, action: "running" };
     }
-    if (verdict.state === "running") await stopLab(t, workshop);
+    // A running setup is stopped before it is rebuilt, and so is what a killed wrapper left running.
+    if (verdict.state === "running" || verdict.state === "failed") await stopLab(t, workshop);
     await waitForBoot(t, provider);
     const now = isoNow(clock);
     await store.host
@@ -278,7 +286,7 @@ export async function deployHost(
       .go();
     await pushSecrets(t, spec, provider.transport);
     await syncSource(t, spec, run.ref);
-    await startLab(t, spec, hostId);
+    await startLab(t, spec, hostId, runId);
     await patchHost(workshop, hostId, { phase: "started" });
     log.info("lab started", { workshop, hostId });
     return { hostId, action: "started" };

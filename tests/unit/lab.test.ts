@@ -21,6 +21,12 @@ describe("lab contract: reading a host's records", () => {
     });
   });
 
+  it("reads which run started the setup, so a resumed forced run knows its own", () => {
+    const head = "pid=42 alive=1 rc= rc_age= started=1 run=run_01JABCDEF";
+    expect(parseProbe(probe(head)).runId).toBe("run_01JABCDEF");
+    expect(parseProbe(probe("pid=42 alive=1 rc= rc_age= started=1 run=")).runId).toBeUndefined();
+  });
+
   it("takes the verdict from the end line, so a probe cut at its start still reads right", () => {
     const full = probe("pid=42 alive=1 rc= rc_age= started=1", '{"phase":"a","state":"running"}', "x");
     // A transport that keeps the end of a long output (labfleet's SSM wrapper) drops the first lines.
