@@ -610,7 +610,7 @@ export class SshTransport implements Transport {
     return new VisibleError(
       "host",
       "host.key_unknown",
-      `${hostId} (${this.addressLabel}): labfleet did not connect for ${step} and sent nothing: workshop ${workshop} sets ssh.require_known_host_keys, and ${why}. Read the host's public key on the host itself (its console: cat /etc/ssh/ssh_host_ed25519_key.pub), or with ssh-keyscan over a network you trust, and pin it: labfleet hosts pin ${this.workshopArg} --host ${hostId} --key "ssh-ed25519 AAAA..." (or give it in hosts[].host_key in workshop.yaml)`,
+      `${hostId} (${this.addressLabel}): labfleet sent nothing and did not connect (${step}): workshop ${workshop} sets ssh.require_known_host_keys, and ${why}. Read the host's public key on the host itself (its console: cat /etc/ssh/ssh_host_ed25519_key.pub), or with ssh-keyscan over a network you trust, and pin it: labfleet hosts pin ${this.workshopArg} --host ${hostId} --key "ssh-ed25519 AAAA..." (or give it in hosts[].host_key in workshop.yaml)`,
     );
   }
 }

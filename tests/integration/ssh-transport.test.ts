@@ -342,7 +342,7 @@ describe("SshTransport with keys obtained out of band", () => {
     );
     expect(none.code).toBe("host.key_unknown");
     expect(none.message).toBe(
-      `${main.id} (${main.address}): labfleet did not connect for deploy and sent nothing: workshop ssh-test sets ssh.require_known_host_keys, and no key of it was given out of band. Read the host's public key on the host itself (its console: cat /etc/ssh/ssh_host_ed25519_key.pub), or with ssh-keyscan over a network you trust, and pin it: labfleet hosts pin ssh-test --host ${main.id} --key "ssh-ed25519 AAAA..." (or give it in hosts[].host_key in workshop.yaml)`,
+      `${main.id} (${main.address}): labfleet sent nothing and did not connect (deploy): workshop ssh-test sets ssh.require_known_host_keys, and no key of it was given out of band. Read the host's public key on the host itself (its console: cat /etc/ssh/ssh_host_ed25519_key.pub), or with ssh-keyscan over a network you trust, and pin it: labfleet hosts pin ssh-test --host ${main.id} --key "ssh-ed25519 AAAA..." (or give it in hosts[].host_key in workshop.yaml)`,
     );
     const tofu = memoryPins({ [main.id]: main.hostKeyBase64 });
     const first = await failure(
