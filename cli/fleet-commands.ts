@@ -1,4 +1,4 @@
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { gunzipSync } from "node:zlib";
 import { extract } from "tar-stream";
@@ -142,19 +142,28 @@ export async function run(command: string, args: Args, out: Output): Promise<num
     case "hosts": {
       const sub = args.positionals[1];
       if (sub === "keys") {
-        const r = await client.call<{ keys: { hostId: string; fingerprint: string; pinnedAt: string }[] }>(
-          "GET",
-          `${path}/host-keys`,
+        const r = await client.call<{ keys: HostKeys[] }>("GET", `${path}/host-keys`);
+        if (json) out.write(`${JSON.stringify(r, null, 2)}\n`);
+        else writeHostKeys(r.keys, out);
+        return 0;
+      }
+      if (sub === "pin") {
+        const hosts = sel.hosts ?? [];
+        if (hosts.length !== 1) throw new CliError("hosts pin needs exactly one --host ID", 2);
+        const host = hosts[0] as string;
+        const keys = keyLines(args);
+        const r = await client.call<{ pinned: HostKeys & { replaced?: HostKeys } }>(
+          "PUT",
+          `${path}/host-keys/${encodeURIComponent(host)}`,
+          { keys, replace: args.values.replace ?? false },
         );
         if (json) out.write(`${JSON.stringify(r, null, 2)}\n`);
-        else
-          writeTable(
-            [
-              ["host", "fingerprint", "pinned at"],
-              ...r.keys.map((k) => [k.hostId, k.fingerprint, k.pinnedAt]),
-            ],
-            out,
+        else {
+          const p = r.pinned;
+          out.write(
+            `pinned ${p.keys.map((k) => `${k.fingerprint} (${k.type})`).join(", ")} for ${p.hostId}${p.replaced ? `, replacing ${p.replaced.keys.map((k) => k.fingerprint).join(", ")} (${p.replaced.origin})` : ""}; labfleet now connects to it only when it shows ${p.keys.length === 1 ? "this key" : "one of these keys"}\n`,
           );
+        }
         return 0;
       }
       if (sub === "credentials") {
@@ -208,7 +217,7 @@ export async function run(command: string, args: Args, out: Output): Promise<num
         return 0;
       }
       throw new CliError(
-        "usage: labfleet hosts keys|pubkey|forget-key (-f workshop.yaml | NAME) [--host ID]",
+        "usage: labfleet hosts keys|pubkey|forget-key|pin (-f workshop.yaml | NAME) [--host ID]",
         2,
       );
     }
@@ -230,6 +239,57 @@ export async function run(command: string, args: Args, out: Output): Promise<num
     default:
       throw new CliError(`unknown command ${command}`, 2);
   }
+}
+
+interface HostKeys {
+  hostId: string;
+  origin: string;
+  fingerprint: string;
+  keys: { type: string; fingerprint: string }[];
+  pinnedAt: string;
+}
+
+/** One row per trusted key: a host with several keys has a row for each. */
+function writeHostKeys(keys: HostKeys[], out: Output): void {
+  const rows = keys.flatMap((h) =>
+    h.keys.map((k, i) => [
+      i === 0 ? h.hostId : "",
+      i === 0 ? h.origin : "",
+      k.type,
+      k.fingerprint,
+      i === 0 ? h.pinnedAt : "",
+    ]),
+  );
+  writeTable([["host", "origin", "type", "fingerprint", "pinned at"], ...rows], out);
+}
+
+const PIN_USAGE =
+  'usage: labfleet hosts pin (-f workshop.yaml | NAME) --host ID (--key "ssh-ed25519 AAAA..." | --key-file PATH) [--replace]';
+
+/**
+ * The key lines of `hosts pin`: each --key, and the lines of --key-file (`-` for stdin) that are neither blank nor
+ * comments (ssh-keyscan prints `# host:22 SSH-2.0-...` lines). The server checks each one.
+ */
+function keyLines(args: Args): string[] {
+  const lines = [...(args.values.key ?? [])];
+  const file = args.values["key-file"];
+  if (file !== undefined) {
+    let text: string;
+    try {
+      text = readFileSync(file === "-" ? 0 : file, "utf8");
+    } catch (err) {
+      throw new CliError(
+        `cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
+        2,
+      );
+    }
+    const found = text.split(/\r?\n/).filter((l) => l.trim() !== "" && !l.trim().startsWith("#"));
+    if (found.length === 0) throw new CliError(`${file} holds no host key line\n${PIN_USAGE}`, 2);
+    lines.push(...found);
+  }
+  if (lines.length === 0)
+    throw new CliError(`hosts pin needs the host's key: --key or --key-file\n${PIN_USAGE}`, 2);
+  return lines;
 }
 
 const EXTEND_USAGE =

@@ -60,6 +60,17 @@ export const OPTIONS = {
   token: { help: "read a pasted API token from stdin instead of signing in through the browser" },
   "expires-days": { value: "N", help: "the token expires after N days (1 to 3650; default never)" },
   after: { value: "ID", help: "only what came after this event id (the last one you saw)" },
+  key: {
+    value: "LINE",
+    multiple: true,
+    help: 'a host\'s public key line, obtained out of band: "ssh-ed25519 AAAA..." or ssh-keyscan\'s "host ssh-ed25519 AAAA..." (repeatable)',
+  },
+  "key-file": {
+    value: "PATH",
+    help: "a file of host key lines (a host's ssh_host_*_key.pub, or ssh-keyscan's output); - reads stdin",
+    complete: "file",
+  },
+  replace: { help: "replace a different key pinned before (at first contact, by hand or through SSM)" },
   help: { short: "h", help: "show help (for a command: its usage, options and examples)" },
   version: { help: "print the version" },
 } as const satisfies Record<string, OptionSpec>;
@@ -318,14 +329,30 @@ export const COMMANDS: readonly CommandSpec[] = [
   {
     name: "hosts",
     group: "workshops",
-    summary: "the pinned SSH host keys, the fleet's SSH public key, one lab's access details",
+    summary:
+      "the trusted SSH host keys, pinning one obtained out of band, the fleet's SSH public key, one lab's access details",
     usage: [
-      [`hosts keys|pubkey|forget-key ${W} [--host ID]`, "pinned host keys; the managed public key"],
+      [`hosts keys|pubkey|forget-key ${W} [--host ID]`, "trusted host keys; the managed public key"],
+      [
+        `hosts pin ${W} --host ID (--key LINE | --key-file PATH) [--replace]`,
+        "trust a host key obtained out of band",
+      ],
       [`hosts credentials ${W} --host ID`, "one lab's access details (URLs, users, passwords)"],
     ],
     options: ["file", "output"],
     subcommands: [
-      { name: "keys", summary: "list the pinned SSH host keys and their fingerprints" },
+      {
+        name: "keys",
+        summary:
+          "list the trusted SSH host keys: fingerprints, and how each was obtained (tofu, workshop, pinned, ssm)",
+      },
+      {
+        name: "pin",
+        args: "--host ID (--key LINE | --key-file PATH) [--replace]",
+        summary:
+          "trust a host's key read on the host itself or with ssh-keyscan over a network you trust (what ssh.require_known_host_keys asks for)",
+        options: [["host", "the host whose key it is"], "key", "key-file", "replace"],
+      },
       { name: "pubkey", summary: "print the public key to install on bring-your-own hosts" },
       {
         name: "credentials",
@@ -343,6 +370,11 @@ export const COMMANDS: readonly CommandSpec[] = [
     ],
     examples: [
       { command: "npx labfleet hosts keys my-workshop" },
+      {
+        command:
+          'npx labfleet hosts pin my-workshop --host web-1 --key "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAA... root@web-1"',
+      },
+      { command: "npx labfleet hosts pin -f workshop.yaml --host web-1 --key-file web-1.pub" },
       { command: "npx labfleet hosts forget-key my-workshop --host student-04" },
       { command: "npx labfleet hosts credentials my-workshop --host student-01" },
     ],

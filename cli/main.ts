@@ -38,6 +38,9 @@ export const options = {
   token: { type: "boolean" },
   "expires-days": { type: "string" },
   after: { type: "string" },
+  key: { type: "string", multiple: true },
+  "key-file": { type: "string" },
+  replace: { type: "boolean" },
   help: { type: "boolean", short: "h" },
   version: { type: "boolean" },
 } as const;
@@ -64,6 +67,9 @@ export interface Args {
     token?: boolean;
     "expires-days"?: string;
     after?: string;
+    key?: string[];
+    "key-file"?: string;
+    replace?: boolean;
     help?: boolean;
     version?: boolean;
   };
@@ -127,6 +133,7 @@ export function statusDocument(s: WorkshopStatus) {
       phases: h.phases,
       elapsedSeconds: h.elapsedSeconds ?? null,
       readyAt: h.readyAt ?? null,
+      hostKey: h.hostKey ?? null,
     })),
     runs: s.runs,
   };

@@ -4,7 +4,7 @@ import { type HostAddress, useDeps } from "../runtime/deps.ts";
 import { VisibleError } from "../runtime/errors.ts";
 import type { HostItem } from "../store/entities.ts";
 import type { Transport } from "../transports/types.ts";
-import type { Workshop } from "../workshop/schema.ts";
+import { hostKeysOf, type Workshop } from "../workshop/schema.ts";
 
 /** How to reach one host of a workshop: its provider's transport, with the SSH defaults of workshop.yaml. */
 export function hostAddress(
@@ -16,6 +16,7 @@ export function hostAddress(
     throw new VisibleError("host", "host.no_address", `host ${host.hostId} has no address yet`);
   const entry = spec.hosts.find((h) => h.id === host.hostId);
   const via = entry?.via ?? spec.defaults.ssh_options?.proxy_jump;
+  const hostKeys = hostKeysOf(entry).map((k) => k.key);
   return {
     workshop: spec.name,
     hostId: host.hostId,
@@ -28,6 +29,8 @@ export function hostAddress(
             ...(spec.defaults.identity_file ? { identityFile: spec.defaults.identity_file } : {}),
             ...(via ? { via } : {}),
             connectTimeoutMs: (spec.defaults.ssh_options?.connect_timeout_seconds ?? 10) * 1000,
+            ...(hostKeys.length ? { hostKeys } : {}),
+            ...(spec.ssh?.require_known_host_keys ? { requireKnownHostKeys: true } : {}),
           },
         }
       : {}),

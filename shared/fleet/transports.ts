@@ -4,7 +4,7 @@ import { LocalTransport } from "../transports/local.ts";
 import { SshTransport } from "../transports/ssh.ts";
 import { loadSshIdentity, publicKeyLine, type SshIdentity } from "../transports/ssh-identity.ts";
 import type { Transport } from "../transports/types.ts";
-import { storePins } from "./host-keys.ts";
+import { storePins } from "./host-key-records.ts";
 
 /**
  * The transport for a host: local sandboxes run child processes, SSH hosts get an ssh2 connection with
@@ -43,7 +43,10 @@ export function transportFactory(opts: {
   };
 }
 
-/** An SSH host as workshop.yaml describes it (user, bastion, timeout), its key pinned in the store. */
+/**
+ * An SSH host as workshop.yaml describes it (user, bastion, timeout, host keys), its key pinned in the store unless
+ * workshop.yaml gives it.
+ */
 export function sshTransport(host: HostAddress, identity: SshIdentity): SshTransport {
   return new SshTransport({
     workshop: host.workshop,
@@ -54,5 +57,7 @@ export function sshTransport(host: HostAddress, identity: SshIdentity): SshTrans
     ...(host.ssh?.defaultUser ? { defaultUser: host.ssh.defaultUser } : {}),
     ...(host.ssh?.via ? { via: host.ssh.via } : {}),
     ...(host.ssh?.connectTimeoutMs ? { connectTimeoutMs: host.ssh.connectTimeoutMs } : {}),
+    ...(host.ssh?.hostKeys?.length ? { hostKeys: host.ssh.hostKeys } : {}),
+    ...(host.ssh?.requireKnownHostKeys ? { requireKnownHostKey: true } : {}),
   });
 }

@@ -12,6 +12,7 @@ import type { Transport } from "../transports/types.ts";
 import { INLINE_MAP_MAX_CONCURRENCY } from "../workshop/limits.ts";
 import type { Workshop } from "../workshop/schema.ts";
 import { recordEvent } from "./events.ts";
+import { pinHostKeysThrough } from "./host-keys.ts";
 import { transportFor } from "./hosts.ts";
 import {
   HEALTH_GRACE_SECONDS,
@@ -261,6 +262,7 @@ export async function deployHost(
     const verdict = judge(probe);
     const rebuild = force && probe.runId !== runId;
     if (!rebuild && verdict.state === "complete") {
+      await pinHostKeysThrough(t, spec, provider, host);
       if (host.state !== "ready") {
         await store.host
           .patch({ workshop, hostId })
@@ -271,12 +273,15 @@ export async function deployHost(
       return { hostId, action: "complete" };
     }
     if (!rebuild && verdict.state === "running") {
+      await pinHostKeysThrough(t, spec, provider, host);
       await patchHost(workshop, hostId, { state: "deploying" });
       return { hostId, action: "running" };
     }
     // A running setup is stopped before it is rebuilt, and so is what a killed wrapper left running.
     if (verdict.state === "running" || verdict.state === "failed") await stopLab(t, workshop);
     await waitForBoot(t, provider);
+    // The host's SSH keys, read through a transport that does not trust the network (SSM), before any secret.
+    await pinHostKeysThrough(t, spec, provider, host);
     const now = isoNow(clock);
     await store.host
       .patch({ workshop, hostId })

@@ -5,8 +5,10 @@ import { open } from "../runtime/crypto.ts";
 import { useDeps } from "../runtime/deps.ts";
 import { VisibleError } from "../runtime/errors.ts";
 import type { HostItem, RunItem, WorkshopItem } from "../store/entities.ts";
+import type { KeyOrigin } from "../transports/host-keys.ts";
 import { parseWorkshopYaml, resolveLabSource } from "../workshop/load.ts";
 import type { Workshop } from "../workshop/schema.ts";
+import { hostKeyViews } from "./host-key-records.ts";
 
 export interface WorkshopSummary {
   name: string;
@@ -30,6 +32,8 @@ export interface HostView {
   elapsedSeconds?: number;
   readyAt?: string;
   hasAccess: boolean;
+  /** The SSH host keys trusted for it (workshop status only): how they were obtained, and their fingerprints. */
+  hostKey?: { origin: KeyOrigin; fingerprints: string[] };
 }
 
 export interface RunView {
@@ -221,12 +225,22 @@ export async function workshopStatus(name: string): Promise<WorkshopStatus> {
   assertActor("instructor", "system");
   const { clock } = useDeps();
   const w = await getWorkshop(name);
-  const [hosts, runs] = await Promise.all([listHosts(name), listRuns(name)]);
+  const spec = w.spec as Workshop;
+  const [hosts, runs, keys] = await Promise.all([
+    listHosts(name),
+    listRuns(name),
+    hostKeyViews(spec, w.updatedAt),
+  ]);
+  const keyOf = new Map(keys.map((k) => [k.hostId, k]));
   const now = clock.now();
   return {
     ...summarize(w, hosts),
-    spec: w.spec as Workshop,
-    hostList: hosts.map((h) => hostView(h, now)),
+    spec,
+    hostList: hosts.map((h) => {
+      const k = keyOf.get(h.hostId);
+      const v = hostView(h, now);
+      return k ? { ...v, hostKey: { origin: k.origin, fingerprints: k.keys.map((x) => x.fingerprint) } } : v;
+    }),
     runs: runs.map(runView).reverse(),
   };
 }

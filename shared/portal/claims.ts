@@ -1,5 +1,6 @@
 import { randomBytes, randomInt } from "node:crypto";
 import { recordEvent } from "../fleet/events.ts";
+import { trustedHostKeys } from "../fleet/host-key-records.ts";
 import { isConditionalFailure } from "../fleet/runs.ts";
 import { isoNow } from "../runtime/clock.ts";
 import { open, seal } from "../runtime/crypto.ts";
@@ -316,6 +317,8 @@ export interface LabPage {
   name: string;
   access: { urls?: Record<string, string>; credentials?: Record<string, string>; notes?: string } | null;
   sshCommand: string | null;
+  /** With sshCommand: the host keys labfleet trusts for the lab, so the student can check what ssh shows. */
+  hostKeys: { type: string; fingerprint: string }[];
   guideUrl: string | null;
   expiry: string | null;
 }
@@ -361,6 +364,7 @@ export async function labForLink(token: string): Promise<LabPage | undefined> {
     name: claim.name,
     access,
     sshCommand,
+    hostKeys: sshCommand ? await trustedHostKeys(spec, link.hostId) : [],
     guideUrl: spec.portal.guide_url ?? null,
     expiry: w.expiry ?? null,
   };

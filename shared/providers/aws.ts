@@ -191,6 +191,8 @@ export class AwsProvider implements Provider {
   readonly bootWait = { command: CLOUD_INIT_WAIT, timeoutMs: 10 * 60_000 };
   /** Terminating an instance ends its labs: a teardown does not stop them first. */
   readonly deprovisionEndsLabs = true;
+  /** SSM reaches the instance through AWS's API, not the network: its SSH host keys are read that way. */
+  readonly hostKeyChannel = "ssm" as const;
 
   private readonly ec2: EC2Client;
   private readonly ssm: SSMClient;

@@ -55,6 +55,12 @@ export interface Provider {
    * each lab first: with many silent hosts that would spend the teardown's time on hosts about to vanish.
    */
   readonly deprovisionEndsLabs?: boolean;
+  /**
+   * The provider's transport does not trust the network (EC2: SSM Run Command, through AWS's API): before a
+   * host's first deploy, its SSH host keys are read through it and pinned with this origin (see
+   * shared/fleet/host-keys.ts, pinHostKeysThrough).
+   */
+  readonly hostKeyChannel?: "ssm";
   /** Checks the provider section beyond the schema; returns every problem with its YAML path. */
   validate(spec: Workshop): ErrorDetail[];
   plan(spec: Workshop): Promise<PlanItem[]>;

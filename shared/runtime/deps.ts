@@ -9,8 +9,17 @@ export interface HostAddress {
   hostId: string;
   address: string;
   transport: TransportName;
-  /** For SSH hosts: what workshop.yaml's `defaults` and `hosts[].via` say. */
-  ssh?: { defaultUser?: string; identityFile?: string; via?: string; connectTimeoutMs?: number };
+  /** For SSH hosts: what workshop.yaml's `defaults`, `ssh` and `hosts[]` say. */
+  ssh?: {
+    defaultUser?: string;
+    identityFile?: string;
+    via?: string;
+    connectTimeoutMs?: number;
+    /** `hosts[].host_key`: the keys (blobs, base64) the host may show; the only ones trusted when given. */
+    hostKeys?: string[];
+    /** `ssh.require_known_host_keys`: connect only with a key obtained out of band (never one trusted on first use). */
+    requireKnownHostKeys?: boolean;
+  };
 }
 
 /** The operator's secret store: `~/.labfleet/secrets.yaml` locally, Parameter Store in the cloud. */

@@ -32,6 +32,8 @@ export const EVENT_RETENTION_DAYS = 30;
 export const RUN_KINDS = ["up", "deploy", "retry", "provision", "teardown"] as const;
 export const RUN_STATES = ["running", "succeeded", "failed", "aborted"] as const;
 export const SCHEDULE_STATES = ["pending", "fired", "cancelled"] as const;
+/** How a host key came to be trusted (see KeyOrigin in shared/transports/host-keys.ts). */
+export const HOST_KEY_ORIGINS = ["tofu", "pinned", "ssm"] as const;
 
 function entities(client: DynamoDBDocumentClient, table: string) {
   const config = { client, table };
@@ -168,7 +170,11 @@ function entities(client: DynamoDBDocumentClient, table: string) {
     config,
   );
 
-  /** An SSH host key, trusted on first contact and pinned per workshop. */
+  /**
+   * The SSH host keys trusted for a host, per workshop: the key it showed at first contact (`tofu`), or keys
+   * obtained another way (`pinned` with `labfleet hosts pin`, `ssm` read through SSM). Keys given in workshop.yaml
+   * (hosts[].host_key) live in the workshop's spec, not here.
+   */
   const hostKey = new Entity(
     {
       model: { entity: "hostKey", version: "1", service },
@@ -176,9 +182,15 @@ function entities(client: DynamoDBDocumentClient, table: string) {
         workshop: { type: "string", required: true },
         /** A host id, or `bastion:<address>` for a bastion. */
         hostId: { type: "string", required: true },
-        /** The OpenSSH public key blob, base64. */
+        /** The (first) OpenSSH public key blob, base64. */
         key: { type: "string", required: true },
         fingerprint: { type: "string", required: true },
+        /** Every key the host may show (blobs, base64), `key` first; absent on records that hold only `key`. */
+        keys: { type: "list", items: { type: "string" } },
+        /** How the keys were obtained; absent on records pinned at first contact before origins were recorded. */
+        origin: { type: HOST_KEY_ORIGINS },
+        /** For `ssm`: the instance the keys were read from (a replaced instance is read again). */
+        address: { type: "string" },
         pinnedAt: { type: "string", required: true },
       },
       indexes: {
@@ -460,5 +472,6 @@ export type SessionItem = EntityItem<Entities["session"]>;
 export type ApiTokenItem = EntityItem<Entities["apiToken"]>;
 export type DeviceLoginItem = EntityItem<Entities["deviceLogin"]>;
 export type EventItem = EntityItem<Entities["event"]>;
+export type HostKeyItem = EntityItem<Entities["hostKey"]>;
 export type HostState = (typeof HOST_STATES)[number];
 export type WorkshopState = (typeof WORKSHOP_STATES)[number];

@@ -1,8 +1,20 @@
 import { constants } from "node:os";
 import type { Readable } from "node:stream";
-import { type AnyAuthMethod, Client, type ClientChannel, type ClientErrorExtensions } from "ssh2";
+import {
+  type AnyAuthMethod,
+  Client,
+  type ClientChannel,
+  type ClientErrorExtensions,
+  type ServerHostKeyAlgorithm,
+} from "ssh2";
 import { VisibleError } from "../runtime/errors.ts";
-import { fingerprint, type HostKeyPins } from "./host-keys.ts";
+import {
+  fingerprint,
+  type HostKeyPins,
+  hostKeyAlgorithms,
+  type KnownHostKeys,
+  keyTypeOf,
+} from "./host-keys.ts";
 import type { SshIdentity } from "./ssh-identity.ts";
 import {
   collectCapped,
@@ -25,9 +37,19 @@ export interface SshTransportOptions {
   via?: string;
   /** Where host keys are pinned at first contact (the store, per workshop). */
   pins: HostKeyPins;
+  /**
+   * The keys the host may show, given out of band (workshop.yaml's `hosts[].host_key`, blobs in base64): when
+   * given, they are the only ones trusted, whatever is pinned, and nothing is pinned at first contact.
+   */
+  hostKeys?: string[];
+  /**
+   * `ssh.require_known_host_keys`: connect only when the host's key was obtained another way than the network
+   * (hostKeys, or a pin whose origin is not `tofu`); otherwise refuse before connecting, so nothing is sent.
+   */
+  requireKnownHostKey?: boolean;
   /** How long connecting (TCP, handshake and login) may take. Default 10 s. */
   connectTimeoutMs?: number;
-  /** The workshop file named in remedies ("labfleet hosts forget-key -f <file>"); by default the workshop's name. */
+  /** The workshop file named in remedies ("labfleet hosts pin -f <file>"); by default the workshop's name. */
   workshopFile?: string;
 }
 
@@ -102,12 +124,15 @@ interface Hop {
   address: SshAddress;
   /** How messages name this hop. */
   label: string;
+  /** The keys it may show, when known (pinned or given); undefined: first contact, pin what it shows. */
+  known: KnownHostKeys | undefined;
 }
 
 /**
- * A BYO host over SSH (ssh2): key authentication only, never a prompt; the host key is pinned at first
- * contact and a different key is refused at the handshake. One connection per transport, opened on the
- * first exec and reused by every later exec until close().
+ * A BYO host over SSH (ssh2): key authentication only, never a prompt; the host key is the one given out of band
+ * (workshop.yaml, `labfleet hosts pin`), or else pinned at first contact, and a different key is refused at the
+ * handshake. With `requireKnownHostKey`, a host whose key is not known another way is not connected to at all.
+ * One connection per transport, opened on the first exec and reused by every later exec until close().
  */
 export class SshTransport implements Transport {
   readonly target: SshAddress;
@@ -181,17 +206,35 @@ export class SshTransport implements Transport {
     if (conn.bastion) void endClient(conn.bastion);
   }
 
+  /** The keys the host itself may show: those given out of band, else its pin. */
+  private async targetKeys(): Promise<KnownHostKeys | undefined> {
+    const given = this.options.hostKeys ?? [];
+    if (given.length) return { keys: given, origin: "workshop" };
+    return this.options.pins.get(this.options.hostId);
+  }
+
   private async open(step: string): Promise<Connection> {
+    // Checked before any connection (the bastion's too): a host refused here is sent nothing at all.
+    const known = await this.targetKeys();
+    if (this.options.requireKnownHostKey && (!known || known.origin === "tofu")) {
+      throw this.keyNotKnown(step, known);
+    }
     let bastion: Client | undefined;
     try {
       let sock: Readable | undefined;
       if (this.bastion) {
-        const hop = { pinId: bastionPinId(this.bastion), address: this.bastion, label: "the bastion" };
+        const pinId = bastionPinId(this.bastion);
+        const hop = {
+          pinId,
+          address: this.bastion,
+          label: "the bastion",
+          known: await this.options.pins.get(pinId),
+        };
         bastion = await this.handshake(hop, step);
         sock = await this.forward(bastion, step);
       }
       const client = await this.handshake(
-        { pinId: this.options.hostId, address: this.target, label: "" },
+        { pinId: this.options.hostId, address: this.target, label: "", known },
         step,
         sock,
       );
@@ -229,9 +272,9 @@ export class SshTransport implements Transport {
     });
   }
 
-  /** Connects one hop and logs in; resolves once authenticated, with the host key checked and pinned. */
+  /** Connects one hop and logs in; resolves once authenticated, with the host key checked (and pinned if new). */
   private async handshake(hop: Hop, step: string, sock?: Readable): Promise<Client> {
-    const pinned = await this.options.pins.get(hop.pinId);
+    const { known } = hop;
     const { identity } = this.options;
     const username = hop.address.user;
     const auth: AnyAuthMethod[] = [];
@@ -251,7 +294,10 @@ export class SshTransport implements Transport {
       this.clients.delete(client);
       closedClients.add(client);
     });
-    let changed: { pinned: string; offered: string } | undefined;
+    /** The host showed another key than the known ones (or, `offered` undefined, none of their types). */
+    let changed: { known: KnownHostKeys; offered: string | undefined } | undefined;
+    // With known keys, ask only for their types: a host with several keys then shows one that can be checked.
+    const algorithms = known ? hostKeyAlgorithms(known.keys) : undefined;
     let pinFailure: unknown;
 
     return new Promise<Client>((resolve, reject) => {
@@ -264,8 +310,10 @@ export class SshTransport implements Transport {
       };
       client.on("error", (err: Error & ClientErrorExtensions) => {
         if (settled) return; // after login, the connection's own handlers take over
-        if (changed) fail(this.keyChanged(hop, step, changed.pinned, changed.offered));
+        if (changed) fail(this.keyChanged(hop, step, changed.known, changed.offered));
         else if (pinFailure) fail(pinFailure);
+        else if (known && /no matching host key format/.test(err.message))
+          fail(this.keyChanged(hop, step, known, undefined));
         else if (err.level === "client-authentication") fail(this.authRefused(hop, step));
         else fail(this.unreachable(step, this.hopReason(hop, describe(err))));
       });
@@ -287,11 +335,13 @@ export class SshTransport implements Transport {
           keepaliveCountMax: 4,
           tryKeyboard: false,
           authHandler: auth,
+          ...(algorithms ? { algorithms: { serverHostKey: algorithms as ServerHostKeyAlgorithm[] } } : {}),
           hostVerifier: (key: Buffer, verify: (ok: boolean) => void) => {
             const seen = key.toString("base64");
-            if (pinned !== undefined) {
-              if (pinned !== seen) changed = { pinned, offered: seen };
-              verify(pinned === seen);
+            if (known !== undefined) {
+              const ok = known.keys.includes(seen);
+              if (!ok) changed = { known, offered: seen };
+              verify(ok);
               return;
             }
             // First contact: pin, then read the pin back, so that of two racing first contacts
@@ -301,8 +351,9 @@ export class SshTransport implements Transport {
               .then(() => this.options.pins.get(hop.pinId))
               .then(
                 (now) => {
-                  if (now !== undefined && now !== seen) changed = { pinned: now, offered: seen };
-                  verify(now === undefined || now === seen);
+                  const ok = now === undefined || now.keys.includes(seen);
+                  if (now !== undefined && !ok) changed = { known: now, offered: seen };
+                  verify(ok);
                 },
                 (err) => {
                   pinFailure = err;
@@ -498,17 +549,68 @@ export class SshTransport implements Transport {
     );
   }
 
-  private keyChanged(hop: Hop, step: string, pinned: string, offered: string): VisibleError {
+  /** How remedies name the workshop: `-f <file>` when the caller knows it, else the workshop's name. */
+  private get workshopArg(): string {
+    return this.options.workshopFile ? `-f ${this.options.workshopFile}` : this.options.workshop;
+  }
+
+  private keyChanged(
+    hop: Hop,
+    step: string,
+    known: KnownHostKeys,
+    offered: string | undefined,
+  ): VisibleError {
     const { hostId, workshop } = this.options;
-    // Name the file when the caller knows it; the workshop's name works just as well on the command line.
-    const target = this.options.workshopFile ? `-f ${this.options.workshopFile}` : workshop;
+    const target = this.workshopArg;
     const whose = hop.label
       ? `${hop.label} ${formatSshAddress(hop.address)} (pinned as ${hop.pinId}), used to reach ${hostId} (${this.addressLabel}),`
       : `${hostId} (${this.addressLabel})`;
+    const fps = known.keys.map(fingerprint).join(", ");
+    const shows = offered
+      ? `the host now offers ${fingerprint(offered)}`
+      : `the host offers no key of the type${known.keys.length === 1 ? "" : "s"} ${[...new Set(known.keys.map((k) => keyTypeOf(k) ?? "unknown"))].join(", ")}`;
+    const refused = `labfleet refused to connect for ${step} and sent nothing: the host may have been rebuilt, or someone may be intercepting the connection.`;
+    const read =
+      "read its new key on the host itself (its console: ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub shows the fingerprint), never from the network";
+    const pin = `labfleet hosts pin ${target} --host ${hop.pinId} --key "ssh-ed25519 AAAA..." --replace`;
+    switch (known.origin) {
+      case "workshop":
+        return new VisibleError(
+          "host",
+          "host.key_changed",
+          `The SSH host key of ${whose} in workshop ${workshop} is not the one workshop.yaml gives: hosts[].host_key has ${fps}, and ${shows}. ${refused} If the host was rebuilt, ${read}, and put it in hosts[].host_key.`,
+        );
+      case "pinned":
+        return new VisibleError(
+          "host",
+          "host.key_changed",
+          `The SSH host key of ${whose} in workshop ${workshop} is not the one pinned with labfleet hosts pin: it is ${fps}, and ${shows}. ${refused} If the host was rebuilt, ${read}, and pin it: ${pin}`,
+        );
+      case "ssm":
+        return new VisibleError(
+          "host",
+          "host.key_changed",
+          `The SSH host key of ${whose} in workshop ${workshop} is not the one read from the instance through SSM: it is ${fps}, and ${shows}. ${refused} If the instance was replaced, forget the old key (the next deploy reads the new one through SSM): labfleet hosts forget-key ${target} --host ${hop.pinId}`,
+        );
+      default:
+        return new VisibleError(
+          "host",
+          "host.key_changed",
+          `The SSH host key of ${whose} in workshop ${workshop} has changed: labfleet pinned ${fps} at first contact, and ${shows}. ${refused} If the change is expected, forget the old key and try again: labfleet hosts forget-key ${target} --host ${hop.pinId} (or ${read}, and pin it: ${pin})`,
+        );
+    }
+  }
+
+  /** ssh.require_known_host_keys, and this host's key was not obtained out of band: nothing is sent to it. */
+  private keyNotKnown(step: string, known: KnownHostKeys | undefined): VisibleError {
+    const { hostId, workshop } = this.options;
+    const why = known
+      ? `the only key labfleet has for it (${known.keys.map(fingerprint).join(", ")}) was trusted on first use, which does not count`
+      : "no key of it was given out of band";
     return new VisibleError(
       "host",
-      "host.key_changed",
-      `The SSH host key of ${whose} in workshop ${workshop} has changed: labfleet pinned ${fingerprint(pinned)} at first contact, and the host now offers ${fingerprint(offered)}. labfleet refused to connect for ${step}: the host may have been rebuilt, or someone may be intercepting the connection. If the change is expected, forget the old key and try again: labfleet hosts forget-key ${target} --host ${hop.pinId}`,
+      "host.key_unknown",
+      `${hostId} (${this.addressLabel}): labfleet sent nothing and did not connect (${step}): workshop ${workshop} sets ssh.require_known_host_keys, and ${why}. Read the host's public key on the host itself (its console: cat /etc/ssh/ssh_host_ed25519_key.pub), or with ssh-keyscan over a network you trust, and pin it: labfleet hosts pin ${this.workshopArg} --host ${hostId} --key "ssh-ed25519 AAAA..." (or give it in hosts[].host_key in workshop.yaml)`,
     );
   }
 }

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { HOST_KEY_FORMS, type HostKey, parseHostKeyLine } from "../transports/host-keys.ts";
 import { HISTORY_EVENT_LIMIT, historyBudget, INLINE_MAP_MAX_CONCURRENCY } from "./limits.ts";
 
 /**
@@ -115,6 +116,17 @@ export const SshOptions = z.strictObject({
     .default(10),
 });
 
+export const Ssh = z
+  .strictObject({
+    require_known_host_keys: z
+      .boolean({ error: "expected true or false" })
+      .default(false)
+      .describe(
+        "Connect over SSH (and so send operator secrets and lab sources) only to hosts whose key was given out of band: hosts[].host_key, `labfleet hosts pin`, or read through SSM. A host whose key was only trusted on first use is refused, with the command that pins it.",
+      ),
+  })
+  .describe("How labfleet trusts the SSH hosts it connects to.");
+
 export const Defaults = z.strictObject({
   ssh_user: text("an SSH user name").optional(),
   identity_file: text("a path to an SSH private key").optional(),
@@ -186,6 +198,28 @@ export const Provider = z.discriminatedUnion("type", [LocalProvider, StaticProvi
   error: "expected provider.type to be local, static or aws",
 });
 
+/**
+ * `hosts[].host_key`: one host key line given out of band, or a list of them (`hostKeysOf` reads them). Each
+ * line's problem is reported at its own path; the message never repeats the line.
+ */
+const HostKeys = z
+  .union(
+    [
+      z.string(),
+      z.array(z.string()).min(1, { error: "expected at least one host key" }).max(16, {
+        error: "expected at most 16 host keys",
+      }),
+    ],
+    { error: `expected ${HOST_KEY_FORMS}, or a list of them` },
+  )
+  .superRefine((value, ctx) => {
+    const lines = Array.isArray(value) ? value : [value];
+    lines.forEach((line, i) => {
+      const r = parseHostKeyLine(line);
+      if (!r.ok) ctx.addIssue({ code: "custom", path: Array.isArray(value) ? [i] : [], message: r.message });
+    });
+  });
+
 export const HostEntry = z.strictObject({
   id: z.string({ error: "expected a host id" }).regex(HOST_ID, {
     error: "expected a host id: lowercase letters, digits and dashes, at most 48 characters",
@@ -195,6 +229,9 @@ export const HostEntry = z.strictObject({
     .optional()
     .describe("Reach this host through this bastion (overrides defaults.ssh_options.proxy_jump)."),
   public_ip: z.union([z.ipv4(), z.ipv6()], { error: "expected an IP address" }).optional(),
+  host_key: HostKeys.optional().describe(
+    "The host's SSH public key, or a list of its keys, obtained out of band (its /etc/ssh/ssh_host_*_key.pub, or ssh-keyscan over a network you trust): labfleet then trusts only these, never the key the network shows at first contact.",
+  ),
   labels: z.record(z.string(), z.string({ error: "expected a label value (a string)" })).default({}),
 });
 
@@ -256,6 +293,7 @@ export const Workshop = z
     defaults: Defaults.default({}),
     provider: Provider,
     hosts: z.array(HostEntry).default([]),
+    ssh: Ssh.default({ require_known_host_keys: false }),
     portal: Portal.default({
       enabled: false,
       code_letters: 6,
@@ -314,3 +352,12 @@ export const Workshop = z
 export type Workshop = z.output<typeof Workshop>;
 export type WorkshopInput = z.input<typeof Workshop>;
 export type HostEntry = z.output<typeof HostEntry>;
+
+/** The keys `hosts[].host_key` gives a host (the schema checked every line), as `type base64` blobs. */
+export function hostKeysOf(entry: { host_key?: string | string[] | undefined } | undefined): HostKey[] {
+  const lines = entry?.host_key === undefined ? [] : [entry.host_key].flat();
+  return lines.flatMap((line) => {
+    const r = parseHostKeyLine(line);
+    return r.ok ? [r.key] : [];
+  });
+}

@@ -118,7 +118,7 @@ describe("fleet operations from the CLI", () => {
   it("hosts keys lists pinned keys, forget-key needs --host", async () => {
     const keys = await runCli(["hosts", "keys", "ops"], { env });
     expect(keys.code).toBe(0);
-    expect(keys.stdout.trim()).toBe("host  fingerprint  pinned at");
+    expect(keys.stdout.trim()).toBe("host  origin  type  fingerprint  pinned at");
     const forget = await runCli(["hosts", "forget-key", "ops"], { env });
     expect(forget.code).toBe(2);
     const unknown = await runCli(["hosts", "forget-key", "ops", "--host", "student-01"], { env });

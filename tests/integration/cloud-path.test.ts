@@ -235,6 +235,10 @@ describe("the cloud path on the AWS double: bundled functions, IAM on every call
     expect(steps.indexOf(`labfleet ${W} student-01: wait for the first boot`)).toBeLessThan(
       steps.indexOf(`labfleet ${W} student-01: fetch operator secrets`),
     );
+    // The host's SSH keys are read through SSM after the boot and before any secret goes to the host.
+    const readKeys = steps.indexOf(`labfleet ${W} student-01: read the host's SSH keys`);
+    expect(readKeys).toBeGreaterThan(steps.indexOf(`labfleet ${W} student-01: wait for the first boot`));
+    expect(readKeys).toBeLessThan(steps.indexOf(`labfleet ${W} student-01: fetch operator secrets`));
   });
 
   it("open-access is refused while the labs are not ready", async () => {

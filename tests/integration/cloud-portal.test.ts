@@ -1,3 +1,5 @@
+import { execFileSync } from "node:child_process";
+import type { SendCommandCommandInput } from "@aws-sdk/client-ssm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { awsWorkshopYaml, type Cloud, startCloud } from "../harness/aws/cloud.ts";
 import { cookieHeader, storeCookies } from "../harness/cookies.ts";
@@ -54,7 +56,7 @@ describe("the claim portal on its own function", { timeout: 240_000 }, () => {
       count: 2,
       extraLab: "",
       extraProvider: "",
-    }).concat("portal:\n  enabled: true\n");
+    }).concat("portal:\n  enabled: true\n  student_ssh: true\n");
     expect((await cloud.api("", { yaml })).status).toBe(201);
     const started = await cloud.api(`/${W}/up`, {});
     expect((await cloud.runToEnd(W, started.body.run.id, 120_000)).state).toBe("succeeded");
@@ -78,6 +80,41 @@ describe("the claim portal on its own function", { timeout: 240_000 }, () => {
     const lab = await s.get(claimed.location);
     expect(lab.status).toBe(200);
     expect(lab.text).toMatch(/s3cret-student-0[12]/);
+
+    // The SSH command comes with the host's key fingerprints, read from the instance through SSM before the
+    // lab was deployed (labfleet itself never reaches EC2 hosts over SSH): what ssh shows the student first.
+    const hostId = /s3cret-(student-0[12])/.exec(lab.text)?.[1] as string;
+    const inst = cloud.account.ec2.instanceOf(W, hostId);
+    const lines = cloud.account.ec2.hostKeyLines(inst.id);
+    expect(lines.map((l) => l.split(" ")[0]).sort()).toEqual(["ecdsa-sha2-nistp256", "ssh-ed25519"]);
+    const expected = lines.map((l) => {
+      const out = execFileSync("ssh-keygen", ["-l", "-f", "-"], { input: `${l}\n`, encoding: "utf8" });
+      return out.split(" ")[1] as string;
+    });
+    expect(lab.text).toContain("ssh ");
+    for (const fp of expected) expect(lab.text).toContain(`<code>${fp}</code>`);
+    const keys = (await cloud.api(`/${W}/host-keys`)).body.keys as {
+      hostId: string;
+      origin: string;
+      keys: { fingerprint: string }[];
+    }[];
+    expect(keys.map((k) => [k.hostId, k.origin])).toEqual([
+      ["student-01", "ssm"],
+      ["student-02", "ssm"],
+    ]);
+    const mine = keys.find((k) => k.hostId === hostId);
+    expect(mine?.keys.map((k) => k.fingerprint).sort()).toEqual([...expected].sort());
+    // Each instance has keys of its own (the other host's differ), and they were read before the lab started.
+    const other = keys.find((k) => k.hostId !== hostId);
+    expect(other?.keys.some((k) => expected.includes(k.fingerprint))).toBe(false);
+    const steps = cloud.account.server
+      .inputs<SendCommandCommandInput>("ssm", "SendCommand")
+      .filter((c) => c.InstanceIds?.includes(inst.id))
+      .map((c) => c.Comment?.replace(`labfleet ${W} ${hostId}: `, ""));
+    expect(steps.indexOf("read the host's SSH keys")).toBeGreaterThan(
+      steps.indexOf("wait for the first boot"),
+    );
+    expect(steps.indexOf("start lab setup")).toBeGreaterThan(steps.indexOf("read the host's SSH keys"));
 
     // The instructor sees the claim.
     const status = (await cloud.api(`/${W}/portal/status`)).body;

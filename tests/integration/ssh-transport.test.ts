@@ -1,6 +1,7 @@
-import { chmodSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Readable } from "node:stream";
+import { utils } from "ssh2";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { VisibleError } from "../../shared/runtime/errors.ts";
 import { fingerprint, memoryPins } from "../../shared/transports/host-keys.ts";
@@ -291,6 +292,88 @@ describe("SshTransport host keys", () => {
     expect(err.message).toContain(other.keyLabel);
     expect(err.message).not.toContain(publicKeyLine(other).split(" ")[1]);
     expect(err.message).not.toMatch(/PRIVATE KEY/);
+  });
+});
+
+describe("SshTransport with keys obtained out of band", () => {
+  const otherKey = (type: "ed25519" | "ecdsa") =>
+    utils.generateKeyPairSync(type, type === "ecdsa" ? { bits: 256 } : {}).public.split(" ")[1] as string;
+  const connections = (host: FakeHost) => host.log().split("Connection from").length - 1;
+  const marker = (host: FakeHost, name: string) => existsSync(join(host.root, "home", name));
+
+  it("trusts only the keys workshop.yaml gives: the right one connects and pins nothing", async () => {
+    const pins = memoryPins();
+    const t = transport(main, { pins, hostKeys: [otherKey("ecdsa"), main.hostKeyBase64] });
+    expect((await t.exec("echo given")).stdout).toBe("given\n");
+    expect(pins.all.size).toBe(0);
+  });
+
+  it("refuses a host that shows another key than the given one at the handshake: nothing runs there", async () => {
+    const pins = memoryPins({ [main.id]: main.hostKeyBase64 }); // a pin the given key takes the place of
+    const given = otherKey("ed25519");
+    const before = accepted(main);
+    const err = await failure(
+      transport(main, { pins, hostKeys: [given] }).exec("touch given-wrong", {
+        step: "push operator secrets",
+      }),
+    );
+    expect(err.code).toBe("host.key_changed");
+    expect(err.message).toContain(`${main.id} (${main.address})`);
+    expect(err.message).toContain("is not the one workshop.yaml gives");
+    expect(err.message).toContain(`hosts[].host_key has ${fingerprint(given)}`);
+    expect(err.message).toContain(`the host now offers ${fingerprint(main.hostKeyBase64)}`);
+    expect(err.message).toContain("refused to connect for push operator secrets and sent nothing");
+    expect(err.message).toContain("put it in hosts[].host_key");
+    expect(marker(main, "given-wrong")).toBe(false);
+    expect(accepted(main)).toBe(before); // not even logged in
+  });
+
+  it("asks only for the given keys' types: a host without one is refused, naming the type", async () => {
+    const err = await failure(transport(main, { hostKeys: [otherKey("ecdsa")] }).exec("touch no-type"));
+    expect(err.code).toBe("host.key_changed");
+    expect(err.message).toContain("the host offers no key of the type ecdsa-sha2-nistp256");
+    expect(marker(main, "no-type")).toBe(false);
+  });
+
+  it("with requireKnownHostKey, refuses a host known only on first use, or not at all, without contacting it", async () => {
+    const before = connections(main);
+    const none = await failure(
+      transport(main, { requireKnownHostKey: true }).exec("touch unknown-host", { step: "deploy" }),
+    );
+    expect(none.code).toBe("host.key_unknown");
+    expect(none.message).toBe(
+      `${main.id} (${main.address}): labfleet sent nothing and did not connect (deploy): workshop ssh-test sets ssh.require_known_host_keys, and no key of it was given out of band. Read the host's public key on the host itself (its console: cat /etc/ssh/ssh_host_ed25519_key.pub), or with ssh-keyscan over a network you trust, and pin it: labfleet hosts pin ssh-test --host ${main.id} --key "ssh-ed25519 AAAA..." (or give it in hosts[].host_key in workshop.yaml)`,
+    );
+    const tofu = memoryPins({ [main.id]: main.hostKeyBase64 });
+    const first = await failure(
+      transport(main, { pins: tofu, requireKnownHostKey: true, workshopFile: "workshop.yaml" }).exec("true"),
+    );
+    expect(first.code).toBe("host.key_unknown");
+    expect(first.message).toContain(
+      `the only key labfleet has for it (${fingerprint(main.hostKeyBase64)}) was trusted on first use, which does not count`,
+    );
+    expect(first.message).toContain(`labfleet hosts pin -f workshop.yaml --host ${main.id} --key`);
+    expect(marker(main, "unknown-host")).toBe(false);
+    expect(connections(main)).toBe(before);
+
+    // A key pinned by hand (or read through SSM) or given in workshop.yaml is known: those connect.
+    const pinned = memoryPins({ [main.id]: main.hostKeyBase64 }, { [main.id]: "pinned" });
+    expect(
+      (await transport(main, { pins: pinned, requireKnownHostKey: true }).exec("echo pinned")).stdout,
+    ).toBe("pinned\n");
+    const given = transport(main, { requireKnownHostKey: true, hostKeys: [main.hostKeyBase64] });
+    expect((await given.exec("echo given")).stdout).toBe("given\n");
+  });
+
+  it("refuses a host whose key is not the one pinned by hand, with the pin command and --replace", async () => {
+    const pins = memoryPins({ [main.id]: otherKey("ed25519") }, { [main.id]: "pinned" });
+    const err = await failure(transport(main, { pins }).exec("touch pinned-wrong"));
+    expect(err.code).toBe("host.key_changed");
+    expect(err.message).toContain("is not the one pinned with labfleet hosts pin");
+    expect(err.message).toContain(
+      `labfleet hosts pin ssh-test --host ${main.id} --key "ssh-ed25519 AAAA..." --replace`,
+    );
+    expect(marker(main, "pinned-wrong")).toBe(false);
   });
 });
 

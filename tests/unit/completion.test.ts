@@ -75,11 +75,11 @@ describe("bash completion", () => {
       ].sort(),
     );
     expect(complete(["portal", "re"])).toEqual(["reassign", "release", "revoke"]);
-    expect(complete(["hosts", ""])).toEqual(["credentials", "forget-key", "keys", "pubkey"]);
+    expect(complete(["hosts", ""])).toEqual(["credentials", "forget-key", "keys", "pin", "pubkey"]);
     expect(complete(["tokens", ""])).toEqual(["create", "list", "revoke"]);
     // Options before the command do not confuse it.
     expect(complete(["-o", "json", "tokens", "l"])).toEqual(["list"]);
-    expect(complete(["--output=json", "hosts", "p"])).toEqual(["pubkey"]);
+    expect(complete(["--output=json", "hosts", "p"])).toEqual(["pin", "pubkey"]);
   });
 
   it("completes each command's own options after -", () => {

@@ -550,6 +550,7 @@ describe("the portal function", () => {
       store.claimEmail.get({ workshop: "k8s-intro", emailHash: "e" }).params(),
       store.claimLink.get({ linkHash: "l" }).params(),
       store.rateCounter.get({ key: "addr:203.0.113.9", window: "1" }).params(),
+      store.hostKey.get({ workshop: "k8s-intro", hostId: "lab-01" }).params(), // the lab page's host key
     ].map(pkOf);
     const writes = [
       store.claim
@@ -610,6 +611,7 @@ describe("the portal function", () => {
       "claimEmail",
       "claimLink",
       "rateCounter",
+      "hostKey",
     ];
     const inReach: string[] = [];
     for (const [name, entity] of Object.entries(store)) {
@@ -621,7 +623,7 @@ describe("the portal function", () => {
       if (used.includes(name)) expect(reachable, name).toBe(true);
       else if (reachable) inReach.push(`${name}:${attribute}`);
     }
-    // Runs, schedules and pinned host keys (and anything else keyed by workshop) share the partition the
+    // Runs and schedules (and anything else keyed by workshop) share the partition the
     // portal needs; instructor sessions, API tokens and the like are out of reach.
     expect(
       inReach.every((e) => e.endsWith(":workshop")),

@@ -1,6 +1,12 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { ExtendInput, extendWorkshop } from "../../shared/fleet/extend.ts";
-import { forgetHostKey, listHostKeys, sshPublicKey } from "../../shared/fleet/host-keys.ts";
+import {
+  forgetHostKey,
+  listHostKeys,
+  PinHostKeyInput,
+  pinHostKey,
+  sshPublicKey,
+} from "../../shared/fleet/host-keys.ts";
 import { parseLabels } from "../../shared/fleet/hosts.ts";
 import { OpenAccessInput, setStudentAccess } from "../../shared/fleet/open-access.ts";
 import {
@@ -259,20 +265,71 @@ const publicKeyRoute = createRoute({
   },
 });
 
+const HostKeys = z
+  .object({
+    hostId: z.string().meta({ description: "a host id, or `bastion:user@host:port`", example: "web-1" }),
+    origin: z.enum(["tofu", "workshop", "pinned", "ssm"]).meta({
+      description:
+        "how the keys were obtained: tofu (the key the host showed at first contact), workshop (hosts[].host_key), pinned (labfleet hosts pin), ssm (read from the instance through SSM)",
+    }),
+    fingerprint: z.string().meta({ description: "the first key's fingerprint", example: "SHA256:..." }),
+    keys: z.array(
+      z.object({
+        type: z.string().meta({ example: "ssh-ed25519" }),
+        fingerprint: z.string().meta({ example: "SHA256:..." }),
+      }),
+    ),
+    pinnedAt: z.string().meta({
+      description: "when the keys were pinned (workshop: when the workshop file was last submitted)",
+    }),
+  })
+  .meta({ id: "HostKeys" });
+
+const HostKeyParams = z.object({
+  name: Name,
+  hostId: z
+    .string()
+    .min(1)
+    .max(400)
+    .meta({ description: "a host id, or `bastion:user@host:port` for a bastion", example: "student-01" }),
+});
+
 const hostKeysRoute = createRoute({
   method: "get",
   path: "/{name}/host-keys",
   tags,
-  summary: "List the pinned SSH host keys",
+  summary: "List the trusted SSH host keys",
+  description:
+    "Every host's trusted keys with their fingerprints and how they were obtained: given in workshop.yaml, pinned by hand, read through SSM, or trusted on first use.",
   request: { params: NameParams },
+  responses: {
+    200: json(z.object({ keys: z.array(HostKeys) }), "The trusted keys, by host."),
+    ...errors(400, 401, 404),
+  },
+});
+
+const pinKeyRoute = createRoute({
+  method: "put",
+  path: "/{name}/host-keys/{hostId}",
+  tags,
+  summary: "Pin a host's key, obtained out of band",
+  description:
+    "Trusts these keys for the host from now on (origin `pinned`), as read on the host itself or with ssh-keyscan over a network you trust. A different key pinned before (at first contact, by hand, or through SSM) is replaced only with `replace`; a host whose keys workshop.yaml gives (`hosts[].host_key`) is refused.",
+  middleware: [readJson] as const,
+  request: {
+    params: HostKeyParams,
+    body: jsonBody(PinHostKeyInput, "The key lines, and whether to replace another pin.", true),
+  },
   responses: {
     200: json(
       z.object({
-        keys: z.array(z.object({ hostId: z.string(), fingerprint: z.string(), pinnedAt: z.string() })),
+        pinned: HostKeys.extend({
+          replaced: HostKeys.optional().meta({ description: "the pin this one replaced, if any" }),
+        }),
       }),
-      "The pinned keys.",
+      "The keys now trusted for the host.",
     ),
-    ...errors(400, 401),
+    ...errors(400, 401, 404, 409),
   },
 });
 
@@ -283,17 +340,14 @@ const forgetKeyRoute = createRoute({
   summary: "Forget a host's pinned key",
   description: "The next connection trusts whatever key the host shows, and pins it.",
   request: {
-    params: z.object({
-      name: Name,
-      hostId: z.string().meta({ description: "a host id", example: "student-01" }),
-    }),
+    params: HostKeyParams,
   },
   responses: {
     200: json(
       z.object({ forgotten: z.object({ hostId: z.string(), fingerprint: z.string() }) }),
       "The key that was forgotten.",
     ),
-    ...errors(400, 401, 404),
+    ...errors(400, 401, 404, 409),
   },
 });
 
@@ -381,6 +435,10 @@ export const fleet = apiRouter()
   })
   .openapi(publicKeyRoute, async (c) => c.json({ publicKey: await sshPublicKey() }, 200))
   .openapi(hostKeysRoute, async (c) => c.json({ keys: await listHostKeys(c.req.valid("param").name) }, 200))
+  .openapi(pinKeyRoute, async (c) => {
+    const { name, hostId } = c.req.valid("param");
+    return c.json({ pinned: await pinHostKey(name, hostId, c.req.valid("json")) }, 200);
+  })
   .openapi(forgetKeyRoute, async (c) => {
     const { name, hostId } = c.req.valid("param");
     return c.json({ forgotten: await forgetHostKey(name, hostId) }, 200);

@@ -151,6 +151,16 @@ export const HostView = z
     elapsedSeconds: z.number().optional().meta({ description: "time spent deploying (until ready)" }),
     readyAt: z.string().optional(),
     hasAccess: z.boolean().meta({ description: "the lab wrote its access details ($LABFLEET_ACCESS)" }),
+    hostKey: z
+      .object({
+        origin: z.enum(["tofu", "workshop", "pinned", "ssm"]),
+        fingerprints: z.array(z.string()).meta({ example: ["SHA256:..."] }),
+      })
+      .optional()
+      .meta({
+        description:
+          "workshop status: the SSH host keys trusted for this host and how they were obtained (see GET .../host-keys)",
+      }),
   })
   .meta({ id: "Host" });
 

@@ -321,6 +321,21 @@ export function LabView(props: { page: LabPage; now: Date }) {
           <p>
             <code>{page.sshCommand}</code>
           </p>
+          {page.hostKeys.length ? (
+            <>
+              <p>
+                The first time you connect, ssh shows the host's key fingerprint and asks whether to trust it.
+                Answer yes only if it is {page.hostKeys.length === 1 ? "this one" : "one of these"}:
+              </p>
+              <ul>
+                {page.hostKeys.map((k) => (
+                  <li>
+                    <code>{k.fingerprint}</code> ({k.type})
+                  </li>
+                ))}
+              </ul>
+            </>
+          ) : null}
         </>
       ) : null}
       {page.guideUrl ? (

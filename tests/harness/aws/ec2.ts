@@ -1,8 +1,9 @@
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import {
   chmodSync,
   copyFileSync,
+  existsSync,
   type FSWatcher,
   mkdirSync,
   readdirSync,
@@ -66,6 +67,8 @@ import {
  *   data (a `#!` script, run once as root) in the background, so it is not finished when RunInstances returns nor
  *   when the agent is online. `cloud-init status --wait` waits for it (`status: done`, exit 0, or `status: error`,
  *   exit 1). Its `snap install aws-cli --classic` installs the instance's `aws` only `awsCliInstallMs` later.
+ * - Each instance makes its own SSH host keys at its first boot, as cloud-init does: `/etc/ssh/ssh_host_ed25519_key`
+ *   and `ssh_host_ecdsa_key` (with ssh-keygen), readable by what runs on it (SSM commands) and by `hostKeyLines()`.
  * - RunInstances' ClientToken ("Ensuring idempotency in Amazon EC2 API requests"): a retry with the same token and
  *   the same parameters returns the same reservation (with its current state, terminated too: the token stays
  *   bound); the same token with any other parameter different fails with `IdempotentParameterMismatch`. The
@@ -541,6 +544,7 @@ export class FakeEc2 {
       ...instance,
       InstanceId: id,
     });
+    this.generateHostKeys(fake);
     this.markBooted(fake);
     return fake;
   }
@@ -854,6 +858,7 @@ export class FakeEc2 {
     this.later(this.bootMs, () => {
       if (this.stateOf(inst) !== "pending") return resolve();
       this.setState(inst, "running");
+      this.generateHostKeys(inst);
       const n = inst.instance.PrivateIpAddress?.split(".").map(Number) ?? [0, 0, 0, 0];
       inst.instance.PublicIpAddress = `203.0.${(n[2] ?? 0) + 113}.${n[3] ?? 0}`;
       inst.instance.PublicDnsName = `ec2-${inst.instance.PublicIpAddress.replace(/\./g, "-")}.${this.region}.compute.amazonaws.com`;
@@ -867,6 +872,36 @@ export class FakeEc2 {
         this.runUserData(inst, resolve);
       });
     });
+  }
+
+  /**
+   * The instance's SSH host keys, made once at its first boot as cloud-init's ssh module makes them (before the
+   * user data runs): an ed25519 and an ECDSA key of its own in its `/etc/ssh/`, with ssh-keygen.
+   */
+  private generateHostKeys(inst: FakeInstance): void {
+    const dir = join(inst.root, "etc/ssh");
+    mkdirSync(dir, { recursive: true });
+    const name = `root@ip-${(inst.instance.PrivateIpAddress ?? "0.0.0.0").replace(/\./g, "-")}`;
+    for (const [type, bits] of [
+      ["ed25519", []],
+      ["ecdsa", ["-b", "256"]],
+    ] as const) {
+      const file = join(dir, `ssh_host_${type}_key`);
+      if (existsSync(file)) continue;
+      execFileSync("ssh-keygen", ["-q", "-t", type, ...bits, "-N", "", "-C", name, "-f", file], {
+        stdio: ["ignore", "ignore", "pipe"],
+      });
+    }
+  }
+
+  /** The instance's public SSH host key lines (its `/etc/ssh/ssh_host_*_key.pub`), as a console would show them. */
+  hostKeyLines(instanceId: string): string[] {
+    const dir = join(this.get(instanceId).root, "etc/ssh");
+    if (!existsSync(dir)) return [];
+    return readdirSync(dir)
+      .filter((f) => /^ssh_host_.*_key\.pub$/.test(f))
+      .sort()
+      .map((f) => readFileSync(join(dir, f), "utf8").trim());
   }
 
   /** cloud-init's scripts-user: a `#!` user data script runs once, as root; its output goes to cloud-init-output.log. */
