@@ -16,6 +16,7 @@ import { diagnoseArchive } from "./archive.ts";
 import {
   apiRouter,
   errors,
+  HostId,
   HostView,
   json,
   jsonBody,
@@ -28,7 +29,7 @@ import {
 
 const Selection = {
   hosts: z
-    .array(z.string().min(1))
+    .array(HostId)
     .max(256)
     .optional()
     .meta({ description: "only these hosts (ids); none: every host", example: ["student-01"] }),
@@ -67,9 +68,9 @@ const DiagnoseBody = z.strictObject({
     .meta({ description: "the `X-Labfleet-Diagnose-Name` of the first part, when continuing" }),
 });
 /** `?host=a&host=b`: a query parameter given once or repeated, always a list. */
-const repeated = (description: string) =>
+const repeated = (description: string, item: z.ZodString = z.string()) =>
   z
-    .preprocess((v) => (v === undefined ? undefined : [v].flat()), z.array(z.string()).optional())
+    .preprocess((v) => (v === undefined ? undefined : [v].flat()), z.array(item).max(256).optional())
     .meta({ description });
 
 const sel = (b: { hosts?: string[] | undefined; labels?: Record<string, string> | undefined }) => ({
@@ -219,8 +220,8 @@ const accessRoute = createRoute({
   request: {
     params: NameParams,
     query: z.object({
-      host: repeated("only these hosts (repeat the parameter)"),
-      label: repeated("only the hosts with this `key=value` label (repeat for more)"),
+      host: repeated("only these hosts (repeat the parameter)", HostId),
+      label: repeated("only the hosts with this `key=value` label (repeat for more)", z.string().max(400)),
     }),
   },
   responses: {
@@ -283,10 +284,7 @@ const forgetKeyRoute = createRoute({
   summary: "Forget a host's pinned key",
   description: "The next connection trusts whatever key the host shows, and pins it.",
   request: {
-    params: z.object({
-      name: Name,
-      hostId: z.string().meta({ description: "a host id", example: "student-01" }),
-    }),
+    params: z.object({ name: Name, hostId: HostId }),
   },
   responses: {
     200: json(
