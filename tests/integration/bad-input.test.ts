@@ -474,7 +474,7 @@ describe("lab.dir on a local host", () => {
     expect((await runCli(["validate", "-f", file], { env })).code).toBe(0);
     writeFileSync(
       file,
-      `${withDir("byo", "/srv/lab").replace(/provider:[^]*$/, "")}provider:\n  type: static\nhosts:\n  - id: h1\n    ssh: lab@127.10.0.9\n`,
+      `${withDir("byo", "/srv/lab").replace(/provider:[\s\S]*$/, "")}provider:\n  type: static\nhosts:\n  - id: h1\n    ssh: lab@127.10.0.9\n`,
     );
     const v = await runCli(["validate", "-f", file], { env });
     expect(v.code, v.stdout).toBe(0);
