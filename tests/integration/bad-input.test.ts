@@ -534,10 +534,11 @@ describe("a closed pipe under the CLI", () => {
     expect(await closedStdout(["validate", "-f", file])).toEqual({ code: 1, signal: null, stderr: "" });
   });
 
-  it("the real pipeline: labfleet status | head -2 prints two lines and no error", async () => {
+  /** `bash -o pipefail -c "labfleet ARGS | head -2"`: what head printed, stderr, and the pipeline's exit code. */
+  async function headTwo(args: string) {
     const child = spawn(
       "bash",
-      ["-o", "pipefail", "-c", `"${process.execPath}" "${cliBin}" status ${WS} | head -2`],
+      ["-o", "pipefail", "-c", `"${process.execPath}" "${cliBin}" ${args} | head -2`],
       {
         env: { ...process.env, NO_COLOR: "1", ...env },
         stdio: ["ignore", "pipe", "pipe"],
@@ -548,8 +549,37 @@ describe("a closed pipe under the CLI", () => {
     child.stdout.on("data", (d) => (stdout += d));
     child.stderr.on("data", (d) => (stderr += d));
     const code = await new Promise<number | null>((res) => child.on("close", res));
-    expect(stdout.split("\n").filter(Boolean)).toHaveLength(2);
-    expect(stderr).toBe("");
-    expect(code).toBe(0);
+    return { lines: stdout.split("\n").filter(Boolean).length, stderr, code };
+  }
+
+  it("the real pipeline: labfleet status | head -2 prints two lines and no error", async () => {
+    expect(await headTwo(`status ${WS}`)).toEqual({ lines: 2, stderr: "", code: 0 });
+  });
+
+  it("the real pipeline, with more output than the pipe holds: head exits while the CLI still writes", async () => {
+    // A claim whose name is 200,000 characters: `portal status` then writes far more than a pipe buffers
+    // (64 KiB), so its writes go on after head has printed its two lines and closed the pipe.
+    const { store, accessKey, clock } = useDeps();
+    const email = "long-name@example.test";
+    const eHash = emailHash(WS, email);
+    await store.claim
+      .create({
+        workshop: WS,
+        hostId: "student-03",
+        name: `Long ${"n".repeat(200_000)}`,
+        emailHash: eHash,
+        emailSealed: seal(accessKey, email),
+        pinHash: "",
+        linkHash: "long-name-link-hash",
+        how: "open",
+        claimedAt: clock.now().toISOString(),
+      })
+      .go();
+    await store.claimEmail.create({ workshop: WS, emailHash: eHash, hostId: "student-03" }).go();
+    try {
+      expect(await headTwo(`portal status ${WS}`)).toEqual({ lines: 2, stderr: "", code: 0 });
+    } finally {
+      await api("POST", `/workshops/${WS}/portal/release`, { lab: "student-03" });
+    }
   });
 });
