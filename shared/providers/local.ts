@@ -125,4 +125,3 @@ export function localLabDir(home: string, dir: string): string {
     );
   return target;
 }
-
