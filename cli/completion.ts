@@ -9,7 +9,7 @@ import {
   type OptionSpec,
   type SubcommandSpec,
 } from "./help.ts";
-import type { Output } from "./render.ts";
+import { jsonText, type Output } from "./render.ts";
 
 /**
  * `labfleet completion bash|zsh`: a completion script generated from the command table in help.ts, so every
@@ -27,7 +27,7 @@ export function runCompletion(words: readonly string[], json: boolean, out: Outp
   if (!(SHELLS as readonly string[]).includes(shell))
     throw new CliError(`no completion for ${shell}: choose bash or zsh\n${USAGE}`, 2);
   const script = completionScript(shell as Shell);
-  out.write(json ? `${JSON.stringify({ shell, script }, null, 2)}\n` : script);
+  out.write(json ? jsonText({ shell, script }) : script);
   return 0;
 }
 

@@ -1,12 +1,12 @@
 import { createWriteStream, mkdirSync, readFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { setLogSink } from "../shared/runtime/logger.ts";
-import { formatErrors, validateWorkshopYaml } from "../shared/workshop/load.ts";
+import { validateWorkshopYaml } from "../shared/workshop/load.ts";
 import { ApiClient, CliError } from "./client.ts";
 import { DataDirInUseError, lockOwner } from "./local/lock.ts";
 import { startLocalRuntime } from "./local/runtime.ts";
 import { follow } from "./main.ts";
-import { type Output, paint, runLine } from "./render.ts";
+import { block, clean, detailLines, type Output, paint, runLine } from "./render.ts";
 
 export interface DevOptions {
   file?: string;
@@ -33,7 +33,7 @@ export async function cmdDev(opts: DevOptions, out: Output): Promise<number> {
       );
     }
     const result = validateWorkshopYaml(yaml);
-    if (!result.ok) throw new CliError(`${opts.file} is not valid\n${formatErrors(result.errors)}`, 1);
+    if (!result.ok) throw new CliError(`${opts.file} is not valid\n${detailLines(result.errors)}`, 1);
     workshop = { yaml, baseDir: dirname(resolve(opts.file)), name: result.workshop.name };
   }
 
@@ -48,7 +48,7 @@ export async function cmdDev(opts: DevOptions, out: Output): Promise<number> {
   setLogSink((line) => logStream.write(`${line}\n`));
 
   out.write(
-    `labfleet dev: starting the local runtime (data in ${opts.dataDir}, logs in ${join(opts.dataDir, "runtime.log")})\n`,
+    `labfleet dev: starting the local runtime (data in ${clean(opts.dataDir)}, logs in ${clean(join(opts.dataDir, "runtime.log"))})\n`,
   );
   const started = Date.now();
   // For tests and advanced use: an external DynamoDB endpoint and table, and a shorter poll wait.
@@ -100,15 +100,15 @@ export async function cmdDev(opts: DevOptions, out: Output): Promise<number> {
     const work = (async () => {
       await client.submit(workshop.yaml, workshop.baseDir);
       const { run } = await client.up(workshop.name);
-      out.write(`up ${workshop.name}: run ${run.id}\n`);
+      out.write(`up ${clean(workshop.name)}: run ${clean(run.id)}\n`);
       const s = await follow(client, workshop.name, run.id, out, 500);
       const final = s.runs.find((r) => r.id === run.id);
       if (final) out.write(`${runLine(final)}\n`);
       const ready = s.hostList.filter((h) => h.state === "ready").length;
-      out.write(`\nInstructor console: ${consoleUrl}\n`);
+      out.write(`\nInstructor console: ${clean(consoleUrl)}\n`);
       for (const h of s.hostList) {
         out.write(
-          `  ${h.id}  ${paint(out, h.state)}${h.state === "failed" && h.error ? `  ${h.error.split("\n")[0]}` : ""}\n`,
+          `  ${clean(h.id)}  ${paint(out, h.state)}${h.state === "failed" && h.error ? `  ${clean(h.error.split("\n")[0])}` : ""}\n`,
         );
       }
       // With portal.enabled, the workflow has opened the claim portal: what goes on the slide.
@@ -119,7 +119,9 @@ export async function cmdDev(opts: DevOptions, out: Output): Promise<number> {
         )
         .catch(() => undefined);
       if (portal)
-        out.write(`\nStudent portal: ${runtime.url}/  code ${portal.code}  (claiming ${portal.state})\n`);
+        out.write(
+          `\nStudent portal: ${clean(runtime.url)}/  code ${clean(portal.code)}  (claiming ${clean(portal.state)})\n`,
+        );
       out.write(
         `${ready}/${s.hostList.length} labs ready, ${((Date.now() - upStarted) / 1000).toFixed(1)}s after up started. ` +
           "Press Ctrl-C to stop (`labfleet down -f FILE` tears the workshop down).\n",
@@ -129,13 +131,13 @@ export async function cmdDev(opts: DevOptions, out: Output): Promise<number> {
     await Promise.race([
       work.catch((err) => {
         if (stopping) return; // the follow loop loses its API when Ctrl-C closes the runtime
-        out.write(`labfleet: ${(err as Error).message}\n`);
+        out.write(`labfleet: ${block((err as Error).message)}\n`);
         exitCode = 1;
       }),
       stopped,
     ]);
   } else {
-    out.write(`Instructor console: ${consoleUrl}\nPress Ctrl-C to stop.\n`);
+    out.write(`Instructor console: ${clean(consoleUrl)}\nPress Ctrl-C to stop.\n`);
   }
   await stopped;
   await runtime.close();

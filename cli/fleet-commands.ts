@@ -7,7 +7,7 @@ import type { OpenAccessView } from "../shared/fleet/open-access.ts";
 import type { DoctorReport } from "../shared/fleet/ops.ts";
 import { ApiClient, CliError, resolveTarget } from "./client.ts";
 import { type Args, checkedFile, follow, jsonOutput, report, selectionBody, workshopName } from "./main.ts";
-import { type Output, paint, writeTable } from "./render.ts";
+import { block, clean, jsonText, type Output, paint, writeTable } from "./render.ts";
 
 /**
  * The fleet operations: doctor, deploy, retry, diagnose, access, hosts, extend, open-access. Each is a client
@@ -32,7 +32,7 @@ export async function run(command: string, args: Args, out: Output): Promise<num
   switch (command) {
     case "doctor": {
       const r = await client.call<{ ok: boolean; reports: DoctorReport[] }>("POST", `${path}/doctor`, sel);
-      if (json) out.write(`${JSON.stringify(r, null, 2)}\n`);
+      if (json) out.write(jsonText(r));
       else writeDoctor(r.reports, out);
       return r.ok ? 0 : 1;
     }
@@ -55,13 +55,13 @@ export async function run(command: string, args: Args, out: Output): Promise<num
         body,
       );
       if (!started.run) {
-        if (json) out.write(`${JSON.stringify({ run: null, hosts: [] }, null, 2)}\n`);
+        if (json) out.write(jsonText({ run: null, hosts: [] }));
         else out.write("nothing to retry: no selected host has failed\n");
         return 0;
       }
       if (!json)
         out.write(
-          `${command} ${name}: run ${started.run.id}${started.hosts ? ` on ${started.hosts.join(", ")}` : ""}\n`,
+          `${command} ${clean(name)}: run ${clean(started.run.id)}${started.hosts ? ` on ${started.hosts.map(clean).join(", ")}` : ""}\n`,
         );
       const s = await follow(client, name, started.run.id, json ? undefined : out);
       return report(s, started.run.id, json, out, "ready");
@@ -100,14 +100,14 @@ export async function run(command: string, args: Args, out: Output): Promise<num
       } while (from);
       index.hosts.sort((a, b) => a.id.localeCompare(b.id));
       mkdirSync(join(process.cwd(), folder), { recursive: true });
-      writeFileSync(join(process.cwd(), folder, "index.json"), `${JSON.stringify(index, null, 2)}\n`, {
+      writeFileSync(join(process.cwd(), folder, "index.json"), jsonText(index), {
         mode: 0o600,
       });
-      if (json) out.write(`${JSON.stringify({ folder, ...index }, null, 2)}\n`);
+      if (json) out.write(jsonText({ folder, ...index }));
       else {
-        out.write(`wrote ${folder}/ (${index.hosts?.length ?? 0} hosts)\n`);
+        out.write(`wrote ${clean(folder)}/ (${index.hosts?.length ?? 0} hosts)\n`);
         for (const h of index.hosts ?? [])
-          out.write(`  ${h.id}${h.error ? `  could not collect: ${h.error}` : ""}\n`);
+          out.write(`  ${clean(h.id)}${h.error ? `  could not collect: ${clean(h.error)}` : ""}\n`);
       }
       return 0;
     }
@@ -125,7 +125,7 @@ export async function run(command: string, args: Args, out: Output): Promise<num
           credentials: boolean;
         }[];
       }>("GET", `${path}/access${q.size ? `?${q}` : ""}`);
-      if (json) out.write(`${JSON.stringify(sheet, null, 2)}\n`);
+      if (json) out.write(jsonText(sheet));
       else {
         const header = ["host", "state", "address", ...sheet.columns, "credentials"];
         const rows = sheet.rows.map((r) => [
@@ -143,7 +143,7 @@ export async function run(command: string, args: Args, out: Output): Promise<num
       const sub = args.positionals[1];
       if (sub === "keys") {
         const r = await client.call<{ keys: HostKeys[] }>("GET", `${path}/host-keys`);
-        if (json) out.write(`${JSON.stringify(r, null, 2)}\n`);
+        if (json) out.write(jsonText(r));
         else writeHostKeys(r.keys, out);
         return 0;
       }
@@ -157,11 +157,13 @@ export async function run(command: string, args: Args, out: Output): Promise<num
           `${path}/host-keys/${encodeURIComponent(host)}`,
           { keys, replace: args.values.replace ?? false },
         );
-        if (json) out.write(`${JSON.stringify(r, null, 2)}\n`);
+        if (json) out.write(jsonText(r));
         else {
           const p = r.pinned;
           out.write(
-            `pinned ${p.keys.map((k) => `${k.fingerprint} (${k.type})`).join(", ")} for ${p.hostId}${p.replaced ? `, replacing ${p.replaced.keys.map((k) => k.fingerprint).join(", ")} (${p.replaced.origin})` : ""}; labfleet now connects to it only when it shows ${p.keys.length === 1 ? "this key" : "one of these keys"}\n`,
+            clean(
+              `pinned ${p.keys.map((k) => `${k.fingerprint} (${k.type})`).join(", ")} for ${p.hostId}${p.replaced ? `, replacing ${p.replaced.keys.map((k) => k.fingerprint).join(", ")} (${p.replaced.origin})` : ""}; labfleet now connects to it only when it shows ${p.keys.length === 1 ? "this key" : "one of these keys"}`,
+            ) + "\n",
           );
         }
         return 0;
@@ -177,16 +179,14 @@ export async function run(command: string, args: Args, out: Output): Promise<num
           `${path}/hosts/${encodeURIComponent(host)}/access`,
         );
         out.write(
-          json
-            ? `${JSON.stringify({ host, access: r.access }, null, 2)}\n`
-            : `${JSON.stringify(r.access, null, 2)}\n`,
+          json ? jsonText({ host, access: r.access }) : jsonText(r.access), // JSON either way: its strings are escaped
         );
         return 0;
       }
       if (sub === "pubkey") {
         const r = await client.call<{ publicKey: string }>("GET", `${path}/ssh-public-key`);
         // The text form is the bare key line, ready for authorized_keys.
-        out.write(json ? `${JSON.stringify({ publicKey: r.publicKey }, null, 2)}\n` : `${r.publicKey}\n`);
+        out.write(json ? jsonText({ publicKey: r.publicKey }) : `${clean(r.publicKey)}\n`);
         return 0;
       }
       if (sub === "forget-key") {
@@ -201,19 +201,17 @@ export async function run(command: string, args: Args, out: Output): Promise<num
             // With JSON, keys already forgotten are not lost: they are reported with the host that failed
             // (and the error still goes to stderr, exit 1). A first host failing prints no document, as elsewhere.
             if (json && forgotten.length > 0 && err instanceof CliError) {
-              out.write(
-                `${JSON.stringify({ forgotten, failed: { hostId: h, message: err.message } }, null, 2)}\n`,
-              );
+              out.write(jsonText({ forgotten, failed: { hostId: h, message: err.message } }));
             }
             throw err;
           }
           forgotten.push(r.forgotten);
           if (!json)
             out.write(
-              `forgot ${r.forgotten.fingerprint} for ${r.forgotten.hostId}; the next connection pins the key the host shows\n`,
+              `forgot ${clean(r.forgotten.fingerprint)} for ${clean(r.forgotten.hostId)}; the next connection pins the key the host shows\n`,
             );
         }
-        if (json) out.write(`${JSON.stringify({ forgotten }, null, 2)}\n`);
+        if (json) out.write(jsonText({ forgotten }));
         return 0;
       }
       throw new CliError(
@@ -224,16 +222,16 @@ export async function run(command: string, args: Args, out: Output): Promise<num
     case "extend": {
       const hours = parseHours(args.values.hours);
       const r = await client.call<ExtendResult>("POST", `${path}/extend`, { hours });
-      if (json) out.write(`${JSON.stringify(r, null, 2)}\n`);
+      if (json) out.write(jsonText(r));
       else writeExtend(r, out);
       return r.ok ? 0 : 1;
     }
     case "open-access": {
       const close = args.values.close ?? false;
       const r = await client.call<OpenAccessView>("POST", `${path}/open-access`, { close });
-      if (json) out.write(`${JSON.stringify(r, null, 2)}\n`);
+      if (json) out.write(jsonText(r));
       // With bring-your-own groups, the message is what to open (or close) by hand.
-      else out.write(`${r.workshop}: ${r.message}\n`);
+      else out.write(`${clean(r.workshop)}: ${block(r.message)}\n`);
       return 0;
     }
     default:
@@ -313,9 +311,11 @@ function writeExtend(r: ExtendResult, out: Output): void {
       ? paint(out, "failed", `error: ${p.detail ?? "failed"}`)
       : p.result === "none"
         ? none
-        : p.result;
-  out.write(`${r.workshop}: teardown moved from ${r.previousExpiry} to ${r.expiry} (+${r.hours} h)\n`);
-  out.write(`teardown at: ${r.expiry}\n`);
+        : clean(p.result);
+  out.write(
+    `${clean(r.workshop)}: teardown moved from ${clean(r.previousExpiry)} to ${clean(r.expiry)} (+${clean(r.hours)} h)\n`,
+  );
+  out.write(`teardown at: ${clean(r.expiry)}\n`);
   out.write(`schedule mirror: ${part(r.schedule, "none (this runtime's scheduler reads the record)")}\n`);
   out.write(`provider expiry: ${part(r.provider, "none (this provider keeps no expiry)")}\n`);
   if (r.hosts.length > 0) {
@@ -333,7 +333,7 @@ function writeExtend(r: ExtendResult, out: Output): void {
   }
   if (!r.ok) {
     out.write(
-      `some parts still end at ${r.previousExpiry}: fix the errors above and run extend again (every part is set to the schedule's new time)\n`,
+      `some parts still end at ${clean(r.previousExpiry)}: fix the errors above and run extend again (every part is set to the schedule's new time)\n`,
     );
   }
 }
@@ -349,9 +349,11 @@ function writeDoctor(reports: DoctorReport[], out: Output): void {
   });
   writeTable([["host", "result", "failing checks"], ...rows], out);
   for (const r of reports.filter((x) => !x.ok)) {
-    out.write(`\n${r.host}:\n`);
+    out.write(`\n${clean(r.host)}:\n`);
     for (const c of r.checks.filter((x) => !x.ok)) {
-      out.write(`  ${c.name}: ${c.detail}${c.expected ? ` (expected ${c.expected})` : ""}\n`);
+      out.write(
+        `  ${clean(c.name)}: ${clean(c.detail)}${c.expected ? ` (expected ${clean(c.expected)})` : ""}\n`,
+      );
     }
   }
   const passed = reports.filter((r) => r.ok).length;

@@ -1,5 +1,5 @@
 import { CliError } from "./client.ts";
-import type { Output } from "./render.ts";
+import { jsonText, type Output } from "./render.ts";
 
 /**
  * The one table of `labfleet` commands and options. `labfleet --help`, `labfleet help CMD`, `CMD --help` and the
@@ -779,7 +779,7 @@ export function knownCommand(name: string): CommandSpec {
  * (the words after CMD are its own arguments). Returns the exit code.
  */
 export function showHelp(words: readonly string[], json: boolean, out: Output, strict: boolean): number {
-  const print = (doc: unknown) => out.write(`${JSON.stringify(doc, null, 2)}\n`);
+  const print = (doc: unknown) => out.write(jsonText(doc));
   const [name, sub] = words;
   if (!name) {
     if (json)

@@ -2,14 +2,14 @@ import type { EventView } from "../shared/fleet/events.ts";
 import type { WorkshopSummary } from "../shared/fleet/workshops.ts";
 import { ApiClient, CliError, type RunView, resolveTarget } from "./client.ts";
 import { type Args, checkedFile, jsonOutput, workshopName } from "./main.ts";
-import { type Output, paint, writeTable } from "./render.ts";
+import { block, clean, jsonText, type Output, paint, writeTable } from "./render.ts";
 
 /** `labfleet workshops`: every workshop the control plane knows, one line each. */
 export async function cmdWorkshops(args: Args, out: Output): Promise<number> {
   const client = new ApiClient(resolveTarget());
   const { workshops } = await client.call<{ workshops: WorkshopSummary[] }>("GET", "/workshops");
   if (jsonOutput(args)) {
-    out.write(`${JSON.stringify({ workshops }, null, 2)}\n`);
+    out.write(jsonText({ workshops }));
     return 0;
   }
   if (workshops.length === 0) {
@@ -47,11 +47,11 @@ export async function cmdEvents(args: Args, out: Output): Promise<number> {
     `/workshops/${encodeURIComponent(name)}/events${query}`,
   );
   if (jsonOutput(args)) {
-    out.write(`${JSON.stringify(r, null, 2)}\n`);
+    out.write(jsonText(r));
     return 0;
   }
   if (r.events.length === 0) {
-    out.write(`${name}: no events${after ? ` after ${after}` : ""}\n`);
+    out.write(`${clean(name)}: no events${after ? ` after ${clean(after)}` : ""}\n`);
     return 0;
   }
   writeTable(
@@ -93,8 +93,8 @@ export async function cmdRuns(args: Args, out: Output): Promise<number> {
   const client = new ApiClient(resolveTarget());
   if (runId === undefined) {
     const { runs } = await client.status(name);
-    if (json) out.write(`${JSON.stringify({ workshop: name, runs }, null, 2)}\n`);
-    else if (runs.length === 0) out.write(`${name}: no runs yet (labfleet up starts one)\n`);
+    if (json) out.write(jsonText({ workshop: name, runs }));
+    else if (runs.length === 0) out.write(`${clean(name)}: no runs yet (labfleet up starts one)\n`);
     else
       writeTable(
         [
@@ -117,7 +117,7 @@ export async function cmdRuns(args: Args, out: Output): Promise<number> {
     `/workshops/${encodeURIComponent(name)}/runs/${encodeURIComponent(runId)}`,
   );
   if (json) {
-    out.write(`${JSON.stringify({ workshop: name, run }, null, 2)}\n`);
+    out.write(jsonText({ workshop: name, run }));
     return 0;
   }
   writeRun(name, run, out);
@@ -141,7 +141,7 @@ function writeRun(name: string, run: RunView, out: Output): void {
     ].map(([k, v]) => [`${k}:`, v ?? ""]),
     out,
   );
-  if (errorMore.length) out.write(`${indent(errorMore.join("\n"))}\n`);
+  if (errorMore.length) out.write(`${indent(block(errorMore.join("\n")))}\n`);
   const hosts = Object.entries(run.hosts ?? {}).sort(([a], [b]) => a.localeCompare(b));
   if (hosts.length === 0) {
     out.write(
@@ -161,7 +161,7 @@ function writeRun(name: string, run: RunView, out: Output): void {
   );
   // An error of several lines (a log tail) is shown in full below the table.
   for (const [id, h] of hosts) {
-    if (h.error?.includes("\n")) out.write(`\n${id}:\n${indent(h.error.trimEnd())}\n`);
+    if (h.error?.includes("\n")) out.write(`\n${clean(id)}:\n${indent(block(h.error.trimEnd()))}\n`);
   }
 }
 
@@ -198,10 +198,10 @@ export async function cmdSubmit(args: Args, out: Output): Promise<number> {
   const json = jsonOutput(args);
   const { yaml, baseDir } = checkedFile(file); // exit 1 with every error: an invalid file is never sent
   const r = await new ApiClient(resolveTarget()).submit(yaml, baseDir);
-  if (json) out.write(`${JSON.stringify({ name: r.name, created: r.created }, null, 2)}\n`);
+  if (json) out.write(jsonText({ name: r.name, created: r.created }));
   else
     out.write(
-      `${r.name}: ${r.created ? "created" : "updated"} from ${file}; nothing was started (labfleet up -f ${file} runs it)\n`,
+      `${clean(r.name)}: ${r.created ? "created" : "updated"} from ${clean(file)}; nothing was started (labfleet up -f ${clean(file)} runs it)\n`,
     );
   return 0;
 }

@@ -13,7 +13,7 @@ import {
   writeCredentials,
 } from "./client.ts";
 import { type Args, jsonOutput } from "./main.ts";
-import { type Output, writeTable } from "./render.ts";
+import { clean, jsonText, type Output, writeTable } from "./render.ts";
 
 /**
  * `labfleet login`, `logout` and `tokens`: the CLI's credentials. `login` asks the server for a device login,
@@ -118,7 +118,7 @@ async function deviceLogin(url: string, say: (text: string) => void): Promise<st
   }
   const page = typeof d.verifyUrlComplete === "string" ? d.verifyUrlComplete : d.verifyUrl;
   say(
-    `To sign in the CLI, open this page in a browser where you are signed in to the labfleet console:\n\n  ${page}\n\nand check that it shows the code  ${d.userCode}\n\nWaiting for you to approve it (the code expires in ${Math.round(d.expiresIn / 60)} minutes)...\n`,
+    `To sign in the CLI, open this page in a browser where you are signed in to the labfleet console:\n\n  ${clean(page)}\n\nand check that it shows the code  ${clean(d.userCode)}\n\nWaiting for you to approve it (the code expires in ${Math.round(d.expiresIn / 60)} minutes)...\n`,
   );
   openBrowser(page);
 
@@ -180,8 +180,9 @@ async function cmdLogin(args: Args, out: Output): Promise<number> {
   const owner = await whoAmI({ url, token });
   const file = writeCredentials({ url, token });
   // Never the token itself, in either form.
-  if (json) out.write(`${JSON.stringify({ url, owner, credentialsFile: file }, null, 2)}\n`);
-  else out.write(`Signed in to ${url} as ${owner}. The token is in ${file} (mode 0600).\n`);
+  if (json) out.write(jsonText({ url, owner, credentialsFile: file }));
+  else
+    out.write(`Signed in to ${clean(url)} as ${clean(owner)}. The token is in ${clean(file)} (mode 0600).\n`);
   return 0;
 }
 
@@ -195,9 +196,15 @@ async function cmdLogout(args: Args, out: Output): Promise<number> {
   if (!stored) {
     if (json)
       out.write(
-        `${JSON.stringify({ wasSignedIn: false, url: null, revocation: null, note: "not signed in", credentialsFile: file }, null, 2)}\n`,
+        jsonText({
+          wasSignedIn: false,
+          url: null,
+          revocation: null,
+          note: "not signed in",
+          credentialsFile: file,
+        }),
       );
-    else out.write(`Not signed in (no ${file}).\n`);
+    else out.write(`Not signed in (no ${clean(file)}).\n`);
     return 0;
   }
   let revocation: Revocation;
@@ -215,10 +222,8 @@ async function cmdLogout(args: Args, out: Output): Promise<number> {
   }
   removeCredentials();
   if (json)
-    out.write(
-      `${JSON.stringify({ wasSignedIn: true, url: stored.url, revocation, note, credentialsFile: file }, null, 2)}\n`,
-    );
-  else out.write(`Signed out of ${stored.url}: ${note}; removed ${file}.\n`);
+    out.write(jsonText({ wasSignedIn: true, url: stored.url, revocation, note, credentialsFile: file }));
+  else out.write(`Signed out of ${clean(stored.url)}: ${clean(note)}; removed ${clean(file)}.\n`);
   return 0;
 }
 
@@ -239,7 +244,7 @@ async function cmdTokens(args: Args, out: Output): Promise<number> {
   switch (sub) {
     case "list": {
       const { tokens } = await client.call<{ tokens: TokenRow[] }>("GET", "/tokens");
-      if (json) out.write(`${JSON.stringify({ tokens }, null, 2)}\n`);
+      if (json) out.write(jsonText({ tokens }));
       else if (!tokens.length) out.write("No API tokens.\n");
       else {
         writeTable(
@@ -274,10 +279,10 @@ async function cmdTokens(args: Args, out: Output): Promise<number> {
         name,
         ...(expiresInDays ? { expiresInDays } : {}),
       });
-      if (json) out.write(`${JSON.stringify(r, null, 2)}\n`);
+      if (json) out.write(jsonText(r));
       else
         out.write(
-          `Created ${r.info.id} (${r.info.name}${r.info.expiresAt ? `, expires ${r.info.expiresAt.slice(0, 10)}` : ""}).\nThe token is shown this once; store it now:\n\n${r.token}\n`,
+          `Created ${clean(r.info.id)} (${clean(r.info.name)}${r.info.expiresAt ? `, expires ${clean(r.info.expiresAt.slice(0, 10))}` : ""}).\nThe token is shown this once; store it now:\n\n${clean(r.token)}\n`,
         );
       return 0;
     }
@@ -285,8 +290,8 @@ async function cmdTokens(args: Args, out: Output): Promise<number> {
       const id = args.positionals[2];
       if (!id || args.positionals.length > 3) throw new CliError(TOKENS_USAGE, 2);
       const r = await client.call<{ revoked: TokenRow }>("DELETE", `/tokens/${encodeURIComponent(id)}`);
-      if (json) out.write(`${JSON.stringify(r, null, 2)}\n`);
-      else out.write(`Revoked ${r.revoked.id} (${r.revoked.name}).\n`);
+      if (json) out.write(jsonText(r));
+      else out.write(`Revoked ${clean(r.revoked.id)} (${clean(r.revoked.name)}).\n`);
       return 0;
     }
     default:

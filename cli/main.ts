@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { parseArgs } from "node:util";
-import { formatErrors, validateWorkshopYaml } from "../shared/workshop/load.ts";
+import { validateWorkshopYaml } from "../shared/workshop/load.ts";
 import {
   ApiClient,
   CliError,
@@ -12,7 +12,18 @@ import {
   type WorkshopStatus,
 } from "./client.ts";
 import { knownCommand, overview, showHelp } from "./help.ts";
-import { type Output, ProgressView, paint, runLine, stdoutOutput, writeTable } from "./render.ts";
+import {
+  block,
+  clean,
+  detailLines,
+  jsonText,
+  type Output,
+  ProgressView,
+  paint,
+  runLine,
+  stdoutOutput,
+  writeTable,
+} from "./render.ts";
 
 /** Generated from the command table in help.ts, as are `labfleet help CMD` and the shell completion. */
 const HELP = overview();
@@ -187,13 +198,13 @@ async function cmdValidate(args: Args, out: Output): Promise<number> {
   const result = validateWorkshopYaml(yaml);
   if (jsonOutput(args)) {
     out.write(
-      `${JSON.stringify(result.ok ? { ok: true, name: result.workshop.name } : { ok: false, errors: result.errors }, null, 2)}\n`,
+      jsonText(result.ok ? { ok: true, name: result.workshop.name } : { ok: false, errors: result.errors }),
     );
   } else if (result.ok) {
-    out.write(`${file}: ${paint(out, "ready", "valid")} (workshop ${result.workshop.name})\n`);
+    out.write(`${clean(file)}: ${paint(out, "ready", "valid")} (workshop ${clean(result.workshop.name)})\n`);
   } else {
     out.write(
-      `${file}: ${paint(out, "failed", `${result.errors.length} error${result.errors.length === 1 ? "" : "s"}`)}\n${formatErrors(result.errors)}\n`,
+      `${clean(file)}: ${paint(out, "failed", `${result.errors.length} error${result.errors.length === 1 ? "" : "s"}`)}\n${detailLines(result.errors)}\n`,
     );
   }
   return result.ok ? 0 : 1;
@@ -208,7 +219,7 @@ async function cmdUp(args: Args, out: Output): Promise<number> {
   if (args.values.plan) return printPlan(await client.plan(yaml, baseDir), json, out);
   await client.submit(yaml, baseDir);
   const { run } = await client.up(name, args.values.force ?? false);
-  if (!json) out.write(`up ${name}: run ${run.id}\n`);
+  if (!json) out.write(`up ${clean(name)}: run ${clean(run.id)}\n`);
   const s = await follow(client, name, run.id, json ? undefined : out);
   return report(s, run.id, json, out, "ready");
 }
@@ -231,7 +242,7 @@ async function cmdProvision(args: Args, out: Output): Promise<number> {
     `/workshops/${encodeURIComponent(name)}/provision`,
     {},
   );
-  if (!json) out.write(`provision ${name}: run ${run.id}\n`);
+  if (!json) out.write(`provision ${clean(name)}: run ${clean(run.id)}\n`);
   const s = await follow(client, name, run.id, undefined);
   return reportProvision(s, run.id, json, out, file);
 }
@@ -267,7 +278,7 @@ export function reportProvision(
   const success = run?.state === "succeeded" && hosts.every((h) => h.result === "provisioned");
   if (json) {
     out.write(
-      `${JSON.stringify({ workshop: s.name, state: s.state, expiry: s.expiry ?? null, hosts, run: run ?? null }, null, 2)}\n`,
+      jsonText({ workshop: s.name, state: s.state, expiry: s.expiry ?? null, hosts, run: run ?? null }),
     );
     return success ? 0 : 1;
   }
@@ -283,27 +294,27 @@ export function reportProvision(
     );
   }
   for (const h of hosts.filter((h) => h.result !== "provisioned")) {
-    out.write(`${paint(out, "failed", `${h.id} failed`)}: ${h.error ?? "no reason recorded"}\n`);
+    out.write(`${paint(out, "failed", `${h.id} failed`)}: ${block(h.error ?? "no reason recorded")}\n`);
   }
-  if (run?.error) out.write(`${run.error}\n`);
+  if (run?.error) out.write(`${block(run.error)}\n`);
   const bare = ok.filter((h) => h.state === "pending").length;
   if (bare > 0) {
     out.write(
-      `${bare} host${bare === 1 ? " has" : "s have"} no lab yet: \`labfleet up -f ${file}\` deploys ${bare === 1 ? "it" : "them"}\n`,
+      `${bare} host${bare === 1 ? " has" : "s have"} no lab yet: \`labfleet up -f ${clean(file)}\` deploys ${bare === 1 ? "it" : "them"}\n`,
     );
   }
-  if (ok.length && s.expiry) out.write(`torn down at ${s.expiry} (\`labfleet extend\` moves it)\n`);
+  if (ok.length && s.expiry) out.write(`torn down at ${clean(s.expiry)} (\`labfleet extend\` moves it)\n`);
   return success ? 0 : 1;
 }
 
 function printPlan(plan: WorkshopPlan, json: boolean, out: Output): number {
   if (json) {
-    out.write(`${JSON.stringify(plan, null, 2)}\n`);
+    out.write(jsonText(plan));
     return 0;
   }
   const count = (a: string) => plan.items.filter((i) => i.action === a).length;
   out.write(
-    `plan ${plan.name} (${plan.provider}): ${count("create")} to create, ${count("reuse")} to reuse, ` +
+    `plan ${clean(plan.name)} (${clean(plan.provider)}): ${count("create")} to create, ${count("reuse")} to reuse, ` +
       `${count("noop")} unchanged · nothing was changed\n`,
   );
   writeTable(
@@ -330,14 +341,14 @@ export function report(
     s = { ...s, hostList: s.hostList.filter((h) => h.state !== "torn_down") }; // hosts given back earlier
   }
   const success = run?.state === "succeeded" && s.hostList.every(ok);
-  if (json) out.write(`${JSON.stringify({ ...statusDocument(s), run: run ?? null }, null, 2)}\n`);
+  if (json) out.write(jsonText({ ...statusDocument(s), run: run ?? null }));
   else {
     if (run) out.write(`${runLine(run)}\n`);
     for (const h of s.hostList.filter((h) => h.state === "failed")) {
-      out.write(`${paint(out, "failed", `${h.id} failed`)}: ${h.error ?? "no reason recorded"}\n`);
+      out.write(`${paint(out, "failed", `${h.id} failed`)}: ${block(h.error ?? "no reason recorded")}\n`);
     }
     // A succeeded run may still carry a note (student access that could not be opened): it is shown too.
-    if (run?.error) out.write(`${run.error}\n`);
+    if (run?.error) out.write(`${block(run.error)}\n`);
   }
   return success ? 0 : 1;
 }
@@ -355,17 +366,17 @@ async function cmdStatus(args: Args, out: Output): Promise<number> {
   const all = await client.status(name);
   const s = { ...all, hostList: all.hostList.filter((h) => shown.has(h.id)) };
   if (jsonOutput(args)) {
-    out.write(`${JSON.stringify(statusDocument(s), null, 2)}\n`);
+    out.write(jsonText(statusDocument(s)));
     return 0;
   }
   out.write(
-    `${s.name}: ${s.state} · ${s.hosts.ready}/${s.hosts.total} ready${s.expiry ? ` · expires ${s.expiry}` : ""}\n`,
+    `${clean(s.name)}: ${clean(s.state)} · ${s.hosts.ready}/${s.hosts.total} ready${s.expiry ? ` · expires ${clean(s.expiry)}` : ""}\n`,
   );
   new ProgressView({ ...out, isTTY: false }).update(s.hostList);
   const failed = s.hostList.filter((h) => h.state === "failed");
-  for (const h of failed) out.write(`\n${h.id}: ${h.error ?? ""}\n`);
+  for (const h of failed) out.write(`\n${clean(h.id)}: ${block(h.error ?? "")}\n`);
   if (s.runs.length) out.write("\nruns:\n");
-  for (const r of s.runs.slice(0, 10)) out.write(`  ${r.id}  ${runLine(r)}\n`);
+  for (const r of s.runs.slice(0, 10)) out.write(`  ${clean(r.id)}  ${runLine(r)}\n`);
   return 0;
 }
 
@@ -385,17 +396,18 @@ async function cmdDown(args: Args, out: Output): Promise<number> {
       `/workshops/${encodeURIComponent(name)}/portal/scale-down`,
       { unclaimed, force: args.values.force ?? false },
     );
-    if (json) out.write(`${JSON.stringify(r, null, 2)}\n`);
+    if (json) out.write(jsonText(r));
     else {
       out.write(
-        `removed ${r.removed.length} lab${r.removed.length === 1 ? "" : "s"}${r.removed.length ? `: ${r.removed.join(", ")}` : ""}\n`,
+        `removed ${r.removed.length} lab${r.removed.length === 1 ? "" : "s"}${r.removed.length ? `: ${r.removed.map(clean).join(", ")}` : ""}\n`,
       );
-      if (r.releasedClaims.length) out.write(`claims released (--force): ${r.releasedClaims.join(", ")}\n`);
+      if (r.releasedClaims.length)
+        out.write(`claims released (--force): ${r.releasedClaims.map(clean).join(", ")}\n`);
     }
     return 0;
   }
   const { run } = await client.teardown(name);
-  if (!json) out.write(`down ${name}: run ${run.id}\n`);
+  if (!json) out.write(`down ${clean(name)}: run ${clean(run.id)}\n`);
   const s = await follow(client, name, run.id, undefined);
   return report(s, run.id, json, out, "torn_down");
 }
@@ -510,11 +522,11 @@ export async function main(argv: string[], out: Output = stdoutOutput()): Promis
     }
   } catch (err) {
     if (err instanceof CliError) {
-      process.stderr.write(`labfleet: ${err.message}\n`);
-      if (err.details.length) process.stderr.write(`${formatErrors(err.details)}\n`);
+      process.stderr.write(`labfleet: ${block(err.message)}\n`);
+      if (err.details.length) process.stderr.write(`${detailLines(err.details)}\n`);
       return err.exitCode;
     }
-    process.stderr.write(`labfleet: unexpected error: ${(err as Error).stack ?? String(err)}\n`);
+    process.stderr.write(`labfleet: unexpected error: ${block((err as Error).stack ?? String(err))}\n`);
     return 1;
   }
 }

@@ -1,9 +1,10 @@
 import { closeSync, fchmodSync, openSync, readFileSync, writeSync } from "node:fs";
 import type { BoardLab } from "../shared/portal/claims.ts";
+import { csvLine } from "../shared/portal/csv.ts";
 import type { ClaimRow, PortalView } from "../shared/portal/portal.ts";
 import { ApiClient, CliError, resolveTarget } from "./client.ts";
 import { type Args, checkedFile, jsonOutput } from "./main.ts";
-import { type Output, writeTable } from "./render.ts";
+import { clean, jsonText, type Output, writeTable } from "./render.ts";
 
 /** `labfleet portal ...`: the instructor's side of the claim portal, each subcommand one API call. */
 
@@ -89,7 +90,7 @@ export async function run(args: Args, out: Output): Promise<number> {
   const client = new ApiClient(resolveTarget());
   const path = `/workshops/${encodeURIComponent(name)}/portal`;
   const link = (p: string) => new URL(p, `${client.target.url}/`).toString();
-  const print = (doc: unknown) => out.write(`${JSON.stringify(doc, null, 2)}\n`);
+  const print = (doc: unknown) => out.write(jsonText(doc));
 
   switch (sub) {
     case "open":
@@ -104,8 +105,8 @@ export async function run(args: Args, out: Output): Promise<number> {
       if (json) print({ ...v, url: link(v.path) });
       else
         out.write(
-          `portal ${name}: ${v.state === "published" ? "published, claiming not open yet" : `claiming ${v.state}`}${sub === "rotate-code" ? " · new code: everyone enters it again" : ""}\n` +
-            `  go to  ${link(v.path)}\n  code   ${v.code}\n`,
+          `portal ${clean(name)}: ${v.state === "published" ? "published, claiming not open yet" : `claiming ${clean(v.state)}`}${sub === "rotate-code" ? " · new code: everyone enters it again" : ""}\n` +
+            `  go to  ${clean(link(v.path))}\n  code   ${clean(v.code)}\n`,
         );
       return 0;
     }
@@ -117,7 +118,7 @@ export async function run(args: Args, out: Output): Promise<number> {
       }
       const free = s.labs.filter((l) => l.status === "free").length;
       out.write(
-        `portal ${name}: claiming ${s.portal.open ? "open" : s.portal.state === "open" ? "paused" : "closed"} · ` +
+        `portal ${clean(name)}: claiming ${s.portal.open ? "open" : s.portal.state === "open" ? "paused" : "closed"} · ` +
           `${s.claims.length} claimed · ${free} free · ${s.labs.length} labs\n`,
       );
       const byLab = new Map(s.claims.map((c) => [c.lab, c]));
@@ -151,25 +152,25 @@ export async function run(args: Args, out: Output): Promise<number> {
       }
       writePrivate(file, csv);
       if (json) print({ file, claims: rows });
-      else out.write(`wrote ${rows} claim${rows === 1 ? "" : "s"} to ${file} (mode 0600)\n`);
+      else out.write(`wrote ${rows} claim${rows === 1 ? "" : "s"} to ${clean(file)} (mode 0600)\n`);
       return 0;
     }
     case "admin-link": {
       const r = await client.call<{ token: string; path: string }>("POST", `${path}/admin-link`, {});
       if (json) print({ url: link(r.path) });
-      else out.write(`${link(r.path)}\n(the previous instructor link no longer works)\n`);
+      else out.write(`${clean(link(r.path))}\n(the previous instructor link no longer works)\n`);
       return 0;
     }
     case "release": {
       const r = await client.call<{ lab: string }>("POST", `${path}/release`, { lab: rest[0] });
       if (json) print(r);
-      else out.write(`released ${r.lab}: it is free again; its claimant's link no longer works\n`);
+      else out.write(`released ${clean(r.lab)}: it is free again; its claimant's link no longer works\n`);
       return 0;
     }
     case "revoke": {
       const r = await client.call<{ lab: string }>("POST", `${path}/revoke`, { email: rest[0] });
       if (json) print(r);
-      else out.write(`revoked the claim of that email: ${r.lab} is free again\n`);
+      else out.write(`revoked the claim of that email: ${clean(r.lab)} is free again\n`);
       return 0;
     }
     case "reassign": {
@@ -180,7 +181,7 @@ export async function run(args: Args, out: Output): Promise<number> {
       if (json) print({ lab: r.lab, url: link(r.path) });
       else
         out.write(
-          `moved to ${r.lab}; give the student their new personal link (the old one stopped working):\n  ${link(r.path)}\n`,
+          `moved to ${clean(r.lab)}; give the student their new personal link (the old one stopped working):\n  ${clean(link(r.path))}\n`,
         );
       return 0;
     }
@@ -205,19 +206,15 @@ export async function run(args: Args, out: Output): Promise<number> {
         skipped: { email: string; reason: string }[];
       }>("POST", `${path}/invite`, { csv: roster });
       const file = args.values.csv as string;
-      // As export does: a leading = + - @ would be a formula in a spreadsheet, so it is quoted as text.
-      const cell = (v: string) => {
-        const safe = /^[=+\-@]/.test(v) ? `'${v}` : v;
-        return /[",\n]/.test(safe) ? `"${safe.replace(/"/g, '""')}"` : safe;
-      };
+      // As export does: control characters escaped, formulas quoted as text (shared/portal/csv.ts).
       writePrivate(
         file,
-        `name,email,lab,link\n${r.invites.map((i) => [i.name, i.email, i.lab, link(i.path)].map(cell).join(",")).join("\n")}${r.invites.length ? "\n" : ""}`,
+        `${csvLine(["name", "email", "lab", "link"])}\n${r.invites.map((i) => csvLine([i.name, i.email, i.lab, link(i.path)])).join("\n")}${r.invites.length ? "\n" : ""}`,
       );
       if (json) print({ file, invited: r.invites.length, skipped: r.skipped });
       else {
-        out.write(`invited ${r.invites.length}: their personal links are in ${file} (mode 0600)\n`);
-        for (const s of r.skipped) out.write(`  skipped ${s.email}: ${s.reason}\n`);
+        out.write(`invited ${r.invites.length}: their personal links are in ${clean(file)} (mode 0600)\n`);
+        for (const s of r.skipped) out.write(`  skipped ${clean(s.email)}: ${clean(s.reason)}\n`);
       }
       return r.skipped.length ? 1 : 0;
     }

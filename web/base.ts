@@ -4,6 +4,7 @@ import { createID } from "../shared/runtime/ids.ts";
 import { log } from "../shared/runtime/logger.ts";
 import { onError } from "./api/errors.ts";
 import { health } from "./health.ts";
+import { bodyLimits } from "./limits.ts";
 
 /**
  * What every variant of the web app starts from (the whole app, the instructor's side, the portal alone): request
@@ -47,6 +48,7 @@ export function baseApp() {
       referrerPolicy: "same-origin",
     }),
   );
+  app.use(bodyLimits()); // every body bounded before it is read (web/limits.ts)
   app.onError(onError);
   app.notFound((c) =>
     c.json({ error: { kind: "not_found", code: "route.not_found", message: "no such route" } }, 404),

@@ -1,4 +1,6 @@
 import { spawn } from "node:child_process";
+import { localLabDir } from "../providers/local.ts";
+import { LocalTransport } from "../transports/local.ts";
 import { type ExecResult, shq, type Transport } from "../transports/types.ts";
 import type { Workshop } from "../workshop/schema.ts";
 
@@ -22,7 +24,18 @@ export function stateDir(workshop: string): string {
   return `"$HOME"/.labfleet/${shq(workshop)}`;
 }
 
-function labDir(spec: Workshop): string {
+/**
+ * `lab.dir` as the host's shell names it. On a local host it is resolved here, and refused unless it stays
+ * inside the host's own folder, links followed (shared/providers/local.ts).
+ */
+function labDir(spec: Workshop, t: Transport): string {
+  if (t instanceof LocalTransport) {
+    try {
+      return shq(localLabDir(t.home, spec.lab.dir));
+    } catch (err) {
+      throw new LabStepError((err as Error).message);
+    }
+  }
   return spec.lab.dir.startsWith("/") ? shq(spec.lab.dir) : `"$HOME"/${shq(spec.lab.dir)}`;
 }
 
@@ -234,9 +247,16 @@ export async function probeLab(
 
 export async function runHealth(t: Transport, spec: Workshop, hostId: string): Promise<ExecResult> {
   if (!spec.lab.health) return { exitCode: 0, stdout: "", stderr: "" };
+  let dir: string;
+  try {
+    dir = labDir(spec, t);
+  } catch (err) {
+    if (!(err instanceof LabStepError)) throw err;
+    return { exitCode: 1, stdout: "", stderr: err.message }; // a failed check, with its reason
+  }
   const d = stateDir(spec.name);
   const env = `LABFLEET_STATUS=${d}/status.jsonl LABFLEET_ACCESS=${d}/access.json LABFLEET_SECRETS=${d}/secrets.env LABFLEET_WORKSHOP=${shq(spec.name)} LABFLEET_HOST_ID=${shq(hostId)}`;
-  return t.exec(`cd ${labDir(spec)} && ${env} bash -c ${shq(spec.lab.health)}`, {
+  return t.exec(`cd ${dir} && ${env} bash -c ${shq(spec.lab.health)}`, {
     timeoutMs: HEALTH_TIMEOUT_MS,
   });
 }
@@ -349,7 +369,7 @@ export async function stopLab(t: Transport, workshop: string): Promise<void> {
 
 /** Puts `lab.source` into `lab.dir`: a git clone/fetch + hard reset, or a local folder sent as a tar stream. */
 export async function syncSource(t: Transport, spec: Workshop, ref?: string): Promise<void> {
-  const dir = labDir(spec);
+  const dir = labDir(spec, t);
   const src = spec.lab.source;
   let r: ExecResult;
   if (src.startsWith("git:")) {
@@ -431,7 +451,7 @@ date +%s > "$d/started"
 printf '%s\\n' ${shq(runId)} > "$d/run"
 # A background job of a shell without job control is not a group leader, so setsid execs in place and
 # $! is the wrapper's own pid: recorded before this command returns, with no wait.
-setsid bash "$d/wrapper.sh" "$d" ${labDir(spec)} ${shq(spec.name)} ${shq(hostId)} > /dev/null 2>&1 < /dev/null &
+setsid bash "$d/wrapper.sh" "$d" ${labDir(spec, t)} ${shq(spec.name)} ${shq(hostId)} > /dev/null 2>&1 < /dev/null &
 echo "$!" > "$d/pid"`,
     { stdin: files, timeoutMs: 60_000, step: "start lab setup" },
   );

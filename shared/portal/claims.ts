@@ -6,6 +6,7 @@ import { isoNow } from "../runtime/clock.ts";
 import { open, seal } from "../runtime/crypto.ts";
 import { useDeps } from "../runtime/deps.ts";
 import { VisibleError } from "../runtime/errors.ts";
+import { controlCharProblem } from "../runtime/text.ts";
 import type { ClaimItem } from "../store/entities.ts";
 import type { Workshop } from "../workshop/schema.ts";
 import { codeHash, emailHash, linkHash } from "./codes.ts";
@@ -38,8 +39,30 @@ export interface CodeAccess {
   codeVersion: number;
 }
 
+/**
+ * Student-supplied text goes on the instructor's screen (`labfleet portal status`, the CSV export): a field
+ * with a control character is refused, naming the field, before anything is looked up or counted.
+ */
+function refuseControlChars(code: string, fields: Record<string, string>): void {
+  const details = Object.entries(fields).flatMap(([path, value]) => {
+    const problem = controlCharProblem(value);
+    return problem ? [{ path, message: `${FIELD_NAMES[path] ?? path} ${problem}` }] : [];
+  });
+  if (details.length)
+    throw new VisibleError("input", code, details.map((d) => d.message).join("; "), details);
+}
+
+const FIELD_NAMES: Record<string, string> = {
+  code: "the workshop code",
+  name: "your name",
+  email: "your email",
+  pin: "your PIN",
+};
+
 /** A typed workshop code: the workshop and code version it opens, or a counted failure. */
 export async function enterCode(code: string, address: string): Promise<CodeAccess> {
+  // Never a right code, so refusing it uncounted tells a guesser nothing.
+  refuseControlChars("portal.code_invalid", { code });
   const [, lookup] = await Promise.all([
     assertCodeAttemptAllowed(address),
     code.trim() ? codeRecord(codeHash(code)) : Promise.resolve(null),
@@ -107,6 +130,7 @@ export interface ClaimInput {
 const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
 
 function checkClaimInput(input: ClaimInput) {
+  refuseControlChars("portal.claim_invalid", { name: input.name, email: input.email, pin: input.pin });
   const details = [];
   const name = input.name.trim();
   if (name.length < 1 || name.length > 80)
@@ -380,6 +404,7 @@ export async function recoverLab(
   pin: string,
   address: string,
 ): Promise<{ lab: string; token: string }> {
+  refuseControlChars("portal.recover_invalid", { email, pin });
   await assertAddressAllowed(address);
   const { store } = useDeps();
   const eHash = emailHash(workshop, email);

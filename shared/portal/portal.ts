@@ -5,9 +5,11 @@ import { isoNow } from "../runtime/clock.ts";
 import { open, seal } from "../runtime/crypto.ts";
 import { useDeps } from "../runtime/deps.ts";
 import { VisibleError } from "../runtime/errors.ts";
+import { controlCharProblem } from "../runtime/text.ts";
 import type { PortalItem } from "../store/entities.ts";
 import type { Workshop } from "../workshop/schema.ts";
 import { codeHash, emailHash, generateCode, linkHash } from "./codes.ts";
+import { csvLine } from "./csv.ts";
 import { forgetStudentReads } from "./reads.ts";
 
 /** The instructor's side of the portal: the claim window, the code, the claims and what to do with them. */
@@ -177,18 +179,10 @@ export async function listClaims(workshop: string): Promise<ClaimRow[]> {
     .sort((a, b) => a.lab.localeCompare(b.lab, undefined, { numeric: true }));
 }
 
-function csvCell(v: string | null): string {
-  const s = v ?? "";
-  // A leading = + - @ would be a formula in a spreadsheet: quote it as text.
-  const safe = /^[=+\-@]/.test(s) ? `'${s}` : s;
-  return /[",\n]/.test(safe) ? `"${safe.replace(/"/g, '""')}"` : safe;
-}
-
 export async function exportClaims(workshop: string): Promise<string> {
   const rows = await listClaims(workshop);
-  const lines = [["lab", "name", "email", "how", "claimed at", "first opened"].join(",")];
-  for (const r of rows)
-    lines.push([r.lab, r.name, r.email, r.how, r.claimedAt, r.firstOpenedAt].map(csvCell).join(","));
+  const lines = [csvLine(["lab", "name", "email", "how", "claimed at", "first opened"])];
+  for (const r of rows) lines.push(csvLine([r.lab, r.name, r.email, r.how, r.claimedAt, r.firstOpenedAt]));
   return `${lines.join("\n")}\n`;
 }
 
@@ -324,15 +318,33 @@ export interface Invite {
   token: string;
 }
 
-/** `name,email[,host_id]` lines (a header line is skipped); quoted fields may hold commas. */
+/**
+ * `name,email[,host_id]` lines (a header line is skipped); quoted fields may hold commas. A cell holding a
+ * control character is refused with its line: names and emails end up on the instructor's screen.
+ */
 export function parseRoster(csv: string): { name: string; email: string; hostId?: string }[] {
   const rows: { name: string; email: string; hostId?: string }[] = [];
-  const lines = csv.split(/\r?\n/).filter((l) => l.trim() !== "");
+  const lines = csv
+    .replace(/^\uFEFF/, "") // the byte order mark spreadsheets write
+    .split(/\r?\n/)
+    .filter((l) => l.trim() !== "");
   lines.forEach((line, i) => {
     const cells = [...line.matchAll(/\s*("([^"]*(?:""[^"]*)*)"|[^,]*)\s*(,|$)/g)]
       .map((m) => (m[2] !== undefined ? m[2].replace(/""/g, '"') : (m[1] ?? "")).trim())
       .slice(0, -1);
     const [name = "", email = "", hostId] = cells;
+    const control = (["name", "email", "host_id"] as const).flatMap((field, k) => {
+      const problem = controlCharProblem(cells[k] ?? "");
+      return problem ? [{ path: `roster[${i}].${field}`, message: `the ${field} ${problem}` }] : [];
+    });
+    if (control.length) {
+      throw new VisibleError(
+        "input",
+        "portal.roster_invalid",
+        `roster line ${i + 1}: ${control.map((d) => d.message).join("; ")}`,
+        control,
+      );
+    }
     if (i === 0 && name.toLowerCase() === "name" && email.toLowerCase() === "email") return;
     if (!name || !/^[^\s@]+@[^\s@]+\.[^\s@]+$/.test(email)) {
       throw new VisibleError(

@@ -1,6 +1,7 @@
+import { lstatSync, realpathSync } from "node:fs";
 import { mkdir, readdir, rm, stat } from "node:fs/promises";
-import { join, relative, resolve } from "node:path";
-import type { Workshop } from "../workshop/schema.ts";
+import { dirname, isAbsolute, join, relative, resolve } from "node:path";
+import { localLabDirProblem, type Workshop } from "../workshop/schema.ts";
 import {
   type DeprovisionResult,
   hostIdsOf,
@@ -85,4 +86,42 @@ async function isDir(p: string): Promise<boolean> {
   } catch {
     return false;
   }
+}
+
+const inside = (root: string, path: string) => {
+  const rel = relative(root, path);
+  return rel !== "" && !rel.startsWith("..") && !isAbsolute(rel);
+};
+
+/**
+ * The absolute lab folder of a local host whose HOME is `home`, checked where it is used: `lab.dir` must name a
+ * folder inside `home` (workshop.yaml's own rule, for a workshop stored before it), and so must the path once
+ * its links are followed, as far as it exists, so a symlink cannot carry a sync (which replaces the folder)
+ * outside. Throws with the reason otherwise.
+ */
+export function localLabDir(home: string, dir: string): string {
+  const problem = localLabDirProblem(dir);
+  if (problem) throw new Error(`lab.dir ${JSON.stringify(dir)} is refused on a local host: ${problem}`);
+  const root = realpathSync(home);
+  const target = resolve(root, dir);
+  let existing = target;
+  for (;;) {
+    try {
+      lstatSync(existing);
+      break;
+    } catch {
+      existing = dirname(existing); // not there yet: the sync creates it
+    }
+  }
+  let real: string;
+  try {
+    real = realpathSync(existing);
+  } catch {
+    throw new Error(`lab.dir ${JSON.stringify(dir)} is refused: ${existing} is a link that leads nowhere`);
+  }
+  if (!inside(root, join(real, relative(existing, target))))
+    throw new Error(
+      `lab.dir ${JSON.stringify(dir)} is refused: it leads to ${real}, outside the local host's folder ${root}`,
+    );
+  return target;
 }

@@ -1,5 +1,18 @@
 import { isAbsolute, resolve } from "node:path";
-import { isMap, isSeq, LineCounter, parseDocument, type Node as YamlNode } from "yaml";
+import {
+  CST,
+  isAlias,
+  isCollection,
+  isMap,
+  isPair,
+  isSeq,
+  Lexer,
+  LineCounter,
+  Parser,
+  parseDocument,
+  visit,
+  type Node as YamlNode,
+} from "yaml";
 import { type ErrorDetail, VisibleError } from "../runtime/errors.ts";
 import { formatPath, issuePaths } from "../runtime/zod.ts";
 
@@ -26,8 +39,155 @@ function locate(doc: ReturnType<typeof parseDocument>, lines: LineCounter, path:
   return { line: pos.line, column: pos.col };
 }
 
+/**
+ * What workshop.yaml may be, checked before it is parsed in full: a real one is a few KiB, a handful of levels
+ * deep, with a few aliases. Past these it is refused with a plain message and the line, never a stack
+ * overflow or the memory of a "billion laughs".
+ */
+export const WORKSHOP_YAML_LIMITS = {
+  /** Bytes of UTF-8. */
+  maxBytes: 1024 * 1024,
+  /** Collections (mappings and lists, block or flow) nested inside each other. */
+  maxDepth: 64,
+  /**
+   * The `yaml` package's `maxAliasCount` (its default): an anchor and its aliases count up to it, so one anchor
+   * may be used through 99 aliases, fewer when what it anchors holds aliases itself: nested aliases cannot
+   * multiply into a "billion laughs".
+   */
+  maxAliasCount: 100,
+} as const;
+
+export const WORKSHOP_YAML_MAX_BYTES = WORKSHOP_YAML_LIMITS.maxBytes;
+
+const MiB = 1024 * 1024;
+
+/** Line and column (1-based) of a character offset. */
+function position(text: string, offset: number): { line: number; column: number } {
+  let line = 1;
+  let start = 0;
+  for (let i = text.indexOf("\n"); i !== -1 && i < offset; i = text.indexOf("\n", i + 1)) {
+    line++;
+    start = i + 1;
+  }
+  return { line, column: offset - start + 1 };
+}
+
+const yamlError = (text: string, message: string, offset?: number): ErrorDetail => ({
+  path: "(yaml)",
+  message,
+  ...(offset === undefined ? {} : position(text, offset)),
+});
+
+/** The lexer's own markers, which stand for no character of the source. */
+const MARKERS = new Set<string>([CST.DOCUMENT, CST.FLOW_END, CST.SCALAR]);
+
+/**
+ * The offset of the first collection nested deeper than maxDepth, or undefined. Measured on the way in, without
+ * recursion: the lexer's flow brackets (`[[[[...` stops here at once), then the parser's tokens (block nesting),
+ * walked with a stack of their own. The `yaml` parser keeps its own stack too; only its composer recurses.
+ */
+function tooDeepAt(text: string): number | undefined {
+  const max = WORKSHOP_YAML_LIMITS.maxDepth;
+  const parser = new Parser();
+  const deepest = (doc: CST.Token): number | undefined => {
+    const stack: [CST.Token | undefined, number][] = [[doc, 0]];
+    for (let next = stack.pop(); next; next = stack.pop()) {
+      const [token, depth] = next;
+      if (!token) continue;
+      if (token.type === "document") stack.push([token.value, depth]);
+      if (token.type === "block-map" || token.type === "block-seq" || token.type === "flow-collection") {
+        if (depth + 1 > max) return token.offset;
+        for (const item of token.items) {
+          stack.push([("key" in item ? item.key : undefined) ?? undefined, depth + 1]);
+          stack.push([item.value, depth + 1]);
+        }
+      }
+    }
+    return undefined;
+  };
+  let offset = 0;
+  let flow = 0;
+  for (const lexeme of new Lexer().lex(text)) {
+    const type = CST.tokenType(lexeme);
+    if (type === "flow-map-start" || type === "flow-seq-start") {
+      if (++flow > max) return offset;
+    } else if (type === "flow-map-end" || type === "flow-seq-end") flow = Math.max(0, flow - 1);
+    if (!MARKERS.has(lexeme)) offset += lexeme.length;
+    for (const doc of parser.next(lexeme)) {
+      const at = deepest(doc);
+      if (at !== undefined) return at;
+    }
+  }
+  for (const doc of parser.end()) {
+    const at = deepest(doc);
+    if (at !== undefined) return at;
+  }
+  return undefined;
+}
+
+/**
+ * After the `yaml` package refused the aliases: the alias that stands for the most values, to point at. The
+ * document's nesting is bounded by then, so counting may recurse; an alias inside its own anchor counts as
+ * without end.
+ */
+function biggestAlias(doc: ReturnType<typeof parseDocument>): {
+  source: string;
+  size: number;
+  offset?: number;
+} {
+  const sizes = new Map<unknown, number>();
+  const sizeOf = (node: unknown): number => {
+    if (isAlias(node)) {
+      const target = node.resolve(doc);
+      return target ? sizeOf(target) : 1;
+    }
+    if (!isCollection(node) && !isPair(node)) return 1;
+    const known = sizes.get(node);
+    if (known !== undefined) return known;
+    sizes.set(node, Number.POSITIVE_INFINITY); // while counting: an alias back to here never ends
+    const items: unknown[] = isPair(node) ? [node.key, node.value] : node.items;
+    const size = items.reduce<number>((sum, item) => sum + sizeOf(item), 1);
+    sizes.set(node, size);
+    return size;
+  };
+  let biggest: { source: string; size: number; offset?: number } = { source: "", size: 0 };
+  visit(doc, {
+    Alias: (_key, alias) => {
+      const size = sizeOf(alias);
+      if (size > biggest.size)
+        biggest = { source: alias.source, size, ...(alias.range ? { offset: alias.range[0] } : {}) };
+    },
+  });
+  return biggest;
+}
+
 /** Parse and validate workshop.yaml text. Every problem is reported at once, each with its YAML path. */
 export function validateWorkshopYaml(text: string): ValidationResult {
+  const bytes = Buffer.byteLength(text, "utf8");
+  if (bytes > WORKSHOP_YAML_LIMITS.maxBytes) {
+    return {
+      ok: false,
+      errors: [
+        yamlError(
+          text,
+          `workshop.yaml is ${bytes.toLocaleString("en-US")} bytes; it may be at most ${WORKSHOP_YAML_LIMITS.maxBytes / MiB} MiB (${WORKSHOP_YAML_LIMITS.maxBytes.toLocaleString("en-US")} bytes)`,
+        ),
+      ],
+    };
+  }
+  const deep = tooDeepAt(text);
+  if (deep !== undefined) {
+    return {
+      ok: false,
+      errors: [
+        yamlError(
+          text,
+          `not valid here: mappings and lists nested more than ${WORKSHOP_YAML_LIMITS.maxDepth} levels deep`,
+          deep,
+        ),
+      ],
+    };
+  }
   const lines = new LineCounter();
   const doc = parseDocument(text, { lineCounter: lines, prettyErrors: true, uniqueKeys: true });
   if (doc.errors.length > 0) {
@@ -43,7 +203,28 @@ export function validateWorkshopYaml(text: string): ValidationResult {
       }),
     };
   }
-  const data = doc.toJS({ maxAliasCount: 100 });
+  let data: unknown;
+  try {
+    data = doc.toJS({ maxAliasCount: WORKSHOP_YAML_LIMITS.maxAliasCount });
+  } catch (err) {
+    if (!(err instanceof ReferenceError)) throw err;
+    if (!/excessive alias count/i.test(err.message))
+      return { ok: false, errors: [yamlError(text, `not valid YAML: ${err.message.split("\n")[0]}`)] };
+    const alias = biggestAlias(doc);
+    const stands = Number.isFinite(alias.size)
+      ? `expands to ${alias.size.toLocaleString("en-US")} nodes`
+      : "refers to the node that holds it";
+    return {
+      ok: false,
+      errors: [
+        yamlError(
+          text,
+          `not valid here: aliases expand too far (one anchor may be used through at most ${WORKSHOP_YAML_LIMITS.maxAliasCount - 1} aliases, fewer when it holds aliases itself); *${alias.source} ${stands}`,
+          alias.offset,
+        ),
+      ],
+    };
+  }
   if (data === null || typeof data !== "object" || Array.isArray(data)) {
     return {
       ok: false,

@@ -61,9 +61,11 @@ const CONCURRENCY_ERROR = `expected how many hosts deploy at once: a whole numbe
 
 export const Lab = z
   .strictObject({
-    dir: text("the folder the lab is synced into (relative to the host user's home, or absolute)").default(
-      "lab",
-    ),
+    dir: text("the folder the lab is synced into (relative to the host user's home, or absolute)")
+      .default("lab")
+      .describe(
+        "The folder the lab is synced into and its setup runs in: relative to the login user's home, or absolute (SSH and EC2 hosts). On local hosts, a folder inside the host's own folder: relative, without `..`.",
+      ),
     source: text('the lab source: "git:URL" or a local path')
       .describe(
         'Where the lab comes from: "git:https://..." (cloned, then reset to `ref`) or a local folder.',
@@ -244,6 +246,22 @@ export const Portal = z.strictObject({
   student_ssh: z.boolean({ error: "expected true or false" }).default(false),
 });
 
+/**
+ * Why `lab.dir` cannot be a local host's lab folder, or undefined. A local host is a folder of this machine
+ * (its HOME), and its lab stays inside it: not the folder itself, not `.labfleet` (the lab's records), nothing
+ * absolute and no `..`, so a sync that replaces the lab folder can only ever replace that.
+ */
+export function localLabDirProblem(dir: string): string | undefined {
+  const expected = "expected a folder inside the local host's own folder";
+  if (dir.startsWith("/")) return `${expected}: a relative path such as lab, not an absolute one`;
+  const parts = dir.split("/").filter((p) => p !== "" && p !== ".");
+  if (parts.includes("..")) return `${expected}: a relative path without ..`;
+  if (parts.length === 0) return `${expected}, not the host's folder itself`;
+  if (parts[0] === ".labfleet")
+    return `${expected} other than .labfleet, where labfleet keeps the lab's records`;
+  return undefined;
+}
+
 const validCount = (n: unknown): n is number => typeof n === "number" && Number.isInteger(n) && n >= 1;
 
 /**
@@ -345,6 +363,10 @@ export const Workshop = z
         });
       }
       historyRule(w, hosts.length, ctx);
+      const dir = (value as unknown as { lab?: { dir?: unknown } }).lab?.dir;
+      const dirProblem =
+        type === "local" && typeof dir === "string" ? localLabDirProblem(dir.trim()) : undefined;
+      if (dirProblem) ctx.addIssue({ code: "custom", path: ["lab", "dir"], message: dirProblem });
     },
     { when: (payload) => typeof payload.value === "object" && payload.value !== null },
   );

@@ -18,9 +18,10 @@ const Query = z.strictObject({
 
 /** A workshop's events, oldest first; poll with `?after=<last id>` for what happened since. */
 export const events = new Hono().get("/:name/events", async (c) => {
+  const { name } = z.object({ name: Name }).parse({ name: c.req.param("name") }); // a 400 naming `name`
   const q = Query.parse(c.req.query());
   return c.json(
-    await listEvents(Name.parse(c.req.param("name")), {
+    await listEvents(name, {
       ...(q.after ? { after: q.after } : {}),
       ...(q.limit ? { limit: q.limit } : {}),
     }),

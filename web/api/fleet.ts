@@ -22,6 +22,7 @@ import { diagnoseArchive } from "./archive.ts";
 import {
   apiRouter,
   errors,
+  HostId,
   HostView,
   json,
   jsonBody,
@@ -34,7 +35,7 @@ import {
 
 const Selection = {
   hosts: z
-    .array(z.string().min(1))
+    .array(HostId)
     .max(256)
     .optional()
     .meta({ description: "only these hosts (ids); none: every host", example: ["student-01"] }),
@@ -73,9 +74,9 @@ const DiagnoseBody = z.strictObject({
     .meta({ description: "the `X-Labfleet-Diagnose-Name` of the first part, when continuing" }),
 });
 /** `?host=a&host=b`: a query parameter given once or repeated, always a list. */
-const repeated = (description: string) =>
+const repeated = (description: string, item: z.ZodString = z.string()) =>
   z
-    .preprocess((v) => (v === undefined ? undefined : [v].flat()), z.array(z.string()).optional())
+    .preprocess((v) => (v === undefined ? undefined : [v].flat()), z.array(item).max(256).optional())
     .meta({ description });
 
 const sel = (b: { hosts?: string[] | undefined; labels?: Record<string, string> | undefined }) => ({
@@ -225,8 +226,8 @@ const accessRoute = createRoute({
   request: {
     params: NameParams,
     query: z.object({
-      host: repeated("only these hosts (repeat the parameter)"),
-      label: repeated("only the hosts with this `key=value` label (repeat for more)"),
+      host: repeated("only these hosts (repeat the parameter)", HostId),
+      label: repeated("only the hosts with this `key=value` label (repeat for more)", z.string().max(400)),
     }),
   },
   responses: {

@@ -21,6 +21,7 @@ import {
 } from "../../shared/portal/portal.ts";
 import { scaleDownUnclaimed } from "../../shared/portal/scale-down.ts";
 import { withActor } from "../../shared/runtime/actor.ts";
+import { hasControlChars } from "../../shared/runtime/text.ts";
 import { apiRouter, errors, json, jsonBody, Name, NameParams, readJson } from "./schemas.ts";
 
 const Lab = z
@@ -32,6 +33,7 @@ const Email = z
   .trim()
   .max(200)
   .regex(/^[^\s@]+@[^\s@]+$/, { error: "expected an email address" })
+  .refine((s) => !hasControlChars(s), { error: "expected an email address without control characters" })
   .meta({ description: "the student's email (any case)", example: "ada@example.com" });
 const ReleaseBody = z.strictObject({ lab: Lab });
 const EmailBody = z.strictObject({ email: Email });

@@ -1,6 +1,8 @@
 import { OpenAPIHono, z } from "@hono/zod-openapi";
 import { createMiddleware } from "hono/factory";
+import { idSchema } from "../../shared/runtime/ids.ts";
 import { HOST_STATES, RUN_KINDS, RUN_STATES, WORKSHOP_STATES } from "../../shared/store/entities.ts";
+import { HostEntry } from "../../shared/workshop/schema.ts";
 
 /**
  * What the instructor API's route files share: the sub-app factory, the lenient JSON body reader, the error
@@ -115,6 +117,16 @@ export const Name = z
 
 /** `{name}`: every route under /api/workshops/{name}. */
 export const NameParams = z.object({ name: Name });
+
+/**
+ * Ids in a path are checked with the domain's own schemas, so they are as long as the domain makes them: one that
+ * could never exist is a 400 naming the parameter (as a bad `{name}` is), a well-formed unknown one a 404.
+ */
+export const HostId = HostEntry.shape.id.meta({ description: "a host id", example: "student-01" });
+export const RunId = idSchema("run").meta({
+  description: "a run id",
+  example: "run_01J9ZK3M4R7S8T9V0W1X2Y3Z4A",
+});
 
 // --- views returned by several resources ---------------------------------------------------------------
 

@@ -8,16 +8,19 @@ import {
   submitWorkshop,
   workshopStatus,
 } from "../../shared/fleet/workshops.ts";
+import { WORKSHOP_YAML_MAX_BYTES } from "../../shared/workshop/load.ts";
 import { Workshop } from "../../shared/workshop/schema.ts";
 import {
   apiRouter,
   errors,
+  HostId,
   HostView,
   json,
   jsonBody,
   Name,
   NameParams,
   RunAnswer,
+  RunId,
   RunView,
   readJson,
   WorkshopSummary,
@@ -28,7 +31,7 @@ const SubmitBody = z
     yaml: z
       .string()
       .min(1, { error: "expected the text of workshop.yaml" })
-      .max(512 * 1024)
+      .max(WORKSHOP_YAML_MAX_BYTES, { error: "expected workshop.yaml of at most 1 MiB" })
       .meta({ description: "the text of workshop.yaml", example: "name: demo\nlab:\n  ..." }),
     baseDir: z
       .string()
@@ -168,10 +171,7 @@ const access = createRoute({
   description:
     "What the lab wrote to $LABFLEET_ACCESS (usually `urls`, `credentials`, `notes`), decrypted. 404 `host.no_access` until the lab wrote it.",
   request: {
-    params: z.object({
-      name: Name,
-      hostId: z.string().meta({ description: "a host id", example: "student-01" }),
-    }),
+    params: z.object({ name: Name, hostId: HostId }),
   },
   responses: {
     200: json(
@@ -191,7 +191,7 @@ const run = createRoute({
   summary: "Read a run",
   description: "A workflow run with its per-host results.",
   request: {
-    params: z.object({ name: Name, runId: z.string().meta({ example: "run_01J9ZK3M4R7S8T9V0W1X2Y3Z4A" }) }),
+    params: z.object({ name: Name, runId: RunId }),
   },
   responses: {
     200: json(RunAnswer, "The run."),

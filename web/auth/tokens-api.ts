@@ -1,4 +1,5 @@
 import { Hono } from "hono";
+import { z } from "zod";
 import {
   assertInstructor,
   CreateTokenInput,
@@ -7,6 +8,7 @@ import {
   presentedTokenInfo,
   revokePresentedToken,
   revokeToken,
+  TokenId,
 } from "../../shared/auth/tokens.ts";
 
 /**
@@ -38,4 +40,8 @@ export const tokensApi = new Hono()
   .delete("/current", async (c) =>
     c.json({ revoked: await revokePresentedToken(bearer(c.req.header("authorization"))) }),
   )
-  .delete("/:id", async (c) => c.json({ revoked: await revokeToken(c.req.param("id")) }));
+  .delete("/:id", async (c) => {
+    // Checked as a parameter, so a malformed id is a 400 naming `id`, as other path parameters are.
+    const { id } = z.object({ id: TokenId }).parse({ id: c.req.param("id") });
+    return c.json({ revoked: await revokeToken(id) });
+  });

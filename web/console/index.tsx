@@ -40,12 +40,15 @@ import { withActor } from "../../shared/runtime/actor.ts";
 import { useDeps } from "../../shared/runtime/deps.ts";
 import { errorMessage, VisibleError } from "../../shared/runtime/errors.ts";
 import { log } from "../../shared/runtime/logger.ts";
+import { hasControlChars } from "../../shared/runtime/text.ts";
 import { issueDetails } from "../../shared/runtime/zod.ts";
 import { isStoreUnreachable } from "../../shared/store/unreachable.ts";
+import { WORKSHOP_YAML_MAX_BYTES } from "../../shared/workshop/load.ts";
 import type { Workshop } from "../../shared/workshop/schema.ts";
 import { diagnoseArchive } from "../api/archive.ts";
 import { answerStatus, asVisible, statusOf } from "../api/errors.ts";
 import type { InstructorAuth } from "../app.ts";
+import { BODY_LIMITS } from "../limits.ts";
 import { eventsAfter, recentEvents } from "./activity.ts";
 import { hostList, when } from "./format.ts";
 import { consoleJs } from "./script.ts";
@@ -106,14 +109,14 @@ export interface ConsoleOptions {
   providers?: ProviderLink[];
 }
 
-const MAX_YAML = 512 * 1024;
 const Name = z.string().regex(/^[a-z0-9-]{1,40}$/);
 const Lab = z.string().regex(/^[a-z0-9](?:[a-z0-9-]{0,47})$/, { error: "expected a lab (host) id" });
 const Email = z
   .string()
   .trim()
   .max(200)
-  .regex(/^[^\s@]+@[^\s@]+$/, { error: "expected an email address" });
+  .regex(/^[^\s@]+@[^\s@]+$/, { error: "expected an email address" })
+  .refine((s) => !hasControlChars(s), { error: "expected an email address without control characters" });
 const Confirm = z.string().max(100).optional();
 const LoginForm = z.object({ token: z.string().max(1000), next: z.string().max(300).optional() });
 const DeployForm = z.object({ hosts: z.string().max(4000).default(""), force: z.literal("yes").optional() });
@@ -352,7 +355,7 @@ export function consoleRoutes(auth: InstructorAuth, opts: ConsoleOptions = {}) {
   });
   app.use(
     bodyLimit({
-      maxSize: MAX_YAML + 64 * 1024,
+      maxSize: BODY_LIMITS.workshop,
       onError: (c) =>
         page(
           c,
@@ -458,7 +461,8 @@ export function consoleRoutes(auth: InstructorAuth, opts: ConsoleOptions = {}) {
         status,
       );
     if (!yaml.trim()) return again(400, "Paste workshop.yaml or choose the file.");
-    if (yaml.length > MAX_YAML) return again(413, "workshop.yaml is too large (at most 512 KiB).");
+    if (Buffer.byteLength(yaml) > WORKSHOP_YAML_MAX_BYTES)
+      return again(413, "workshop.yaml is too large (at most 1 MiB).");
     if (baseDir && !baseDir.startsWith("/"))
       return again(400, "The folder of workshop.yaml must be an absolute path.", [
         { path: "baseDir", message: "expected an absolute folder, such as /home/me/workshop" },
