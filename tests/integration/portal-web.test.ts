@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { COOKIES, RATE } from "../../shared/portal/constants.ts";
-import { failures, recordFailure, recordWrongCode } from "../../shared/portal/rate-limit.ts";
+import { counters, failures, recordWrongCode } from "../../shared/portal/rate-limit.ts";
 import { setLogSink } from "../../shared/runtime/logger.ts";
 import { bootstrapAuth, createApp } from "../../web/app.ts";
 import { cookieHeader, storeCookies } from "../harness/cookies.ts";
@@ -163,7 +163,11 @@ describe("student portal", () => {
     expect(r.text).toContain('name="code"');
     expect(b.jar.has(COOKIES.access.name)).toBe(false);
     expect(await failures("addr:198.51.100.7")).toBe(1);
-    expect(await failures("code:198.51.100.7")).toBe(1);
+    // A browser that never entered a right code: a new browser, counted as such for its address too.
+    expect(await failures("new:198.51.100.7")).toBe(1);
+    const browser = /^([\w-]{22})\.0\.[\w-]{43}$/.exec(b.jar.get(COOKIES.browser.name) ?? "")?.[1];
+    expect(browser).toBeTruthy();
+    expect(await failures(`browser:${browser}`)).toBe(1);
   });
 
   it("accepts the code in any case, with spaces or without dashes, and shows the board of free labs", async () => {
@@ -418,7 +422,7 @@ describe("student portal", () => {
     expect((await b.get("/")).text).not.toContain("Continue to your lab");
   });
 
-  it("/privacy lists the three cookies with the durations the responses set (drift test)", async () => {
+  it("/privacy lists the four cookies with the durations the responses set (drift test)", async () => {
     const b = new Browser();
     await b.enter();
     const r = await b.post("/recover", { email: ALICE.email, pin: ALICE.pin });
@@ -428,12 +432,14 @@ describe("student portal", () => {
       access: maxAge(b.lastSetCookie(COOKIES.access.name)) ?? 0,
       lab: maxAge(b.lastSetCookie(COOKIES.lab.name)) ?? 0,
       csrf: maxAge(b.lastSetCookie(COOKIES.csrf.name)) ?? 0, // a session cookie has none
+      browser: maxAge(b.lastSetCookie(COOKIES.browser.name)) ?? 0,
     };
+    expect(Object.keys(setBy).sort()).toEqual(Object.keys(COOKIES).sort());
     const privacy = await new Browser().get("/privacy");
     expect(privacy.status).toBe(200);
     expect(privacy.text).toContain('href="/privacy"');
     const unit: Record<string, number> = { minute: 60, hour: 3600, day: 86_400 };
-    for (const key of ["access", "lab", "csrf"] as const) {
+    for (const key of ["access", "lab", "csrf", "browser"] as const) {
       const k = COOKIES[key];
       expect(setBy[key], key).toBe(k.maxAgeSeconds);
       const row = new RegExp(`<tr id="cookie-${k.name}">(.*?)</tr>`, "s").exec(privacy.text)?.[1] ?? "";
@@ -609,46 +615,53 @@ describe("instructor portal routes", () => {
 });
 
 describe("portal rate limits", () => {
-  it("answers 429 after 30 failed attempts from one address", async () => {
+  it("answers 429 with Retry-After to a browser after 10 wrong attempts; its address's other browsers go on", async () => {
     roomInWindow();
     const b = new Browser("203.0.113.30");
     await b.get("/");
-    for (let i = 0; i < RATE.perAddressFailures; i++) {
+    for (let i = 0; i < RATE.perBrowser; i++) {
       const r = await b.post("/code", { code: `LAB-GUESS${String.fromCharCode(65 + (i % 26))}-20261130` });
       expect(r.status, `attempt ${i + 1}`).toBe(400);
     }
     const next = await b.post("/code", { code });
     expect(next.status).toBe(429);
-    expect(next.text).toContain("Too many failed attempts");
+    expect(next.text).toContain("Too many wrong attempts from this browser");
+    const retry = Number(next.res.headers.get("retry-after"));
+    expect(retry).toBeGreaterThan(0);
+    expect(retry).toBeLessThanOrEqual(2 * RATE.windowSeconds);
     expect(b.jar.has(COOKIES.access.name)).toBe(false);
-    // Another address is not affected.
+    // Another browser behind the same address is not affected, nor is another address.
+    expect((await new Browser("203.0.113.30").enter()).status).toBe(200);
     expect((await new Browser("203.0.113.31").enter()).status).toBe(200);
   });
 
-  it("past 200 wrong codes portal-wide, stops only addresses with 3 wrong codes of their own", async () => {
+  it("past 200 wrong codes portal-wide, stops only clients with 3 wrong attempts of their own", async () => {
     roomInWindow();
     const have = await failures("code:all");
     const missing = Math.max(0, RATE.globalWrongCodes - have);
     for (let i = 0; i < missing; i += 50)
-      await Promise.all(Array.from({ length: Math.min(50, missing - i) }, () => recordFailure("code:all")));
+      await Promise.all(Array.from({ length: Math.min(50, missing - i) }, () => counters.record("code:all")));
     expect(await failures("code:all")).toBeGreaterThanOrEqual(RATE.globalWrongCodes);
 
     const fresh = new Browser("203.0.113.40");
     expect((await fresh.enter()).status).toBe(200);
 
+    // A browser's own wrong attempts: two, then the right code, then its third.
     const two = new Browser("203.0.113.41");
-    await recordWrongCode(two.address);
-    await recordWrongCode(two.address);
     await two.get("/");
+    for (let i = 0; i < 2; i++)
+      expect((await two.post("/code", { code: "LAB-ZZZZZZ-20261130" })).status).toBe(400);
     expect((await two.post("/code", { code })).status).toBe(303);
     expect((await two.post("/code", { code: "LAB-ZZZZZZ-20261130" })).status).toBe(400); // its third
     expect((await two.post("/code", { code })).status).toBe(429);
 
+    // New browsers from an address whose new browsers sent 3 wrong codes (a guesser dropping cookies).
     const three = new Browser("203.0.113.42");
     for (let i = 0; i < RATE.wrongCodesBeforeGlobalLimit; i++) await recordWrongCode(three.address);
     await three.get("/");
     const r = await three.post("/code", { code });
     expect(r.status).toBe(429);
+    expect(r.text).toContain("The portal is getting too many wrong codes");
     expect(r.text).toContain('name="code"');
   });
 });
