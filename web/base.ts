@@ -3,6 +3,7 @@ import { secureHeaders } from "hono/secure-headers";
 import { createID } from "../shared/runtime/ids.ts";
 import { log } from "../shared/runtime/logger.ts";
 import { onError } from "./api/errors.ts";
+import { hostGuard } from "./host-guard.ts";
 
 /**
  * What every variant of the web app starts from (the whole app, the instructor's side, the portal alone): request
@@ -46,6 +47,7 @@ export function baseApp() {
       referrerPolicy: "same-origin",
     }),
   );
+  app.use(hostGuard()); // only the names the runtime is served at (DNS rebinding): 421 otherwise
   app.onError(onError);
   app.notFound((c) =>
     c.json({ error: { kind: "not_found", code: "route.not_found", message: "no such route" } }, 404),
