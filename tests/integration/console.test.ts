@@ -253,7 +253,7 @@ describe("signing in with the instructor token", () => {
   });
 
   it("marks the cookie Secure over https", async () => {
-    const b = new Browser("https://console.example.test");
+    const b = new Browser("https://localhost");
     const r = await b.signIn();
     expect(r.status).toBe(303);
     expect(b.lastSetCookie(SESSION_COOKIE)).toMatch(/; Secure/);

@@ -9,6 +9,7 @@ import type { Child } from "hono/jsx";
 import { trimTrailingSlash } from "hono/trailing-slash";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { ZodError, z } from "zod";
+import { assertSignInAllowed, recordSignInFailure } from "../../shared/auth/sign-in-limit.ts";
 import { CreateTokenInput, createToken, listTokens, revokeToken, TokenId } from "../../shared/auth/tokens.ts";
 import { ExtendInput, extendWorkshop } from "../../shared/fleet/extend.ts";
 import { notReadyProblem, setStudentAccess } from "../../shared/fleet/open-access.ts";
@@ -39,12 +40,14 @@ import {
 import { withActor } from "../../shared/runtime/actor.ts";
 import { useDeps } from "../../shared/runtime/deps.ts";
 import { errorMessage, VisibleError } from "../../shared/runtime/errors.ts";
+import { RateLimited } from "../../shared/runtime/failure-counters.ts";
 import { log } from "../../shared/runtime/logger.ts";
 import { issueDetails } from "../../shared/runtime/zod.ts";
 import type { Workshop } from "../../shared/workshop/schema.ts";
 import { diagnoseArchive } from "../api/archive.ts";
 import { statusOf } from "../api/errors.ts";
 import type { InstructorAuth } from "../app.ts";
+import { clientAddress } from "../client-address.ts";
 import { eventsAfter, recentEvents } from "./activity.ts";
 import { hostList, when } from "./format.ts";
 import { consoleJs } from "./script.ts";
@@ -383,20 +386,23 @@ export function consoleRoutes(auth: InstructorAuth, opts: ConsoleOptions = {}) {
     if (!(await loginCsrfValid(c))) return forbidden(c);
     const form = LoginForm.safeParse(await c.req.parseBody());
     const next = safeNext(form.data?.next);
+    const again = (error: string, status: 401 | 429) =>
+      page(c, <LoginPage csrf={loginCsrf(c)} next={next} error={error} providers={providers} />, status);
+    // Too many failures from this address: refused before the token is even looked at.
+    const address = clientAddress(c);
+    try {
+      await assertSignInAllowed(address);
+    } catch (err) {
+      if (!(err instanceof RateLimited)) throw err;
+      c.header("Retry-After", String(err.retryAfterSeconds));
+      return again(err.message, 429);
+    }
     const token = form.success ? form.data.token.trim() : "";
     const who = token ? await auth.verify(token) : undefined;
     if (!who) {
-      log.warn("console sign-in refused: not a valid instructor token");
-      return page(
-        c,
-        <LoginPage
-          csrf={loginCsrf(c)}
-          next={next}
-          error="That is not a valid instructor token. Copy it again from where labfleet printed it."
-          providers={providers}
-        />,
-        401,
-      );
+      await recordSignInFailure(address);
+      log.warn("console sign-in refused: not a valid instructor token", { address });
+      return again("That is not a valid instructor token. Copy it again from where labfleet printed it.", 401);
     }
     await startSession(c, { id: who.id, via: "token" });
     return c.redirect(next, 303);
