@@ -44,7 +44,10 @@ export interface FailureCounters {
   readonly windowSeconds: number;
   /** The key's failures now (a read at most `readTtlMs` old, or this process's own latest write). */
   count(key: string): Promise<Counts>;
-  /** Counts `by` more failures, atomically in the store; returns the counts after it. */
+  /**
+   * Counts `by` more failures, atomically in the store; returns the counts after it, at least as high as
+   * any this process saw before in the window.
+   */
   record(key: string, by?: number): Promise<Counts>;
   /** Forgets the key's failures in both windows (an instructor lifted the hold). */
   reset(key: string): Promise<void>;
@@ -87,7 +90,10 @@ export function failureCounters(opts: { windowSeconds: number; readTtlMs: number
         .store.rateCounter.upsert({ key, window: String(start), expiresAt: start + 2 * W })
         .add({ count: by })
         .go({ response: "all_new" });
-      const current = r.data.count ?? by;
+      // Concurrent writes from this process answer in any order: one that answers late may carry a lower
+      // count than one already kept. The kept count never goes down within a window (only reset lowers it).
+      const kept = await cache(key, start);
+      const current = Math.max(r.data.count ?? by, kept.current);
       const counts = { current, previous: before.previous, total: current + before.previous };
       cache.put(counts, key, start);
       return counts;
