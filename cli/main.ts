@@ -37,6 +37,8 @@ export const options = {
   token: { type: "boolean" },
   "expires-days": { type: "string" },
   after: { type: "string" },
+  address: { type: "string" },
+  all: { type: "boolean" },
   help: { type: "boolean", short: "h" },
   version: { type: "boolean" },
 } as const;
@@ -63,6 +65,8 @@ export interface Args {
     token?: boolean;
     "expires-days"?: string;
     after?: string;
+    address?: string;
+    all?: boolean;
     help?: boolean;
     version?: boolean;
   };

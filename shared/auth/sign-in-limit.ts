@@ -1,5 +1,5 @@
-import { failureCounters, minutesText, RateLimited } from "../runtime/failure-counters.ts";
 import { useDeps } from "../runtime/deps.ts";
+import { failureCounters, minutesText, RateLimited } from "../runtime/failure-counters.ts";
 import { log } from "../runtime/logger.ts";
 
 /**

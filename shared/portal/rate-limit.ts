@@ -1,3 +1,5 @@
+import { z } from "zod";
+import { assertActor } from "../runtime/actor.ts";
 import { useDeps } from "../runtime/deps.ts";
 import { failureCounters, minutesText, RateLimited } from "../runtime/failure-counters.ts";
 import { log } from "../runtime/logger.ts";
@@ -134,6 +136,14 @@ async function noteHold(scope: HoldScope, counter: string, address: string): Pro
 
 // --- the instructor's view: who is held back, and lifting it -------------------------------------------------
 
+/** An address to let in, as the instructor's view shows it (IPv4 or IPv6, as the client's address is kept). */
+export const HeldAddress = z
+  .string()
+  .trim()
+  .min(1)
+  .max(100)
+  .regex(/^[0-9A-Za-z.:%_-]+$/, { error: "expected a network address as portal status shows it" });
+
 export interface Hold {
   address: string;
   /** browser: one browser at that address; new_browsers: browsers that never entered a right code; address: all. */
@@ -193,6 +203,7 @@ const ORDER: Record<HoldScope, number> = { address: 0, new_browsers: 1, browser:
 
 /** Every hold in force now, by address; the portal's limits are for the whole portal, every workshop. */
 export async function heldBack(): Promise<HeldBack> {
+  assertActor("instructor", "system");
   const [found, wrong] = await Promise.all([holdRecords().then(inForce), counters.count(KEYS.wrongCodes)]);
   const holds = found
     .map((f) => f.hold)
@@ -214,6 +225,7 @@ export async function heldBack(): Promise<HeldBack> {
  * from zero, and its holds are gone. Returns the addresses that were held back.
  */
 export async function unblock(target: { address: string } | { all: true }): Promise<{ addresses: string[] }> {
+  assertActor("instructor", "system");
   const records = await holdRecords();
   const chosen = "all" in target ? records : records.filter((r) => r.address === target.address);
   const found = await inForce(chosen);

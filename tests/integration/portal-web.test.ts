@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { COOKIES, RATE } from "../../shared/portal/constants.ts";
 import { counters, failures, recordWrongCode } from "../../shared/portal/rate-limit.ts";
 import { setLogSink } from "../../shared/runtime/logger.ts";
@@ -200,7 +200,11 @@ describe("student portal", () => {
   it("marks the access cookie Secure over https", async () => {
     const b = new Browser();
     await b.get("/");
-    const res = await app.request(
+    // Served under a public name (behind a TLS proxy): the runtime answers for it once it is configured.
+    vi.stubEnv("LABFLEET_PUBLIC_URL", "https://portal.example.test");
+    const served = createApp({ auth: bootstrapAuth(TOKEN) });
+    vi.unstubAllEnvs();
+    const res = await served.request(
       "https://portal.example.test/code",
       {
         method: "POST",
@@ -519,6 +523,7 @@ describe("instructor portal routes", () => {
     ["POST", "revoke"],
     ["POST", "reassign"],
     ["POST", "unlock"],
+    ["POST", "unblock"],
   ])("%s %s needs the bearer token", async (method, path) => {
     const res = await api(method, path, method === "POST" ? {} : undefined, {
       "content-type": "application/json",
@@ -615,6 +620,96 @@ describe("instructor portal routes", () => {
 });
 
 describe("portal rate limits", () => {
+  it("let a room of 150 behind one address in, a quarter mistyping once; a cookie-dropping guesser from it is refused", async () => {
+    roomInWindow();
+    const ROOM = "198.51.100.150";
+    const wrong = "LAB-TYPOQX-20261130";
+    const room = Array.from({ length: 150 }, () => new Browser(ROOM));
+    const typos = Math.ceil(room.length / 4);
+    // Arriving together, in groups of 25: the front page, a typo for a quarter of them, then the code.
+    for (let i = 0; i < room.length; i += 25)
+      await Promise.all(
+        room.slice(i, i + 25).map(async (b, k) => {
+          await b.get("/");
+          if (i + k < typos) expect((await b.post("/code", { code: wrong })).status).toBe(400);
+          const r = await b.post("/code", { code });
+          expect(r.status, r.text).toBe(303);
+          expect((await b.get("/board")).status).toBe(200);
+        }),
+      );
+    expect(await failures(`new:${ROOM}`)).toBe(typos);
+    let held = (await j(await api("GET", "status"))).heldBack;
+    expect(held.holds.filter((h: { address: string }) => h.address === ROOM)).toEqual([]);
+
+    // A guesser at the same address that drops its cookies: a new browser at every guess.
+    let guesses = 0;
+    for (;;) {
+      const g = new Browser(ROOM);
+      await g.get("/");
+      const r = await g.post("/code", { code: `LAB-GUESS${String(guesses).padStart(2, "0")}A-20261130` });
+      if (r.status === 429) {
+        expect(r.text).toContain("Too many wrong codes from your network");
+        expect(Number(r.res.headers.get("retry-after"))).toBeGreaterThan(0);
+        break;
+      }
+      expect(r.status).toBe(400);
+      guesses++;
+      expect(guesses, "the guesser is never refused").toBeLessThan(300);
+    }
+    // Refused once the address's new browsers made their limit, the room's typos included: far from 300.
+    expect(guesses + typos).toBe(RATE.perAddressNewBrowsers);
+    expect(RATE.perAddressNewBrowsers).toBeLessThanOrEqual(100);
+    // New browsers from the address wait now, even with the right code; the room's students go on.
+    const late = new Browser(ROOM);
+    await late.get("/");
+    expect((await late.post("/code", { code })).status).toBe(429);
+    const student = room[0] as Browser;
+    expect((await student.post("/code", { code })).status).toBe(303);
+    expect((await student.get("/board")).status).toBe(200);
+
+    // The instructor sees who is held back, and lets the address in.
+    held = (await j(await api("GET", "status"))).heldBack;
+    expect(held.holds.filter((h: { address: string }) => h.address === ROOM)).toEqual([
+      {
+        address: ROOM,
+        scope: "new_browsers",
+        count: RATE.perAddressNewBrowsers,
+        limit: RATE.perAddressNewBrowsers,
+        liftsAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
+      },
+    ]);
+    expect(new Date(held.holds[0].liftsAt).getTime()).toBeGreaterThan(clock.now().getTime());
+    const lifted = await api("POST", "unblock", { address: ROOM });
+    expect(lifted.status).toBe(200);
+    expect(await j(lifted)).toEqual({ addresses: [ROOM] });
+    expect((await late.post("/code", { code })).status).toBe(303);
+    held = (await j(await api("GET", "status"))).heldBack;
+    expect(held.holds.filter((h: { address: string }) => h.address === ROOM)).toEqual([]);
+    expect(await j(await api("POST", "unblock", { address: ROOM }))).toEqual({ addresses: [] });
+  });
+
+  it("unblock validates its body and needs a workshop", async () => {
+    for (const body of [
+      {},
+      { address: "1.2.3.4", all: true },
+      { address: "a b" },
+      { all: false },
+      { x: 1 },
+    ]) {
+      const r = await api("POST", "unblock", body);
+      expect(r.status, JSON.stringify(body)).toBe(400);
+      expect((await j(r)).error.details.length).toBeGreaterThan(0);
+    }
+    const bad = await j(await api("POST", "unblock", { address: "a b" }));
+    expect(bad.error.details[0].path).toBe("address");
+    const none = await app.request("/api/workshops/nope/portal/unblock", {
+      method: "POST",
+      headers: auth,
+      body: JSON.stringify({ all: true }),
+    });
+    expect(none.status).toBe(404);
+  });
+
   it("answers 429 with Retry-After to a browser after 10 wrong attempts; its address's other browsers go on", async () => {
     roomInWindow();
     const b = new Browser("203.0.113.30");

@@ -37,6 +37,7 @@ import {
   rotateCode,
   unlockEmail,
 } from "../../shared/portal/portal.ts";
+import { HeldAddress, heldBack, unblock } from "../../shared/portal/rate-limit.ts";
 import { withActor } from "../../shared/runtime/actor.ts";
 import { useDeps } from "../../shared/runtime/deps.ts";
 import { errorMessage, VisibleError } from "../../shared/runtime/errors.ts";
@@ -69,6 +70,7 @@ import {
   ClaimRows,
   ConfirmPage,
   ErrorPage,
+  HeldBackSection,
   HostRows,
   type LabAccess,
   LoginPage,
@@ -125,6 +127,12 @@ const LabForm = z.object({ lab: Lab, confirm: Confirm });
 const RevokeForm = z.object({ email: Email, confirm: Confirm });
 const ReassignForm = z.object({ lab: Lab, to: Lab, confirm: Confirm });
 const ConfirmForm = z.object({ confirm: Confirm });
+const UnblockForm = z
+  .object({ address: HeldAddress.optional(), all: z.literal("yes").optional() })
+  .refine((f) => (f.address === undefined) !== (f.all === undefined), {
+    error: "expected an address or all",
+    path: ["address"],
+  });
 /** An event id (a ULID), where a workshop page's live updates continue from. */
 const LiveQuery = z.object({
   after: z
@@ -161,6 +169,8 @@ const NOTICES: Record<string, string> = {
   released: "The lab was released and is free again. Its old personal link no longer works.",
   revoked: "The student's lab was released. Its old personal link no longer works.",
   unlocked: "The student's PIN lock was reset.",
+  unblocked: "Let in again: the address's wrong attempts start from zero.",
+  "unblock-none": "That address was no longer held back: nothing to lift.",
   "token-revoked": "The token was revoked: anything still using it is refused from now on.",
 };
 
@@ -278,13 +288,18 @@ async function portalData(name: string): Promise<PortalData> {
     if (err instanceof VisibleError && err.code === "portal.not_found") return undefined;
     throw err;
   });
-  const [b, claims, hosts] = await Promise.all([board(name), listClaims(name), listHosts(name)]);
+  const [b, claims, hosts, held] = await Promise.all([
+    board(name),
+    listClaims(name),
+    listHosts(name),
+    heldBack(),
+  ]);
   const taken = new Set(claims.map((c) => c.lab));
   const free = hosts
     .filter((h) => h.state === "ready" && !taken.has(h.hostId))
     .map((h) => h.hostId)
     .sort(byNumber);
-  return { name, info, board: b, claims, free };
+  return { name, info, board: b, claims, free, heldBack: held };
 }
 
 async function claimOf(name: string, lab: string): Promise<ClaimRow> {
@@ -402,7 +417,10 @@ export function consoleRoutes(auth: InstructorAuth, opts: ConsoleOptions = {}) {
     if (!who) {
       await recordSignInFailure(address);
       log.warn("console sign-in refused: not a valid instructor token", { address });
-      return again("That is not a valid instructor token. Copy it again from where labfleet printed it.", 401);
+      return again(
+        "That is not a valid instructor token. Copy it again from where labfleet printed it.",
+        401,
+      );
     }
     await startSession(c, { id: who.id, via: "token" });
     return c.redirect(next, 303);
@@ -618,6 +636,7 @@ export function consoleRoutes(auth: InstructorAuth, opts: ConsoleOptions = {}) {
       "live-portal": <PortalSummary data={data} />,
       "live-board": <BoardItems labs={data.board.labs} />,
       "live-claims": <ClaimRows data={data} csrf={viewer(c).csrf} />,
+      "live-held": <HeldBackSection data={data} csrf={viewer(c).csrf} />,
     });
   });
   app.post("/w/:name/portal/open", async (c) => {
@@ -713,6 +732,13 @@ export function consoleRoutes(auth: InstructorAuth, opts: ConsoleOptions = {}) {
     const f = LabForm.parse(await c.req.parseBody());
     await unlockEmail(name, (await claimOf(name, f.lab)).email);
     return done(c, name, "unlocked", "/portal");
+  });
+  app.post("/w/:name/portal/unblock", async (c) => {
+    const name = nameOf(c);
+    await getWorkshop(name);
+    const f = UnblockForm.parse(await c.req.parseBody());
+    const { addresses } = await unblock(f.all ? { all: true } : { address: f.address ?? "" });
+    return done(c, name, addresses.length ? "unblocked" : "unblock-none", "/portal");
   });
   app.post("/w/:name/portal/reassign", async (c) => {
     const name = nameOf(c);
