@@ -1000,7 +1000,8 @@ export function PortalPage(props: { viewer: Viewer; data: PortalData; notice?: s
       </div>
       <p class="hint">
         Too many wrong codes or PINs from one network hold it back for up to 20 minutes. A room behind one
-        address gets in as long as its students keep their browsers; let an address in when you know it is your room.
+        address gets in as long as its students keep their browsers; let an address in when you know it is
+        your room.
       </p>
       <h2 id="revoke-h">Revoke by email</h2>
       <form method="post" action={`${base}/revoke`} class="panel" aria-labelledby="revoke-h">
