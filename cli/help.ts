@@ -71,6 +71,8 @@ export const OPTIONS = {
     complete: "file",
   },
   replace: { help: "replace a different key pinned before (at first contact, by hand or through SSM)" },
+  address: { value: "A", help: "the network address, as portal status shows it" },
+  all: { help: "every one of them" },
   help: { short: "h", help: "show help (for a command: its usage, options and examples)" },
   version: { help: "print the version" },
 } as const satisfies Record<string, OptionSpec>;
@@ -433,6 +435,7 @@ export const COMMANDS: readonly CommandSpec[] = [
       [`portal admin-link ${W}`, "a new secret link to the instructor page"],
       [`portal release LAB | revoke EMAIL | reassign EMAIL LAB | unlock EMAIL  ${W}`, "fix a claim"],
       [`portal invite ${W} ROSTER.csv --csv FILE`, "reserve labs; invite links into FILE (0600)"],
+      [`portal unblock ${W} (--address A | --all)`, "let an address the rate limits hold back in again"],
     ],
     options: [["file", "the workshop file (only its name is used)"], "output"],
     subcommands: [
@@ -443,7 +446,10 @@ export const COMMANDS: readonly CommandSpec[] = [
         summary: "put the board live; claiming opens at portal.open_at_percent, or with open",
       },
       { name: "info", summary: "where students go and the code, for the slide" },
-      { name: "status", summary: "every lab and every claim (with emails)" },
+      {
+        name: "status",
+        summary: "every lab and every claim (with emails), and who the rate limits hold back",
+      },
       { name: "rotate-code", summary: "a new workshop code; personal links keep working" },
       {
         name: "export",
@@ -471,12 +477,25 @@ export const COMMANDS: readonly CommandSpec[] = [
         options: [["csv", "where the invite links go (mode 0600)"]],
         complete: "file",
       },
+      {
+        name: "unblock",
+        args: "(--address A | --all)",
+        summary: "let a held-back address (or every one) in again: its failure counts start from zero",
+        options: [
+          ["address", "the held-back address, as portal status shows it"],
+          ["all", "every held-back address"],
+        ],
+      },
     ],
     examples: [
       { command: "npx labfleet portal open my-workshop", overview: true },
       { command: "npx labfleet portal info my-workshop", note: "the URL and code for your slide" },
       { command: "npx labfleet portal export my-workshop --csv claims.csv", overview: true },
       { command: "npx labfleet portal invite my-workshop roster.csv --csv invites.csv" },
+      {
+        command: "npx labfleet portal unblock my-workshop --address 198.51.100.7",
+        note: "a room behind one address is held back: let it in",
+      },
     ],
     json: true,
     notes: ["The workshop comes after the subcommand: its name, or -f with the file it was submitted from."],

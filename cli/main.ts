@@ -52,6 +52,8 @@ export const options = {
   key: { type: "string", multiple: true },
   "key-file": { type: "string" },
   replace: { type: "boolean" },
+  address: { type: "string" },
+  all: { type: "boolean" },
   help: { type: "boolean", short: "h" },
   version: { type: "boolean" },
 } as const;
@@ -81,6 +83,8 @@ export interface Args {
     key?: string[];
     "key-file"?: string;
     replace?: boolean;
+    address?: string;
+    all?: boolean;
     help?: boolean;
     version?: boolean;
   };

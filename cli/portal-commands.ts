@@ -2,6 +2,7 @@ import { closeSync, fchmodSync, openSync, readFileSync, writeSync } from "node:f
 import type { BoardLab } from "../shared/portal/claims.ts";
 import { csvLine } from "../shared/portal/csv.ts";
 import type { ClaimRow, PortalView } from "../shared/portal/portal.ts";
+import type { HeldBack, Hold } from "../shared/portal/rate-limit.ts";
 import { ApiClient, CliError, resolveTarget } from "./client.ts";
 import { type Args, checkedFile, jsonOutput } from "./main.ts";
 import { clean, jsonText, type Output, writeTable } from "./render.ts";
@@ -19,7 +20,8 @@ export const PORTAL_USAGE = `usage: labfleet portal SUBCOMMAND (-f workshop.yaml
   admin-link                  a new secret link to the instructor page (the previous one stops working)
   release LAB | revoke EMAIL | reassign EMAIL LAB | unlock EMAIL
   invite ROSTER.csv --csv FILE  reserve a lab for each "name,email[,host_id]" line; their invite links go
-                              to FILE (0600), never to the screen`;
+                              to FILE (0600), never to the screen
+  unblock (--address A | --all)  let an address the rate limits hold back (or every one) in again`;
 
 /** The arguments each subcommand takes after the workshop. */
 const ARGS: Record<string, string[]> = {
@@ -36,12 +38,53 @@ const ARGS: Record<string, string[]> = {
   reassign: ["EMAIL", "LAB"],
   unlock: ["EMAIL"],
   invite: ["ROSTER"],
+  unblock: [],
 };
 
 interface PortalStatus {
   portal: Omit<PortalView, "code"> & { open: boolean };
   labs: BoardLab[];
   claims: ClaimRow[];
+  heldBack: HeldBack;
+}
+
+/** "2026-11-30T10:40:00.000Z" as "10:40:00 UTC". */
+const clock = (iso: string) => `${iso.slice(11, 19)} UTC`;
+
+const HOLD_TEXT: Record<Hold["scope"], string> = {
+  address: "everything from it",
+  new_browsers: "browsers that never entered a right code",
+  browser: "one browser",
+};
+
+/** Who the rate limits hold back, with the counts, when it lifts and the command that lifts it now. */
+function writeHeldBack(name: string, held: HeldBack, out: Output): void {
+  const { holds, portalWide } = held;
+  if (holds.length === 0 && !portalWide.active) {
+    out.write("\nnobody is held back by the rate limits\n");
+    return;
+  }
+  out.write("\nheld back by the rate limits (they cover the whole portal, every workshop):\n");
+  if (holds.length)
+    writeTable(
+      [
+        ["address", "held back", "failures", "lifts at"],
+        ...holds.map((h) => [
+          h.address,
+          h.scope === "browser" && h.browser ? `one browser (…${h.browser})` : HOLD_TEXT[h.scope],
+          `${h.count}/${h.limit}`,
+          clock(h.liftsAt),
+        ]),
+      ],
+      out,
+    );
+  if (portalWide.active && portalWide.liftsAt)
+    out.write(
+      `portal-wide: ${portalWide.wrongCodes}/${portalWide.limit} wrong codes; clients with a few wrong attempts wait until ${clock(portalWide.liftsAt)}\n`,
+    );
+  const first = holds[0]?.address;
+  if (first)
+    out.write(`let an address in now: labfleet portal unblock ${name} --address ${first}  (or --all)\n`);
 }
 
 /** Writes a file only its owner can read: the mode is set before any byte is written, even on an old file. */
@@ -85,6 +128,10 @@ export async function run(args: Args, out: Output): Promise<number> {
     throw new CliError("--csv FILE goes with labfleet portal export or invite", 2);
   if (sub === "invite" && !args.values.csv)
     throw new CliError("labfleet portal invite needs --csv FILE for the invite links", 2);
+  if ((args.values.address !== undefined || args.values.all) && sub !== "unblock")
+    throw new CliError("--address and --all go with labfleet portal unblock", 2);
+  if (sub === "unblock" && (args.values.address === undefined) === !args.values.all)
+    throw new CliError("labfleet portal unblock needs --address A or --all (one of them)", 2);
 
   const json = jsonOutput(args);
   const client = new ApiClient(resolveTarget());
@@ -140,6 +187,19 @@ export async function run(args: Args, out: Output): Promise<number> {
         ],
         out,
       );
+      writeHeldBack(name, s.heldBack, out);
+      return 0;
+    }
+    case "unblock": {
+      const body = args.values.all ? { all: true } : { address: args.values.address };
+      const r = await client.call<{ addresses: string[] }>("POST", `${path}/unblock`, body);
+      if (json) print(r);
+      else if (r.addresses.length)
+        out.write(`let in again: ${r.addresses.join(", ")} (their failure counts start from zero)\n`);
+      else
+        out.write(
+          `nothing was held back${args.values.address ? ` at ${args.values.address}` : ""}: nothing to lift\n`,
+        );
       return 0;
     }
     case "export": {

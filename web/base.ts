@@ -4,6 +4,7 @@ import { createID } from "../shared/runtime/ids.ts";
 import { log } from "../shared/runtime/logger.ts";
 import { onError } from "./api/errors.ts";
 import { health } from "./health.ts";
+import { hostGuard } from "./host-guard.ts";
 import { bodyLimits } from "./limits.ts";
 
 /**
@@ -48,6 +49,7 @@ export function baseApp() {
       referrerPolicy: "same-origin",
     }),
   );
+  app.use(hostGuard()); // only the names the runtime is served at (DNS rebinding): 421 otherwise
   app.use(bodyLimits()); // every body bounded before it is read (web/limits.ts)
   app.onError(onError);
   app.notFound((c) =>

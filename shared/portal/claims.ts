@@ -13,12 +13,7 @@ import { codeHash, emailHash, linkHash } from "./codes.ts";
 import { MAX_PIN_FAILURES } from "./constants.ts";
 import { hashPin, pinProblem, verifyPin } from "./pins.ts";
 import { getPortal } from "./portal.ts";
-import {
-  assertAddressAllowed,
-  assertCodeAttemptAllowed,
-  recordFailure,
-  recordWrongCode,
-} from "./rate-limit.ts";
+import { assertAttemptAllowed, type ClientLike, recordFailure, recordWrongCode } from "./rate-limit.ts";
 import {
   claimRows,
   codeRecord,
@@ -59,18 +54,21 @@ const FIELD_NAMES: Record<string, string> = {
   pin: "your PIN",
 };
 
-/** A typed workshop code: the workshop and code version it opens, or a counted failure. */
-export async function enterCode(code: string, address: string): Promise<CodeAccess> {
+/**
+ * A typed workshop code: the workshop and code version it opens, or a counted failure. `client` is who typed
+ * it (shared/portal/rate-limit.ts): an address, and the browser when the page knows it.
+ */
+export async function enterCode(code: string, client: ClientLike): Promise<CodeAccess> {
   // Never a right code, so refusing it uncounted tells a guesser nothing.
   refuseControlChars("portal.code_invalid", { code });
   const [, lookup] = await Promise.all([
-    assertCodeAttemptAllowed(address),
+    assertAttemptAllowed(client, "code"),
     code.trim() ? codeRecord(codeHash(code)) : Promise.resolve(null),
   ]);
   const found = lookup;
   const portal = found ? await portalRecord(found.workshop) : undefined;
   if (!found || !portal || portal.codeVersion !== found.codeVersion) {
-    await recordWrongCode(address);
+    await recordWrongCode(client);
     throw new VisibleError(
       "input",
       "portal.wrong_code",
@@ -155,13 +153,13 @@ function checkClaimInput(input: ClaimInput) {
 export async function claimLab(
   workshop: string,
   input: ClaimInput,
-  address: string,
+  client: ClientLike,
 ): Promise<{ lab: string; token: string }> {
   // Only guesses count as failures (codes, PINs): a classroom behind one address typing an easy PIN, or
   // finding every lab taken, must not lock the others out.
   checkClaimInput(input);
   const { store, clock, accessKey } = useDeps();
-  const [, portal] = await Promise.all([assertAddressAllowed(address), getPortal(workshop)]);
+  const [, portal] = await Promise.all([assertAttemptAllowed(client), getPortal(workshop)]);
   if (portal?.state !== "open" || portal.paused) {
     throw new VisibleError("conflict", "portal.closed", "Claiming is closed right now. Ask your instructor.");
   }
@@ -402,10 +400,10 @@ export async function recoverLab(
   workshop: string,
   email: string,
   pin: string,
-  address: string,
+  client: ClientLike,
 ): Promise<{ lab: string; token: string }> {
   refuseControlChars("portal.recover_invalid", { email, pin });
-  await assertAddressAllowed(address);
+  await assertAttemptAllowed(client);
   const { store } = useDeps();
   const eHash = emailHash(workshop, email);
   const wrong = new VisibleError("input", "portal.wrong_pin", "That email and PIN do not match a lab.");
@@ -413,7 +411,7 @@ export async function recoverLab(
   if (!e) {
     // As slow as a wrong PIN, so the answer's timing does not tell which emails hold a lab.
     await verifyPin(pin, DUMMY_PIN_HASH);
-    await recordFailure(`addr:${address}`);
+    await recordFailure(client);
     throw wrong;
   }
   const invited = (await store.claim.get({ workshop, hostId: e.hostId }).go()).data;
@@ -442,7 +440,7 @@ export async function recoverLab(
   }
   const c = (await store.claim.get({ workshop, hostId: e.hostId }).go()).data;
   if (!c || !(await verifyPin(pin, c.pinHash))) {
-    await recordFailure(`addr:${address}`);
+    await recordFailure(client);
     if (attempt >= MAX_PIN_FAILURES)
       await store.claimEmail.patch({ workshop, emailHash: eHash }).set({ locked: true }).go();
     throw wrong;

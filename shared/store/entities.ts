@@ -324,6 +324,35 @@ function entities(client: DynamoDBDocumentClient, table: string) {
   );
 
   /**
+   * A hold noted by the portal's rate limits (shared/portal/rate-limit.ts) when a counter reached its limit,
+   * so the instructor can see who is held back and lift it. Whether it still holds is the counter's to say;
+   * the record only names it. Every hold lives in one partition, `key` "holds" (a `key_` partition, like the
+   * counters, which the portal's function may reach): holds are few, and listed together.
+   */
+  const rateHold = new Entity(
+    {
+      model: { entity: "rateHold", version: "1", service },
+      attributes: {
+        key: { type: "string", required: true, default: "holds" },
+        /** The window (epoch seconds) the limit was reached in. */
+        window: { type: "string", required: true },
+        /** The counter that reached its limit. */
+        counter: { type: "string", required: true },
+        address: { type: "string", required: true },
+        scope: { type: ["browser", "address", "new_browsers"] as const, required: true },
+        expiresAt: { type: "number", required: true },
+      },
+      indexes: {
+        byWindow: {
+          pk: { field: "pk", composite: ["key"] },
+          sk: { field: "sk", composite: ["window", "counter"] },
+        },
+      },
+    },
+    config,
+  );
+
+  /**
    * An instructor's console session (web/console/session.ts). The cookie holds 32 random bytes; only their
    * SHA-256 is the key. The profile is sealed like claim emails; `csrf` is the session's own CSRF secret.
    */
@@ -445,6 +474,7 @@ function entities(client: DynamoDBDocumentClient, table: string) {
     claimEmail,
     claimLink,
     rateCounter,
+    rateHold,
     session,
     apiToken,
     deviceLogin,

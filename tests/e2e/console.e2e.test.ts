@@ -2,6 +2,8 @@ import { readFileSync } from "node:fs";
 import type { Browser, BrowserContext, Locator, Page } from "playwright-core";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { recordEvent } from "../../shared/fleet/events.ts";
+import { RATE } from "../../shared/portal/constants.ts";
+import { recordFailure } from "../../shared/portal/rate-limit.ts";
 import {
   clearScreenshots,
   collectPageErrors,
@@ -38,6 +40,7 @@ const SHOTS = {
   tokens: "console-13-tokens",
   tokenRevoke: "console-14-token-revoke-confirm",
   activity: "console-15-workshop-activity",
+  heldBack: "console-16-portal-held-back",
 } as const;
 
 let rt: Runtime | undefined;
@@ -375,6 +378,39 @@ describe("an instructor's day in the console", () => {
     // The student's personal link is gone with the claim.
     await s.reload();
     await s.getByRole("heading", { level: 1, name: "This link no longer works" }).waitFor();
+    await student.close();
+  });
+
+  it("shows a network the rate limits hold back, live, and lets it in with a button", async () => {
+    await page.getByText("Nobody is held back by the rate limits.").waitFor();
+    const nav = countNavigations(page);
+    // A guesser on this machine's address that drops its cookies: new browsers, wrong codes.
+    for (let i = 0; i < RATE.perAddressNewBrowsers; i++) await recordFailure("127.0.0.1", "code");
+    const row = page.locator("#live-held tbody tr").first();
+    await row.waitFor({ timeout: 15_000 });
+    const [address, held, count] = await cells(row);
+    expect([address, held, count]).toEqual([
+      "127.0.0.1",
+      "browsers that never entered a right code",
+      `${RATE.perAddressNewBrowsers} of ${RATE.perAddressNewBrowsers}`,
+    ]);
+    expect(nav.count).toBe(0);
+
+    // A student in a new browser on that address waits, even with the right code.
+    const student = await newContext({ viewport: { width: 390, height: 844 } });
+    const s = await student.newPage();
+    await s.goto("/");
+    await s.getByLabel("Workshop code").fill(code);
+    await s.getByRole("button", { name: "Continue" }).click();
+    await s.getByRole("alert").getByText("Too many wrong codes from your network").waitFor();
+    await screenshot(page, SHOTS.heldBack);
+
+    await submit(page, "Let 127.0.0.1 in again", `/console/w/${WS}/portal/unblock`);
+    await page.getByText("Let in again: the address's wrong attempts start from zero.").waitFor();
+    await page.locator("#live-held").getByText("Nobody is held back by the rate limits.").waitFor();
+    await s.getByLabel("Workshop code").fill(code);
+    await s.getByRole("button", { name: "Continue" }).click();
+    await s.waitForURL(/\/board$/);
     await student.close();
   });
 

@@ -86,6 +86,8 @@ describe("labfleet --help and labfleet help COMMAND", () => {
       "--file",
       "--output",
       "--csv",
+      "--address",
+      "--all",
       "--help",
     ]);
     expect(doc.examples.length).toBeGreaterThan(0);

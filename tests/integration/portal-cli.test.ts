@@ -2,6 +2,8 @@ import { readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { claimLab } from "../../shared/portal/claims.ts";
+import { RATE } from "../../shared/portal/constants.ts";
+import { recordFailure } from "../../shared/portal/rate-limit.ts";
 import { runCli } from "../harness/cli.ts";
 import { removeDir, tempDir, testRuntime, workshopYaml } from "../harness/runtime.ts";
 
@@ -107,6 +109,54 @@ describe("labfleet portal", () => {
     expect((await runCli(["portal", "info", WS, "--csv", "x.csv"], { env })).code).toBe(2);
     const noRuntime = await runCli(["portal", "info", WS], { env: { ...env, LABFLEET_TOKEN: "wrong" } });
     expect(noRuntime.code).toBe(3);
+  });
+
+  it("status shows who the rate limits hold back; unblock lets an address in again", async () => {
+    const calm = await runCli(["portal", "status", WS], { env });
+    expect(calm.stdout).toContain("nobody is held back by the rate limits");
+    // A cookie-dropping guesser at one address (new browsers), one held browser at another.
+    for (let i = 0; i < RATE.perAddressNewBrowsers; i++) await recordFailure("198.51.100.7", "code");
+    const browser = { address: "198.51.100.9", browser: "b1b2c3d4e5f6a7b8c9d0", vouched: true };
+    for (let i = 0; i < RATE.perBrowser; i++) await recordFailure(browser);
+
+    const text = await runCli(["portal", "status", WS], { env });
+    expect(text.code, text.stderr).toBe(0);
+    expect(text.stdout).toMatch(
+      new RegExp(
+        `^198\\.51\\.100\\.7\\s+browsers that never entered a right code\\s+${RATE.perAddressNewBrowsers}/${RATE.perAddressNewBrowsers}\\s+\\d\\d:\\d\\d:\\d\\d UTC$`,
+        "m",
+      ),
+    );
+    expect(text.stdout).toMatch(/^198\.51\.100\.9\s+one browser \(…b8c9d0\)\s+10\/10\s/m);
+    expect(text.stdout).toContain(`labfleet portal unblock ${WS} --address 198.51.100.7`);
+    const json = JSON.parse((await runCli(["portal", "status", WS, "--output", "json"], { env })).stdout);
+    expect(json.heldBack.holds.map((h: { address: string; scope: string }) => [h.address, h.scope])).toEqual([
+      ["198.51.100.7", "new_browsers"],
+      ["198.51.100.9", "browser"],
+    ]);
+
+    const one = await runCli(["portal", "unblock", WS, "--address", "198.51.100.7"], { env });
+    expect(one.code, one.stderr).toBe(0);
+    expect(one.stdout).toBe("let in again: 198.51.100.7 (their failure counts start from zero)\n");
+    const after = await runCli(["portal", "status", WS], { env });
+    expect(after.stdout).not.toMatch(/^198\.51\.100\.7\s/m);
+    expect(after.stdout).toMatch(/^198\.51\.100\.9\s/m);
+    const again = await runCli(["portal", "unblock", WS, "--address", "198.51.100.7"], { env });
+    expect(again.stdout).toBe("nothing was held back at 198.51.100.7: nothing to lift\n");
+
+    const all = await runCli(["portal", "unblock", WS, "--all", "--output", "json"], { env });
+    expect(JSON.parse(all.stdout)).toEqual({ addresses: ["198.51.100.9"] });
+    expect((await runCli(["portal", "status", WS], { env })).stdout).toContain("nobody is held back");
+
+    const neither = await runCli(["portal", "unblock", WS], { env });
+    expect(neither.code).toBe(2);
+    expect(neither.stderr).toContain("needs --address A or --all");
+    expect((await runCli(["portal", "unblock", WS, "--all", "--address", "1.2.3.4"], { env })).code).toBe(2);
+    expect((await runCli(["portal", "status", WS, "--all"], { env })).code).toBe(2);
+    const bad = await runCli(["portal", "unblock", WS, "--address", "not an address"], { env });
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toContain("address");
+    expect(bad.stderr).toContain("expected a network address");
   });
 
   it("admin-link prints a working instructor URL", async () => {

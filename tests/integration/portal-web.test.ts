@@ -1,6 +1,6 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { COOKIES, RATE } from "../../shared/portal/constants.ts";
-import { failures, recordFailure, recordWrongCode } from "../../shared/portal/rate-limit.ts";
+import { counters, failures, recordWrongCode } from "../../shared/portal/rate-limit.ts";
 import { setLogSink } from "../../shared/runtime/logger.ts";
 import { bootstrapAuth, createApp } from "../../web/app.ts";
 import { cookieHeader, storeCookies } from "../harness/cookies.ts";
@@ -163,7 +163,11 @@ describe("student portal", () => {
     expect(r.text).toContain('name="code"');
     expect(b.jar.has(COOKIES.access.name)).toBe(false);
     expect(await failures("addr:198.51.100.7")).toBe(1);
-    expect(await failures("code:198.51.100.7")).toBe(1);
+    // A browser that never entered a right code: a new browser, counted as such for its address too.
+    expect(await failures("new:198.51.100.7")).toBe(1);
+    const browser = /^([\w-]{22})\.0\.[\w-]{43}$/.exec(b.jar.get(COOKIES.browser.name) ?? "")?.[1];
+    expect(browser).toBeTruthy();
+    expect(await failures(`browser:${browser}`)).toBe(1);
   });
 
   it("accepts the code in any case, with spaces or without dashes, and shows the board of free labs", async () => {
@@ -196,7 +200,11 @@ describe("student portal", () => {
   it("marks the access cookie Secure over https", async () => {
     const b = new Browser();
     await b.get("/");
-    const res = await app.request(
+    // Served under a public name (behind a TLS proxy): the runtime answers for it once it is configured.
+    vi.stubEnv("LABFLEET_PUBLIC_URL", "https://portal.example.test");
+    const served = createApp({ auth: bootstrapAuth(TOKEN) });
+    vi.unstubAllEnvs();
+    const res = await served.request(
       "https://portal.example.test/code",
       {
         method: "POST",
@@ -418,7 +426,7 @@ describe("student portal", () => {
     expect((await b.get("/")).text).not.toContain("Continue to your lab");
   });
 
-  it("/privacy lists the three cookies with the durations the responses set (drift test)", async () => {
+  it("/privacy lists the four cookies with the durations the responses set (drift test)", async () => {
     const b = new Browser();
     await b.enter();
     const r = await b.post("/recover", { email: ALICE.email, pin: ALICE.pin });
@@ -428,12 +436,14 @@ describe("student portal", () => {
       access: maxAge(b.lastSetCookie(COOKIES.access.name)) ?? 0,
       lab: maxAge(b.lastSetCookie(COOKIES.lab.name)) ?? 0,
       csrf: maxAge(b.lastSetCookie(COOKIES.csrf.name)) ?? 0, // a session cookie has none
+      browser: maxAge(b.lastSetCookie(COOKIES.browser.name)) ?? 0,
     };
+    expect(Object.keys(setBy).sort()).toEqual(Object.keys(COOKIES).sort());
     const privacy = await new Browser().get("/privacy");
     expect(privacy.status).toBe(200);
     expect(privacy.text).toContain('href="/privacy"');
     const unit: Record<string, number> = { minute: 60, hour: 3600, day: 86_400 };
-    for (const key of ["access", "lab", "csrf"] as const) {
+    for (const key of ["access", "lab", "csrf", "browser"] as const) {
       const k = COOKIES[key];
       expect(setBy[key], key).toBe(k.maxAgeSeconds);
       const row = new RegExp(`<tr id="cookie-${k.name}">(.*?)</tr>`, "s").exec(privacy.text)?.[1] ?? "";
@@ -513,6 +523,7 @@ describe("instructor portal routes", () => {
     ["POST", "revoke"],
     ["POST", "reassign"],
     ["POST", "unlock"],
+    ["POST", "unblock"],
   ])("%s %s needs the bearer token", async (method, path) => {
     const res = await api(method, path, method === "POST" ? {} : undefined, {
       "content-type": "application/json",
@@ -609,46 +620,143 @@ describe("instructor portal routes", () => {
 });
 
 describe("portal rate limits", () => {
-  it("answers 429 after 30 failed attempts from one address", async () => {
+  it("let a room of 150 behind one address in, a quarter mistyping once; a cookie-dropping guesser from it is refused", async () => {
+    roomInWindow();
+    const ROOM = "198.51.100.150";
+    const wrong = "LAB-TYPOQX-20261130";
+    const room = Array.from({ length: 150 }, () => new Browser(ROOM));
+    const typos = Math.ceil(room.length / 4);
+    // Arriving together, in groups of 25: the front page, a typo for a quarter of them, then the code.
+    for (let i = 0; i < room.length; i += 25)
+      await Promise.all(
+        room.slice(i, i + 25).map(async (b, k) => {
+          await b.get("/");
+          if (i + k < typos) expect((await b.post("/code", { code: wrong })).status).toBe(400);
+          const r = await b.post("/code", { code });
+          expect(r.status, r.text).toBe(303);
+          expect((await b.get("/board")).status).toBe(200);
+        }),
+      );
+    expect(await failures(`new:${ROOM}`)).toBe(typos);
+    let held = (await j(await api("GET", "status"))).heldBack;
+    expect(held.holds.filter((h: { address: string }) => h.address === ROOM)).toEqual([]);
+
+    // A guesser at the same address that drops its cookies: a new browser at every guess.
+    let guesses = 0;
+    for (;;) {
+      const g = new Browser(ROOM);
+      await g.get("/");
+      const r = await g.post("/code", { code: `LAB-GUESS${String(guesses).padStart(2, "0")}A-20261130` });
+      if (r.status === 429) {
+        expect(r.text).toContain("Too many wrong codes from your network");
+        expect(Number(r.res.headers.get("retry-after"))).toBeGreaterThan(0);
+        break;
+      }
+      expect(r.status).toBe(400);
+      guesses++;
+      expect(guesses, "the guesser is never refused").toBeLessThan(300);
+    }
+    // Refused once the address's new browsers made their limit, the room's typos included: far from 300.
+    expect(guesses + typos).toBe(RATE.perAddressNewBrowsers);
+    expect(RATE.perAddressNewBrowsers).toBeLessThanOrEqual(100);
+    // New browsers from the address wait now, even with the right code; the room's students go on.
+    const late = new Browser(ROOM);
+    await late.get("/");
+    expect((await late.post("/code", { code })).status).toBe(429);
+    const student = room[0] as Browser;
+    expect((await student.post("/code", { code })).status).toBe(303);
+    expect((await student.get("/board")).status).toBe(200);
+
+    // The instructor sees who is held back, and lets the address in.
+    held = (await j(await api("GET", "status"))).heldBack;
+    expect(held.holds.filter((h: { address: string }) => h.address === ROOM)).toEqual([
+      {
+        address: ROOM,
+        scope: "new_browsers",
+        count: RATE.perAddressNewBrowsers,
+        limit: RATE.perAddressNewBrowsers,
+        liftsAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
+      },
+    ]);
+    expect(new Date(held.holds[0].liftsAt).getTime()).toBeGreaterThan(clock.now().getTime());
+    const lifted = await api("POST", "unblock", { address: ROOM });
+    expect(lifted.status).toBe(200);
+    expect(await j(lifted)).toEqual({ addresses: [ROOM] });
+    expect((await late.post("/code", { code })).status).toBe(303);
+    held = (await j(await api("GET", "status"))).heldBack;
+    expect(held.holds.filter((h: { address: string }) => h.address === ROOM)).toEqual([]);
+    expect(await j(await api("POST", "unblock", { address: ROOM }))).toEqual({ addresses: [] });
+  });
+
+  it("unblock validates its body and needs a workshop", async () => {
+    for (const body of [
+      {},
+      { address: "1.2.3.4", all: true },
+      { address: "a b" },
+      { all: false },
+      { x: 1 },
+    ]) {
+      const r = await api("POST", "unblock", body);
+      expect(r.status, JSON.stringify(body)).toBe(400);
+      expect((await j(r)).error.details.length).toBeGreaterThan(0);
+    }
+    const bad = await j(await api("POST", "unblock", { address: "a b" }));
+    expect(bad.error.details[0].path).toBe("address");
+    const none = await app.request("/api/workshops/nope/portal/unblock", {
+      method: "POST",
+      headers: auth,
+      body: JSON.stringify({ all: true }),
+    });
+    expect(none.status).toBe(404);
+  });
+
+  it("answers 429 with Retry-After to a browser after 10 wrong attempts; its address's other browsers go on", async () => {
     roomInWindow();
     const b = new Browser("203.0.113.30");
     await b.get("/");
-    for (let i = 0; i < RATE.perAddressFailures; i++) {
+    for (let i = 0; i < RATE.perBrowser; i++) {
       const r = await b.post("/code", { code: `LAB-GUESS${String.fromCharCode(65 + (i % 26))}-20261130` });
       expect(r.status, `attempt ${i + 1}`).toBe(400);
     }
     const next = await b.post("/code", { code });
     expect(next.status).toBe(429);
-    expect(next.text).toContain("Too many failed attempts");
+    expect(next.text).toContain("Too many wrong attempts from this browser");
+    const retry = Number(next.res.headers.get("retry-after"));
+    expect(retry).toBeGreaterThan(0);
+    expect(retry).toBeLessThanOrEqual(2 * RATE.windowSeconds);
     expect(b.jar.has(COOKIES.access.name)).toBe(false);
-    // Another address is not affected.
+    // Another browser behind the same address is not affected, nor is another address.
+    expect((await new Browser("203.0.113.30").enter()).status).toBe(200);
     expect((await new Browser("203.0.113.31").enter()).status).toBe(200);
   });
 
-  it("past 200 wrong codes portal-wide, stops only addresses with 3 wrong codes of their own", async () => {
+  it("past 200 wrong codes portal-wide, stops only clients with 3 wrong attempts of their own", async () => {
     roomInWindow();
     const have = await failures("code:all");
     const missing = Math.max(0, RATE.globalWrongCodes - have);
     for (let i = 0; i < missing; i += 50)
-      await Promise.all(Array.from({ length: Math.min(50, missing - i) }, () => recordFailure("code:all")));
+      await Promise.all(Array.from({ length: Math.min(50, missing - i) }, () => counters.record("code:all")));
     expect(await failures("code:all")).toBeGreaterThanOrEqual(RATE.globalWrongCodes);
 
     const fresh = new Browser("203.0.113.40");
     expect((await fresh.enter()).status).toBe(200);
 
+    // A browser's own wrong attempts: two, then the right code, then its third.
     const two = new Browser("203.0.113.41");
-    await recordWrongCode(two.address);
-    await recordWrongCode(two.address);
     await two.get("/");
+    for (let i = 0; i < 2; i++)
+      expect((await two.post("/code", { code: "LAB-ZZZZZZ-20261130" })).status).toBe(400);
     expect((await two.post("/code", { code })).status).toBe(303);
     expect((await two.post("/code", { code: "LAB-ZZZZZZ-20261130" })).status).toBe(400); // its third
     expect((await two.post("/code", { code })).status).toBe(429);
 
+    // New browsers from an address whose new browsers sent 3 wrong codes (a guesser dropping cookies).
     const three = new Browser("203.0.113.42");
     for (let i = 0; i < RATE.wrongCodesBeforeGlobalLimit; i++) await recordWrongCode(three.address);
     await three.get("/");
     const r = await three.post("/code", { code });
     expect(r.status).toBe(429);
+    expect(r.text).toContain("The portal is getting too many wrong codes");
     expect(r.text).toContain('name="code"');
   });
 });

@@ -371,14 +371,19 @@ describe("scaling down no-shows", () => {
 });
 
 describe("rate limits count failures only", () => {
-  it("stop an address after 30 failures, and past 200 wrong codes only addresses that guessed 3 times", async () => {
+  it("stop an address's new browsers at their limit, and past 200 wrong codes only clients that guessed 3 times", async () => {
     const info = await workshopWithLabs("rl", 1);
-    for (let i = 0; i < RATE.perAddressFailures; i++)
+    // A client known by its address only is a new browser at every attempt.
+    for (let i = 0; i < RATE.perAddressNewBrowsers; i++)
       expect(await code(() => enterCode("LAB-NOPE-1", "10.7.0.1"))).toBe("portal.wrong_code");
     expect(await code(() => enterCode(info.code, "10.7.0.1"))).toBe("portal.rate_limited");
     expect(
       await code(() => claimLab("rl", { name: "A", email: "a@example.test", pin: "503917" }, "10.7.0.1")),
     ).toBe("portal.rate_limited");
+    // A browser from that address that entered a right code before is not held back by it.
+    expect(
+      await enterCode(info.code, { address: "10.7.0.1", browser: "b".repeat(22), vouched: true }),
+    ).toEqual({ workshop: "rl", codeVersion: 1 });
 
     // Portal-wide: push the wrong-code counter past its limit from many addresses.
     await Promise.all(

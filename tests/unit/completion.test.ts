@@ -71,6 +71,7 @@ describe("bash completion", () => {
         "revoke",
         "rotate-code",
         "status",
+        "unblock",
         "unlock",
       ].sort(),
     );
@@ -103,6 +104,13 @@ describe("bash completion", () => {
     // A subcommand's own options come with it.
     expect(complete(["portal", "export", "ws", "--"])).toEqual(["--csv", "--file", "--help", "--output"]);
     expect(complete(["portal", "open", "ws", "--"])).toEqual(["--file", "--help", "--output"]);
+    expect(complete(["portal", "unblock", "ws", "--"])).toEqual([
+      "--address",
+      "--all",
+      "--file",
+      "--help",
+      "--output",
+    ]);
     expect(complete(["tokens", "create", "ci", "--e"])).toEqual(["--expires-days"]);
     // Before a command: the global ones.
     expect(complete(["--"])).toEqual(["--help", "--version"]);

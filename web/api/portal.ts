@@ -1,7 +1,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { Hono } from "hono";
 import { html, raw } from "hono/html";
-import { hostAccess, workshopStatus } from "../../shared/fleet/workshops.ts";
+import { getWorkshop, hostAccess, workshopStatus } from "../../shared/fleet/workshops.ts";
 import { board } from "../../shared/portal/claims.ts";
 import {
   checkAdminLink,
@@ -19,6 +19,7 @@ import {
   rotateCode,
   unlockEmail,
 } from "../../shared/portal/portal.ts";
+import { HeldAddress, heldBack, unblock } from "../../shared/portal/rate-limit.ts";
 import { scaleDownUnclaimed } from "../../shared/portal/scale-down.ts";
 import { withActor } from "../../shared/runtime/actor.ts";
 import { hasControlChars } from "../../shared/runtime/text.ts";
@@ -91,6 +92,49 @@ const ClaimRow = z
     locked: z.boolean().meta({ description: "too many wrong PINs: `unlock` lets the student in again" }),
   })
   .meta({ id: "Claim" });
+const Hold = z
+  .object({
+    address: z.string().meta({ description: "the network address held back", example: "198.51.100.7" }),
+    scope: z.enum(["address", "new_browsers", "browser"]).meta({
+      description:
+        "address: everything from it; new_browsers: browsers from it that never entered a right code (the students who did go on); browser: one browser at it",
+    }),
+    browser: z.string().optional().meta({ description: "a browser hold: the end of the browser's id" }),
+    count: z.number().int().meta({ description: "failures counted (this window and the one before)" }),
+    limit: z.number().int().meta({ description: "the limit they reached" }),
+    liftsAt: z.string().meta({ description: "when it lifts by itself if nothing more fails (ISO 8601)" }),
+  })
+  .meta({ id: "Hold" });
+const HeldBack = z
+  .object({
+    holds: z.array(Hold),
+    portalWide: z.object({
+      wrongCodes: z.number().int(),
+      limit: z.number().int(),
+      active: z.boolean().meta({
+        description: "past the limit: clients that already sent a few wrong attempts wait too",
+      }),
+      liftsAt: z.string().nullable(),
+    }),
+  })
+  .meta({
+    id: "HeldBack",
+    description:
+      "Who the portal's rate limits hold back now. The limits are the whole portal's, across workshops.",
+  });
+const Address = HeldAddress.meta({
+  description: "the address, as `portal status` shows it",
+  example: "198.51.100.7",
+});
+const UnblockBody = z
+  .strictObject({
+    address: Address.optional(),
+    all: z.literal(true, { error: "expected true" }).optional().meta({ description: "every held address" }),
+  })
+  .refine((b) => (b.address === undefined) !== (b.all === undefined), {
+    error: "expected either address or all: true",
+    path: ["address"],
+  });
 const LabAnswer = z.object({ lab: z.string() });
 const LinkPath = z
   .string()
@@ -144,7 +188,8 @@ const statusRoute = createRoute({
   path: "/{name}/portal/status",
   tags,
   summary: "Read the portal, its board and its claims",
-  description: "The portal without its code, every lab on the board and every claim with its email.",
+  description:
+    "The portal without its code, every lab on the board, every claim with its email, and who the rate limits hold back.",
   request: { params: NameParams },
   responses: {
     200: json(
@@ -154,6 +199,7 @@ const statusRoute = createRoute({
         }),
         labs: z.array(BoardLab),
         claims: z.array(ClaimRow),
+        heldBack: HeldBack,
       }),
       "The portal's state.",
     ),
@@ -243,6 +289,24 @@ const unlockRoute = createRoute({
   responses: { 200: json(z.object({ unlocked: z.boolean() }), "Unlocked."), ...errors(400, 401, 404) },
 });
 
+const unblockRoute = createRoute({
+  method: "post",
+  path: "/{name}/portal/unblock",
+  tags,
+  summary: "Let a held-back address in again",
+  description:
+    "Lifts the rate limits' holds on one address (its own counters and its held browsers start from zero) or on every held address. The limits are the whole portal's: this lifts them for every workshop.",
+  middleware: [readJson] as const,
+  request: { params: NameParams, body: jsonBody(UnblockBody, "The address, or all.", true) },
+  responses: {
+    200: json(
+      z.object({ addresses: z.array(z.string()).meta({ description: "the addresses that were held back" }) }),
+      "The holds are lifted.",
+    ),
+    ...errors(400, 401, 404),
+  },
+});
+
 const inviteRoute = createRoute({
   method: "post",
   path: "/{name}/portal/invite",
@@ -295,8 +359,8 @@ export const portalApi = apiRouter()
   .openapi(statusRoute, async (c) => {
     const { name } = c.req.valid("param");
     const { code: _code, ...portal } = await portalInfo(name); // the code only where asked for: info
-    const [b, claims] = await Promise.all([board(name), listClaims(name)]);
-    return c.json({ portal: { ...portal, open: b.open }, labs: b.labs, claims }, 200);
+    const [b, claims, held] = await Promise.all([board(name), listClaims(name), heldBack()]);
+    return c.json({ portal: { ...portal, open: b.open }, labs: b.labs, claims, heldBack: held }, 200);
   })
   .openapi(exportRoute, async (c) => {
     const { name } = c.req.valid("param");
@@ -324,6 +388,11 @@ export const portalApi = apiRouter()
   .openapi(unlockRoute, async (c) =>
     c.json(await unlockEmail(c.req.valid("param").name, c.req.valid("json").email), 200),
   )
+  .openapi(unblockRoute, async (c) => {
+    await getWorkshop(c.req.valid("param").name);
+    const b = c.req.valid("json");
+    return c.json(await unblock(b.address !== undefined ? { address: b.address } : { all: true }), 200);
+  })
   .openapi(inviteRoute, async (c) => {
     const r = await inviteRoster(c.req.valid("param").name, c.req.valid("json").csv);
     c.header("Cache-Control", "no-store");

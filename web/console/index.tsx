@@ -9,6 +9,7 @@ import type { Child } from "hono/jsx";
 import { trimTrailingSlash } from "hono/trailing-slash";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { ZodError, z } from "zod";
+import { assertSignInAllowed, recordSignInFailure } from "../../shared/auth/sign-in-limit.ts";
 import { CreateTokenInput, createToken, listTokens, revokeToken, TokenId } from "../../shared/auth/tokens.ts";
 import { ExtendInput, extendWorkshop } from "../../shared/fleet/extend.ts";
 import { notReadyProblem, setStudentAccess } from "../../shared/fleet/open-access.ts";
@@ -36,9 +37,11 @@ import {
   rotateCode,
   unlockEmail,
 } from "../../shared/portal/portal.ts";
+import { HeldAddress, heldBack, unblock } from "../../shared/portal/rate-limit.ts";
 import { withActor } from "../../shared/runtime/actor.ts";
 import { useDeps } from "../../shared/runtime/deps.ts";
 import { errorMessage, VisibleError } from "../../shared/runtime/errors.ts";
+import { RateLimited } from "../../shared/runtime/failure-counters.ts";
 import { log } from "../../shared/runtime/logger.ts";
 import { hasControlChars } from "../../shared/runtime/text.ts";
 import { issueDetails } from "../../shared/runtime/zod.ts";
@@ -48,6 +51,7 @@ import type { Workshop } from "../../shared/workshop/schema.ts";
 import { diagnoseArchive } from "../api/archive.ts";
 import { answerStatus, asVisible, statusOf } from "../api/errors.ts";
 import type { InstructorAuth } from "../app.ts";
+import { clientAddress } from "../client-address.ts";
 import { BODY_LIMITS } from "../limits.ts";
 import { eventsAfter, recentEvents } from "./activity.ts";
 import { hostList, when } from "./format.ts";
@@ -70,6 +74,7 @@ import {
   ClaimRows,
   ConfirmPage,
   ErrorPage,
+  HeldBackSection,
   HostRows,
   type LabAccess,
   LoginPage,
@@ -126,6 +131,12 @@ const LabForm = z.object({ lab: Lab, confirm: Confirm });
 const RevokeForm = z.object({ email: Email, confirm: Confirm });
 const ReassignForm = z.object({ lab: Lab, to: Lab, confirm: Confirm });
 const ConfirmForm = z.object({ confirm: Confirm });
+const UnblockForm = z
+  .object({ address: HeldAddress.optional(), all: z.literal("yes").optional() })
+  .refine((f) => (f.address === undefined) !== (f.all === undefined), {
+    error: "expected an address or all",
+    path: ["address"],
+  });
 /** An event id (a ULID), where a workshop page's live updates continue from. */
 const LiveQuery = z.object({
   after: z
@@ -162,6 +173,8 @@ const NOTICES: Record<string, string> = {
   released: "The lab was released and is free again. Its old personal link no longer works.",
   revoked: "The student's lab was released. Its old personal link no longer works.",
   unlocked: "The student's PIN lock was reset.",
+  unblocked: "Let in again: the address's wrong attempts start from zero.",
+  "unblock-none": "That address was no longer held back: nothing to lift.",
   "token-revoked": "The token was revoked: anything still using it is refused from now on.",
 };
 
@@ -279,13 +292,18 @@ async function portalData(name: string): Promise<PortalData> {
     if (err instanceof VisibleError && err.code === "portal.not_found") return undefined;
     throw err;
   });
-  const [b, claims, hosts] = await Promise.all([board(name), listClaims(name), listHosts(name)]);
+  const [b, claims, hosts, held] = await Promise.all([
+    board(name),
+    listClaims(name),
+    listHosts(name),
+    heldBack(),
+  ]);
   const taken = new Set(claims.map((c) => c.lab));
   const free = hosts
     .filter((h) => h.state === "ready" && !taken.has(h.hostId))
     .map((h) => h.hostId)
     .sort(byNumber);
-  return { name, info, board: b, claims, free };
+  return { name, info, board: b, claims, free, heldBack: held };
 }
 
 async function claimOf(name: string, lab: string): Promise<ClaimRow> {
@@ -387,18 +405,24 @@ export function consoleRoutes(auth: InstructorAuth, opts: ConsoleOptions = {}) {
     if (!(await loginCsrfValid(c))) return forbidden(c);
     const form = LoginForm.safeParse(await c.req.parseBody());
     const next = safeNext(form.data?.next);
+    const again = (error: string, status: 401 | 429) =>
+      page(c, <LoginPage csrf={loginCsrf(c)} next={next} error={error} providers={providers} />, status);
+    // Too many failures from this address: refused before the token is even looked at.
+    const address = clientAddress(c);
+    try {
+      await assertSignInAllowed(address);
+    } catch (err) {
+      if (!(err instanceof RateLimited)) throw err;
+      c.header("Retry-After", String(err.retryAfterSeconds));
+      return again(err.message, 429);
+    }
     const token = form.success ? form.data.token.trim() : "";
     const who = token ? await auth.verify(token) : undefined;
     if (!who) {
-      log.warn("console sign-in refused: not a valid instructor token");
-      return page(
-        c,
-        <LoginPage
-          csrf={loginCsrf(c)}
-          next={next}
-          error="That is not a valid instructor token. Copy it again from where labfleet printed it."
-          providers={providers}
-        />,
+      await recordSignInFailure(address);
+      log.warn("console sign-in refused: not a valid instructor token", { address });
+      return again(
+        "That is not a valid instructor token. Copy it again from where labfleet printed it.",
         401,
       );
     }
@@ -617,6 +641,7 @@ export function consoleRoutes(auth: InstructorAuth, opts: ConsoleOptions = {}) {
       "live-portal": <PortalSummary data={data} />,
       "live-board": <BoardItems labs={data.board.labs} />,
       "live-claims": <ClaimRows data={data} csrf={viewer(c).csrf} />,
+      "live-held": <HeldBackSection data={data} csrf={viewer(c).csrf} />,
     });
   });
   app.post("/w/:name/portal/open", async (c) => {
@@ -712,6 +737,13 @@ export function consoleRoutes(auth: InstructorAuth, opts: ConsoleOptions = {}) {
     const f = LabForm.parse(await c.req.parseBody());
     await unlockEmail(name, (await claimOf(name, f.lab)).email);
     return done(c, name, "unlocked", "/portal");
+  });
+  app.post("/w/:name/portal/unblock", async (c) => {
+    const name = nameOf(c);
+    await getWorkshop(name);
+    const f = UnblockForm.parse(await c.req.parseBody());
+    const { addresses } = await unblock(f.all ? { all: true } : { address: f.address ?? "" });
+    return done(c, name, addresses.length ? "unblocked" : "unblock-none", "/portal");
   });
   app.post("/w/:name/portal/reassign", async (c) => {
     const name = nameOf(c);

@@ -9,6 +9,7 @@ import type { OpenAccessView } from "../../shared/fleet/open-access.ts";
 import type { HostView, RunView, WorkshopSummary } from "../../shared/fleet/workshops.ts";
 import type { BoardLab } from "../../shared/portal/claims.ts";
 import type { ClaimRow, PortalView } from "../../shared/portal/portal.ts";
+import type { HeldBack, Hold } from "../../shared/portal/rate-limit.ts";
 import type { ErrorDetail } from "../../shared/runtime/errors.ts";
 import { eventLabel, eventSentence } from "./activity.ts";
 import { duration, timeLeft, when, whenExact } from "./format.ts";
@@ -732,6 +733,8 @@ export interface PortalData {
   claims: ClaimRow[];
   /** Ready labs nobody holds: where a student can be moved. */
   free: string[];
+  /** Who the portal's rate limits hold back now (the whole portal's limits, every workshop). */
+  heldBack: HeldBack;
 }
 
 export function PortalSummary(props: { data: PortalData }) {
@@ -864,6 +867,87 @@ export function ClaimRows(props: { data: PortalData; csrf: string }) {
   );
 }
 
+const holdText: Record<Hold["scope"], string> = {
+  address: "everything from it",
+  new_browsers: "browsers that never entered a right code",
+  browser: "one browser",
+};
+
+/** Who the rate limits hold back, each address with a button that lets it in again. */
+export function HeldBackSection(props: { data: PortalData; csrf: string }) {
+  const { name, heldBack } = props.data;
+  const { holds, portalWide } = heldBack;
+  const base = `/console/w/${name}/portal`;
+  const addresses = [...new Set(holds.map((h) => h.address))];
+  const wide = portalWide.active ? (
+    <p>
+      The portal as a whole got {portalWide.wrongCodes} wrong codes (limit {portalWide.limit}): until{" "}
+      {when(portalWide.liftsAt)}, students who already typed a wrong code a few times wait.
+    </p>
+  ) : null;
+  if (addresses.length === 0)
+    return (
+      <>
+        <p>Nobody is held back by the rate limits.</p>
+        {wide}
+      </>
+    );
+  return (
+    <>
+      <table aria-labelledby="held-h">
+        <thead>
+          <tr>
+            <th scope="col">Address</th>
+            <th scope="col">Held back</th>
+            <th scope="col">Wrong attempts</th>
+            <th scope="col">Lifts by itself</th>
+            <th scope="col">Actions</th>
+          </tr>
+        </thead>
+        <tbody>
+          {addresses.map((address) =>
+            holds
+              .filter((h) => h.address === address)
+              .map((h, i) => (
+                <tr>
+                  <th scope="row">{i === 0 ? address : ""}</th>
+                  <td>
+                    {h.scope === "browser" && h.browser ? `one browser (…${h.browser})` : holdText[h.scope]}
+                  </td>
+                  <td class="num">
+                    {h.count} of {h.limit}
+                  </td>
+                  <td class="num">{when(h.liftsAt)}</td>
+                  <td>
+                    {i === 0 ? (
+                      <form method="post" action={`${base}/unblock`}>
+                        <Csrf token={props.csrf} />
+                        <input type="hidden" name="address" value={address} />
+                        <button type="submit" class="secondary" aria-label={`Let ${address} in again`}>
+                          Let in
+                        </button>
+                      </form>
+                    ) : null}
+                  </td>
+                </tr>
+              )),
+          )}
+        </tbody>
+      </table>
+      {addresses.length > 1 ? (
+        <form method="post" action={`${base}/unblock`}>
+          <Csrf token={props.csrf} />
+          <input type="hidden" name="all" value="yes" />
+          <button type="submit" class="secondary">
+            Let every address in
+          </button>
+        </form>
+      ) : null}
+      {wide}
+    </>
+  );
+}
+
 export function PortalPage(props: { viewer: Viewer; data: PortalData; notice?: string | undefined }) {
   const { name, info } = props.data;
   const base = `/console/w/${name}/portal`;
@@ -910,6 +994,15 @@ export function PortalPage(props: { viewer: Viewer; data: PortalData; notice?: s
       >
         <ClaimRows data={props.data} csrf={csrf} />
       </DataTable>
+      <h2 id="held-h">Held back by the rate limits</h2>
+      <div id="live-held" aria-live="polite">
+        <HeldBackSection data={props.data} csrf={csrf} />
+      </div>
+      <p class="hint">
+        Too many wrong codes or PINs from one network hold it back for up to 20 minutes. A room behind one
+        address gets in as long as its students keep their browsers; let an address in when you know it is
+        your room.
+      </p>
       <h2 id="revoke-h">Revoke by email</h2>
       <form method="post" action={`${base}/revoke`} class="panel" aria-labelledby="revoke-h">
         <Csrf token={csrf} />

@@ -13,21 +13,23 @@ import { board, claimLab, enterCode, labForLink, linkLab, recoverLab } from "../
 import { COOKIES } from "../../shared/portal/constants.ts";
 import { useDeps } from "../../shared/runtime/deps.ts";
 import { VisibleError } from "../../shared/runtime/errors.ts";
+import { RateLimited } from "../../shared/runtime/failure-counters.ts";
 import { log } from "../../shared/runtime/logger.ts";
 import {
   answerStatus,
   asVisible,
   clearAccessCookie,
   clearLabCookie,
-  clientAddress,
   csrfField,
   guardPost,
   type PortalEnv,
+  portalClient,
   readAccess,
   readLabCookie,
   setAccessCookie,
   setLabCookie,
   statusOf,
+  vouchForBrowser,
 } from "./security.ts";
 import { portalCss } from "./style.ts";
 import {
@@ -82,9 +84,11 @@ const ClaimForm = z.object({
 });
 const RecoverForm = z.object({ email: z.string().max(500), pin: z.string().max(64) });
 
-const visible = (err: unknown): VisibleError => {
-  if (err instanceof VisibleError) return err;
-  throw err;
+/** A domain error to show on the page (a refusal for too many failures also says when to come back). */
+const visible = (c: Ctx, err: unknown): VisibleError => {
+  if (!(err instanceof VisibleError)) throw err;
+  if (err instanceof RateLimited) c.header("Retry-After", String(err.retryAfterSeconds));
+  return err;
 };
 
 /** The lab this browser remembers, when its personal link still resolves. */
@@ -158,10 +162,11 @@ export const portal = new Hono<PortalEnv>()
     };
     if (!form.success) return front("Enter the workshop code.", 400);
     try {
-      setAccessCookie(c, await enterCode(form.data.code, clientAddress(c)));
+      setAccessCookie(c, await enterCode(form.data.code, portalClient(c)));
+      vouchForBrowser(c);
       return c.redirect("/board", 303);
     } catch (err) {
-      const e = visible(err);
+      const e = visible(c, err);
       return front(e.message, statusOf(e.kind));
     }
   })
@@ -177,12 +182,12 @@ export const portal = new Hono<PortalEnv>()
     if (!form.success)
       return showBoard(c, access.workshop, { status: 400, message: "Fill in your name, email and PIN." });
     try {
-      const { lab, token } = await claimLab(access.workshop, form.data, clientAddress(c));
+      const { lab, token } = await claimLab(access.workshop, form.data, portalClient(c));
       log.info("lab claimed", { workshop: access.workshop, lab });
       setLabCookie(c, token);
       return c.redirect(`/l/${token}`, 303);
     } catch (err) {
-      const e = visible(err);
+      const e = visible(c, err);
       return showBoard(c, access.workshop, {
         status: statusOf(e.kind),
         ...claimErrors(e),
@@ -210,13 +215,13 @@ export const portal = new Hono<PortalEnv>()
         access.workshop,
         form.data.email,
         form.data.pin,
-        clientAddress(c),
+        portalClient(c),
       );
       log.info("lab recovered", { workshop: access.workshop, lab });
       setLabCookie(c, token);
       return c.redirect(`/l/${token}`, 303);
     } catch (err) {
-      const e = visible(err);
+      const e = visible(c, err);
       return render(
         c,
         <RecoverPage csrf={csrfField(c)} error={e.message} email={form.data.email} />,

@@ -3,11 +3,13 @@ import type { Context, MiddlewareHandler } from "hono";
 import { deleteCookie, getCookie, setCookie } from "hono/cookie";
 import { accessValid, type CodeAccess } from "../../shared/portal/claims.ts";
 import { COOKIES } from "../../shared/portal/constants.ts";
+import type { PortalClient } from "../../shared/portal/rate-limit.ts";
 import { derivedKey } from "../../shared/runtime/crypto.ts";
 import { useDeps } from "../../shared/runtime/deps.ts";
+import { clientAddress, trustProxy } from "../client-address.ts";
 
 /**
- * The portal's cookies, CSRF check and client address. Cookie values are signed with a key derived from the
+ * The portal's cookies, CSRF check and who a request comes from (address and browser). Cookie values are signed with a key derived from the
  * runtime's access key (HMAC with a fixed label), so a changed access key ends every session.
  */
 
@@ -25,38 +27,7 @@ function same(a: string, b: string): boolean {
   return x.length === y.length && timingSafeEqual(x, y);
 }
 
-/**
- * Set LABFLEET_TRUST_PROXY=1 only when the portal sits behind exactly one reverse proxy that appends the
- * client's address to X-Forwarded-For and sets X-Forwarded-Proto. Otherwise these headers are the client's
- * to forge, and a forged address would dodge the per-address rate limits; they are ignored.
- */
-const trustProxy = () => process.env.LABFLEET_TRUST_PROXY === "1";
-
-interface Bindings {
-  incoming?: { socket?: { remoteAddress?: string } };
-  server?: { incoming?: { socket?: { remoteAddress?: string } } };
-  requestContext?: { http?: { sourceIp?: string }; identity?: { sourceIp?: string } };
-}
-
-/**
- * The address rate limits count against: the socket's peer under @hono/node-server (what its `getConnInfo`
- * reads), the source IP Lambda reports, else "local" (`app.request()` in tests, which may pass the same
- * bindings to simulate addresses).
- */
-export function clientAddress(c: Context): string {
-  if (trustProxy()) {
-    const forwarded = c.req.header("x-forwarded-for")?.split(",").at(-1)?.trim();
-    if (forwarded) return forwarded;
-  }
-  const env = (c.env ?? {}) as Bindings;
-  return (
-    env.incoming?.socket?.remoteAddress ??
-    env.server?.incoming?.socket?.remoteAddress ??
-    env.requestContext?.http?.sourceIp ??
-    env.requestContext?.identity?.sourceIp ??
-    "local"
-  );
-}
+export { clientAddress } from "../client-address.ts";
 
 function isHttps(c: Context): boolean {
   if (trustProxy() && c.req.header("x-forwarded-proto")?.split(",")[0]?.trim() === "https") return true;
@@ -108,12 +79,51 @@ export function readLabCookie(c: Context): string | undefined {
 
 export const clearLabCookie = (c: Context) => deleteCookie(c, COOKIES.lab.name, base(c));
 
+// --- browser cookie: a random id, and whether this browser entered a right code, signed ----------------------
+
+interface BrowserCookie {
+  id: string;
+  vouched: boolean;
+}
+
+function readBrowser(c: Context): BrowserCookie | undefined {
+  const m = /^([\w-]{22})\.([01])\.([\w-]{43})$/.exec(getCookie(c, COOKIES.browser.name) ?? "");
+  if (!m?.[1] || !m[2] || !m[3] || !same(m[3], mac("browser", `${m[1]}.${m[2]}`))) return undefined;
+  return { id: m[1], vouched: m[2] === "1" };
+}
+
+function setBrowser(c: Context, b: BrowserCookie): void {
+  const payload = `${b.id}.${b.vouched ? 1 : 0}`;
+  setCookie(c, COOKIES.browser.name, `${payload}.${mac("browser", payload)}`, {
+    ...base(c),
+    maxAge: COOKIES.browser.maxAgeSeconds,
+  });
+}
+
+/** Gives this browser its id when it has none (every page with a form does, before any attempt). */
+function ensureBrowser(c: Context): void {
+  if (!readBrowser(c)) setBrowser(c, { id: randomBytes(16).toString("base64url"), vouched: false });
+}
+
+/** This browser entered a right code: from now on its cookie vouches for it (shared/portal/rate-limit.ts). */
+export function vouchForBrowser(c: Context): void {
+  const b = readBrowser(c);
+  if (!b?.vouched) setBrowser(c, { id: b?.id ?? randomBytes(16).toString("base64url"), vouched: true });
+}
+
+/** Who makes this request, for the rate limits: the address, and the browser when its cookie is genuine. */
+export function portalClient(c: Context): PortalClient {
+  const b = readBrowser(c);
+  return { address: clientAddress(c), ...(b ? { browser: b.id, vouched: b.vouched } : {}) };
+}
+
 // --- CSRF: a random value per browser in a session cookie, its HMAC in each form ---------------------------
 
 /** The hidden field value for this browser's forms, setting the CSRF cookie first when it has none. */
 export function csrfField(c: Ctx): string {
   const known = c.get("csrf");
   if (known) return known;
+  ensureBrowser(c);
   let value = getCookie(c, COOKIES.csrf.name);
   if (!value || !/^[\w-]{43}$/.test(value)) {
     value = randomBytes(32).toString("base64url");

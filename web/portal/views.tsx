@@ -432,8 +432,9 @@ export function PrivacyPage() {
       </p>
       <h2>Failed attempts</h2>
       <p>
-        Counters of failed attempts (such as wrong workshop codes and wrong PINs) per network address, to slow
-        down guessing. Each counter covers {RATE.windowSeconds / 60} minutes and is kept{" "}
+        Counters of failed attempts (such as wrong workshop codes and wrong PINs) per network address and per
+        browser, to slow down guessing, and a note of the network address when it is held back. Each counter
+        covers {RATE.windowSeconds / 60} minutes and is kept{" "}
         <span id="retention-counters">{RETENTION.rateCounters}</span>.
       </p>
       <h2>Cookies</h2>
