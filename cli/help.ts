@@ -429,7 +429,8 @@ export const COMMANDS: readonly CommandSpec[] = [
     summary: "the instructor's side of the claim portal: window, code, board and claims",
     usage: [
       [`portal open|close|publish ${W}`, "open or close the claim window; publish the board"],
-      [`portal info|status ${W}`, "the URL and code for the slide; labs and claims"],
+      [`portal info|status ${W}`, "the URL and code; labs and claims"],
+      [`portal slide ${W}`, "the URL, the code and a QR code of the URL, to show the room"],
       [`portal rotate-code ${W}`, "a new code (personal links keep working)"],
       [`portal export ${W} [--csv FILE]`, "claims as CSV, to stdout or a 0600 file"],
       [`portal admin-link ${W}`, "a new secret link to the instructor page"],
@@ -445,7 +446,8 @@ export const COMMANDS: readonly CommandSpec[] = [
         name: "publish",
         summary: "put the board live; claiming opens at portal.open_at_percent, or with open",
       },
-      { name: "info", summary: "where students go and the code, for the slide" },
+      { name: "info", summary: "where students go and the code" },
+      { name: "slide", summary: "the URL and the code with a QR code of the URL, to show the room" },
       {
         name: "status",
         summary: "every lab and every claim (with emails), and who the rate limits hold back",
@@ -489,7 +491,7 @@ export const COMMANDS: readonly CommandSpec[] = [
     ],
     examples: [
       { command: "npx labfleet portal open my-workshop", overview: true },
-      { command: "npx labfleet portal info my-workshop", note: "the URL and code for your slide" },
+      { command: "npx labfleet portal slide my-workshop", note: "the URL, code and QR code for your slide" },
       { command: "npx labfleet portal export my-workshop --csv claims.csv", overview: true },
       { command: "npx labfleet portal invite my-workshop roster.csv --csv invites.csv" },
       {

@@ -1,4 +1,5 @@
 import { closeSync, fchmodSync, openSync, readFileSync, writeSync } from "node:fs";
+import { renderUnicodeCompact } from "uqr";
 import type { BoardLab } from "../shared/portal/claims.ts";
 import { csvLine } from "../shared/portal/csv.ts";
 import type { ClaimRow, PortalView } from "../shared/portal/portal.ts";
@@ -14,7 +15,9 @@ export const PORTAL_USAGE = `usage: labfleet portal SUBCOMMAND (-f workshop.yaml
   publish                     the board goes live (labs appear as they pass health); claiming opens at
                               portal.open_at_percent, or with open
   rotate-code                 a new workshop code: everyone re-enters it; personal links keep working
-  info                        where students go and the code (for the slide)
+  info                        where students go and the code
+  slide                       the same with a QR code of the address, to show the room (the console's
+                              Portal tab has a page to project)
   status                      every lab and every claim (with emails)
   export [--csv FILE]         claims as CSV (lab, name, email, how, claimed at, first opened); FILE is 0600
   admin-link                  a new secret link to the instructor page (the previous one stops working)
@@ -30,6 +33,7 @@ const ARGS: Record<string, string[]> = {
   publish: [],
   "rotate-code": [],
   info: [],
+  slide: [],
   status: [],
   export: [],
   "admin-link": [],
@@ -155,6 +159,20 @@ export async function run(args: Args, out: Output): Promise<number> {
           `portal ${clean(name)}: ${v.state === "published" ? "published, claiming not open yet" : `claiming ${clean(v.state)}`}${sub === "rotate-code" ? " · new code: everyone enters it again" : ""}\n` +
             `  go to  ${clean(link(v.path))}\n  code   ${clean(v.code)}\n`,
         );
+      return 0;
+    }
+    case "slide": {
+      const v = await client.call<PortalView>("GET", `${path}/info`);
+      const url = link(v.path);
+      if (json) {
+        print({ url, code: v.code, state: v.state });
+        return 0;
+      }
+      // Light modules are drawn as blocks (a terminal is usually dark): phone cameras read either way round.
+      const qr = renderUnicodeCompact(url, { ecc: "M", border: 2 });
+      out.write(`${qr.replace(/\n?$/, "\n")}\n  go to  ${clean(url)}\n  code   ${clean(v.code)}\n`);
+      if (v.state !== "open")
+        out.write(`  (claiming is ${v.state === "published" ? "not open yet" : "closed"})\n`);
       return 0;
     }
     case "status": {

@@ -119,6 +119,7 @@ describe("without a session", () => {
     ["/console/w/anything/runs"],
     ["/console/w/anything/teardown"],
     ["/console/w/anything/portal/export"],
+    ["/console/w/anything/portal/slide"],
   ])("GET %s goes to the sign-in page, remembering where it was going", async (path) => {
     const r = await new Browser().get(path);
     expect(r.status).toBe(303);

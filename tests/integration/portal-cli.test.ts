@@ -5,6 +5,7 @@ import { claimLab } from "../../shared/portal/claims.ts";
 import { RATE } from "../../shared/portal/constants.ts";
 import { recordFailure } from "../../shared/portal/rate-limit.ts";
 import { runCli } from "../harness/cli.ts";
+import { decodeTerminalQr } from "../harness/qr.ts";
 import { removeDir, tempDir, testRuntime, workshopYaml } from "../harness/runtime.ts";
 
 type Runtime = Awaited<ReturnType<typeof testRuntime>>;
@@ -51,6 +52,19 @@ describe("labfleet portal", () => {
     expect(info.stdout).toContain(code);
     const json = JSON.parse((await runCli(["portal", "info", WS, "--output", "json"], { env })).stdout);
     expect(json).toMatchObject({ workshop: WS, state: "open", code, url: `${rt.url}/` });
+  });
+
+  it("slide prints a QR code that decodes to the portal's address, with the address and the code", async () => {
+    const r = await runCli(["portal", "slide", WS], { env });
+    expect(r.code, r.stderr).toBe(0);
+    expect(decodeTerminalQr(r.stdout)).toBe(`${rt.url}/`);
+    expect(r.stdout).toContain(`  go to  ${rt.url}/\n  code   ${code}\n`);
+    expect(r.stdout).not.toContain("claiming is"); // it is open
+    const json = JSON.parse((await runCli(["portal", "slide", WS, "--output", "json"], { env })).stdout);
+    expect(json).toEqual({ url: `${rt.url}/`, code, state: "open" });
+    const extra = await runCli(["portal", "slide", WS, "more"], { env });
+    expect(extra.code).toBe(2);
+    expect(extra.stderr).toContain("labfleet portal slide takes no arguments after the workshop");
   });
 
   it("status --output json lists the labs and the claims with emails", async () => {

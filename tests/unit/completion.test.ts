@@ -70,6 +70,7 @@ describe("bash completion", () => {
         "release",
         "revoke",
         "rotate-code",
+        "slide",
         "status",
         "unblock",
         "unlock",

@@ -29,6 +29,7 @@ import {
   exportClaims,
   listClaims,
   openPortal,
+  type PortalView,
   portalInfo,
   publishPortal,
   reassign,
@@ -66,6 +67,7 @@ import {
   ownOrigin,
   startSession,
 } from "./session.ts";
+import { SlideBody, SlidePage } from "./slide.tsx";
 import { consoleCss } from "./style.ts";
 import {
   AccessResultPage,
@@ -643,6 +645,19 @@ export function consoleRoutes(auth: InstructorAuth, opts: ConsoleOptions = {}) {
       "live-claims": <ClaimRows data={data} csrf={viewer(c).csrf} />,
       "live-held": <HeldBackSection data={data} csrf={viewer(c).csrf} />,
     });
+  });
+  // The slide: the portal's address as students reach it (this site's, which serves or forwards to the portal).
+  const slideUrl = (c: Context, info: PortalView | undefined) =>
+    new URL(info?.path ?? "/", c.req.url).toString();
+  const slideInfo = async (name: string) => (await portalData(name)).info;
+  app.get("/w/:name/portal/slide", async (c) => {
+    const name = nameOf(c);
+    const info = await slideInfo(name);
+    return page(c, <SlidePage viewer={viewer(c)} name={name} url={slideUrl(c, info)} info={info} />);
+  });
+  app.get("/w/:name/portal/slide/live", async (c) => {
+    const info = await slideInfo(nameOf(c));
+    return live(c, { "live-slide": <SlideBody url={slideUrl(c, info)} info={info} /> });
   });
   app.post("/w/:name/portal/open", async (c) => {
     const name = nameOf(c);

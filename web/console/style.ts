@@ -100,4 +100,13 @@ pre.command { margin: 0.25rem 0; white-space: pre-wrap; overflow-wrap: anywhere;
   th, td { padding: 0.4rem 0.5rem; }
   progress { width: 5rem; }
 }
+.slide { background: #fff; border: 1px solid #c7ccd4; border-radius: 8px; padding: 1.5rem; margin-top: 1rem; }
+.slide-grid { display: flex; flex-wrap: wrap; gap: 2rem; align-items: center; }
+.slide-qr { margin: 0; width: min(24rem, 100%); flex: 0 0 auto; }
+.slide-text { flex: 1 1 22rem; min-width: 0; }
+.slide-qr svg { display: block; width: 100%; height: auto; }
+.slide-label { margin: 0; font-size: 1.3rem; color: #3d4450; }
+.slide-url { margin: 0 0 1.2rem; font-size: clamp(1.6rem, 4.5vw, 3.4rem); font-weight: 700; overflow-wrap: anywhere; }
+.slide-code { margin: 0; font: 700 clamp(2rem, 6vw, 4.8rem)/1.1 ui-monospace, SFMono-Regular, Menlo, monospace; letter-spacing: 0.05em; overflow-wrap: anywhere; }
+.slide-note { font-size: 1.2rem; }
 `;

@@ -360,7 +360,7 @@ export function NewWorkshopPage(props: {
 
 // ------------------------------------------------------------------------------------------ one workshop
 
-function Tabs(props: { name: string; current: "hosts" | "portal" | "runs" }) {
+export function Tabs(props: { name: string; current: "hosts" | "portal" | "runs" }) {
   const base = `/console/w/${props.name}`;
   const cur = (t: string) => (props.current === t ? "page" : undefined);
   return (
@@ -976,6 +976,9 @@ export function PortalPage(props: { viewer: Viewer; data: PortalData; notice?: s
         {info ? button("rotate-code", "New code…", "danger secondary") : null}
         <a class="button secondary" href={`${base}/export`} download="">
           Export claims (CSV)
+        </a>
+        <a class="button secondary" href={`${base}/slide`}>
+          Slide for the room
         </a>
       </div>
       <p class="hint">
