@@ -123,8 +123,11 @@ describe("the slide for the room", () => {
     expect((await p.getByTestId("slide-code").textContent())?.trim()).toBe(opened.code);
     expect(await readQr(p)).toBe(url);
     // Large enough to project: the QR code takes a good part of a 1280 px screen, the code is big type.
-    const qr = await p.locator(".slide-qr svg").boundingBox();
-    expect(qr?.width ?? 0).toBeGreaterThanOrEqual(300);
+    // Read in one step: the page's live update may replace the element between two steps.
+    const qrWidth = await p.evaluate<number>(
+      `document.querySelector(".slide-qr svg").getBoundingClientRect().width`,
+    );
+    expect(qrWidth).toBeGreaterThanOrEqual(300);
     const codeSize = await p.evaluate<string>(
       `getComputedStyle(document.querySelector('[data-testid="slide-code"]')).fontSize`,
     );

@@ -199,11 +199,15 @@ describe("labfleet runs", () => {
   });
 
   it("exits 1 for an unknown run or workshop and 2 for bad usage", async () => {
-    const unknown = await runCli(["runs", "cli-runs", "run_nope"], { env });
+    const nope = "run_00000000000000000000000000"; // well formed, and no run of this workshop
+    const unknown = await runCli(["runs", "cli-runs", nope], { env });
     expect(unknown.code).toBe(1);
     expect(unknown.stdout).toBe("");
-    expect(unknown.stderr).toContain("no run run_nope in workshop cli-runs");
-    const unknownJson = await runCli(["runs", "cli-runs", "run_nope", "-o", "json"], { env });
+    expect(unknown.stderr).toContain(`no run ${nope} in workshop cli-runs`);
+    const malformed = await runCli(["runs", "cli-runs", "run_nope"], { env });
+    expect(malformed.code).toBe(1);
+    expect(malformed.stderr).toContain("runId: expected a run id: run_ and 26 letters and digits");
+    const unknownJson = await runCli(["runs", "cli-runs", nope, "-o", "json"], { env });
     expect(unknownJson.code).toBe(1);
     expect(unknownJson.stdout).toBe("");
     // A run of another workshop is not this one's.

@@ -611,6 +611,7 @@ describe("the portal function", () => {
       "claimEmail",
       "claimLink",
       "rateCounter",
+      "rateHold",
       "hostKey",
     ];
     const inReach: string[] = [];
