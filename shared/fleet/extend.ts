@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { forgetStudentReads } from "../portal/reads.ts";
 import type { Provider } from "../providers/types.ts";
 import { assertActor } from "../runtime/actor.ts";
 import { isoNow } from "../runtime/clock.ts";
@@ -136,6 +137,7 @@ export async function extendWorkshop(workshop: string, hours: number): Promise<E
   // 2. What status shows.
   const nowIso = isoNow(clock);
   await store.workshop.patch({ name: workshop }).set({ expiry, updatedAt: nowIso }).go();
+  forgetStudentReads(workshop); // the lab pages and the board show the new time at once
   const live = (await listHosts(workshop)).filter((h) => h.state !== "torn_down" && h.address);
   for (const h of live) {
     await store.host.patch({ workshop, hostId: h.hostId }).set({ expiry, updatedAt: nowIso }).go();

@@ -99,11 +99,14 @@ function firstName(name: string): string {
   return name.trim().split(/\s+/)[0] ?? "";
 }
 
-export async function board(workshop: string): Promise<{ open: boolean; labs: BoardLab[] }> {
-  const [hosts, claims, portal] = await Promise.all([
+export async function board(
+  workshop: string,
+): Promise<{ open: boolean; labs: BoardLab[]; expiry: string | null }> {
+  const [hosts, claims, portal, w] = await Promise.all([
     labStates(workshop),
     claimRows(workshop),
     portalRecord(workshop),
+    workshopRecord(workshop),
   ]);
   const claimed = new Map(claims.map((c) => [c.hostId, c]));
   const labs = hosts
@@ -116,7 +119,11 @@ export async function board(workshop: string): Promise<{ open: boolean; labs: Bo
     })
     .sort((a, b) => byNumber(a.lab, b.lab));
   // `open` means the claim form is offered: not in roster mode, where labs come by invitation.
-  return { open: portal?.state === "open" && !portal.paused && portal.mode !== "roster", labs };
+  return {
+    open: portal?.state === "open" && !portal.paused && portal.mode !== "roster",
+    labs,
+    expiry: w?.expiry ?? null,
+  };
 }
 
 export interface ClaimInput {

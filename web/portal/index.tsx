@@ -116,6 +116,8 @@ async function showBoard(
       csrf={csrfField(c)}
       open={b.open}
       labs={b.labs}
+      expiry={b.expiry}
+      now={useDeps().clock.now()}
       remembered={known}
       {...(extra.errors ? { errors: extra.errors } : {})}
       {...(extra.values ? { values: extra.values } : {})}

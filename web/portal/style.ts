@@ -15,6 +15,7 @@ input[aria-invalid="true"] { border-color: #b00020; }
 .field-error, .alert { color: #8a0016; font-weight: 600; }
 .field-error { margin: 0.35rem 0 0; }
 .alert { background: #fdecee; border-left: 5px solid #b00020; padding: 0.75rem 1rem; border-radius: 4px; }
+.warning { background: #fff4d6; border-left: 5px solid #8a5a00; padding: 0.75rem 1rem; border-radius: 4px; font-weight: 600; color: #4d3200; }
 .notice { background: #e8f1fd; border-left: 5px solid #0645ad; padding: 0.75rem 1rem; border-radius: 4px; }
 button, .button { display: inline-block; width: 100%; margin-top: 1.25rem; min-height: 3rem; padding: 0.75rem 1rem; font-size: 1.15rem; font-weight: 600; text-align: center; text-decoration: none; color: #fff; background: #0b57d0; border: 0; border-radius: 6px; cursor: pointer; }
 button.secondary { background: #fff; color: #0b57d0; border: 2px solid #0b57d0; }
@@ -42,6 +43,7 @@ footer { max-width: 40rem; margin: 0 auto; padding: 1rem; border-top: 1px solid 
   .alert { background: #3a1117; color: #ffb3bd; }
   .field-error { color: #ffb3bd; }
   .notice { background: #10243f; }
+  .warning { background: #3a2a05; color: #ffd98a; }
   code { background: #2a2a2a; }
   button.secondary { background: transparent; color: #8ab4f8; border-color: #8ab4f8; }
   ul.board .free .status { color: #7ddc9b; }

@@ -5,17 +5,19 @@
 import type { Child } from "hono/jsx";
 import type { BoardLab, LabPage } from "../../shared/portal/claims.ts";
 import { COOKIES, RATE, RETENTION } from "../../shared/portal/constants.ts";
+import { type TimeLeft, timeLeft } from "../../shared/portal/time-left.ts";
 import { CSRF_FIELD } from "./security.ts";
 
 /** The student pages: plain HTML forms, no script, readable on a phone. */
 
-export function Layout(props: { title: string; children?: Child }) {
+export function Layout(props: { title: string; refreshSeconds?: number | undefined; children?: Child }) {
   return (
     <html lang="en">
       <head>
         <meta charset="utf-8" />
         <meta name="viewport" content="width=device-width, initial-scale=1" />
         <meta name="referrer" content="same-origin" />
+        {props.refreshSeconds ? <meta http-equiv="refresh" content={String(props.refreshSeconds)} /> : null}
         <title>{props.title}</title>
         <link rel="stylesheet" href="/portal.css" />
       </head>
@@ -139,6 +141,9 @@ export function BoardPage(props: {
   csrf: string;
   open: boolean;
   labs: BoardLab[];
+  /** When the workshop's labs are removed, if a teardown is set. */
+  expiry?: string | null | undefined;
+  now: Date;
   remembered?: RememberedLab | undefined;
   errors?: FieldErrors;
   message?: string | undefined;
@@ -147,13 +152,16 @@ export function BoardPage(props: {
   const errors = props.errors ?? {};
   const free = props.labs.filter((l) => l.status === "free").length;
   const invalid = (id: keyof FieldErrors) => (errors[id] ? "true" : undefined);
+  // No refresh here: it would wipe a claim form being filled in. The lab page refreshes itself.
+  const left = props.expiry ? timeLeft(props.expiry, props.now) : undefined;
   return (
-    <Layout title="Workshop labs: the board">
+    <Layout title={warnTitle(left, "Workshop labs: the board")}>
       {props.remembered ? <Remembered csrf={props.csrf} {...props.remembered} /> : null}
       <h1>Workshop labs</h1>
       <p>
         {free} of {props.labs.length} labs free.
       </p>
+      {left ? <EndNotice left={left} what="workshop" /> : null}
       <ul class="board" aria-label="Labs">
         {props.labs.map((l) => (
           <li class={l.status}>
@@ -245,17 +253,46 @@ function Link(props: { href: string; children: Child }) {
   );
 }
 
-/** "5 h 12 min", "3 days 2 h", or undefined once the time is up. */
-export function timeLeft(expiry: string, now: Date): string | undefined {
-  const ms = Date.parse(expiry) - now.getTime();
-  if (!Number.isFinite(ms) || ms <= 0) return undefined;
-  const minutes = Math.floor(ms / 60_000);
-  const days = Math.floor(minutes / 1440);
-  const hours = Math.floor((minutes % 1440) / 60);
-  const mins = minutes % 60;
-  if (days > 0) return `${days} day${days === 1 ? "" : "s"} ${hours} h`;
-  if (hours > 0) return `${hours} h ${mins} min`;
-  return `${Math.max(mins, 1)} min`;
+const endsAt = (expiry: string) => `${expiry.replace("T", " ").slice(0, 16)} UTC`;
+
+/** The title of a page while a warning shows: the minutes left come first, so a tab shows them. */
+const warnTitle = (left: TimeLeft | undefined, title: string) =>
+  left && (left.level === "soon" || left.level === "urgent") ? `${left.text} left · ${title}` : title;
+
+/** The time left, and 30 and 10 minutes before the end a warning to save one's work (`what`: "lab", ...). */
+function EndNotice(props: { left: TimeLeft; what: "lab" | "workshop" }) {
+  const { left } = props;
+  const removed = props.what === "lab" ? "the lab is removed" : "the labs are removed";
+  switch (left.level) {
+    case "time-left":
+      return (
+        <p class="notice" id="time-left">
+          {props.what === "lab"
+            ? `Time left: ${left.text} (${removed} at ${endsAt(left.expiry)}).`
+            : `The workshop ends in ${left.text} (${removed} at ${endsAt(left.expiry)}).`}
+        </p>
+      );
+    case "soon":
+      return (
+        <p class="warning" id="time-left" role="status">
+          {`${left.text} left: ${removed} at ${endsAt(left.expiry)}. Save your work somewhere else now.`}
+        </p>
+      );
+    case "urgent":
+      return (
+        <p class="alert" id="time-left" role="alert">
+          {`Only ${left.text} left: ${removed} at ${endsAt(left.expiry)}. Save your work now.`}
+        </p>
+      );
+    default:
+      return (
+        <p class="alert" id="time-left" role="alert">
+          {props.what === "lab"
+            ? "This workshop's time is up: the lab is being removed."
+            : "This workshop's time is up: the labs are being removed."}
+        </p>
+      );
+  }
 }
 
 export function LabView(props: { page: LabPage; now: Date }) {
@@ -263,17 +300,12 @@ export function LabView(props: { page: LabPage; now: Date }) {
   const urls = Object.entries(page.access?.urls ?? {});
   const credentials = Object.entries(page.access?.credentials ?? {});
   const left = page.expiry ? timeLeft(page.expiry, props.now) : undefined;
+  // The page looks again by itself when a warning is due, and every minute during one: no script needed.
   return (
-    <Layout title={`Your lab: ${page.lab}`}>
+    <Layout title={warnTitle(left, `Your lab: ${page.lab}`)} refreshSeconds={left?.refreshSeconds}>
       <h1>Your lab: {page.lab}</h1>
       <p>Hello {page.name}. This page is yours: keep its address private, and bookmark it to come back.</p>
-      {page.expiry ? (
-        <p class="notice" id="time-left">
-          {left
-            ? `Time left: ${left} (the lab is removed at ${page.expiry.replace("T", " ").slice(0, 16)} UTC).`
-            : "This workshop's time is up: the lab is being removed."}
-        </p>
-      ) : null}
+      {left ? <EndNotice left={left} what="lab" /> : null}
       {page.access ? null : (
         <p class="alert" role="alert">
           The access details of this lab are not there yet. Reload in a minute, or ask your instructor.
