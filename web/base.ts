@@ -13,6 +13,23 @@ import { bodyLimits } from "./limits.ts";
  * portal's function bundles none of it.
  */
 
+/** The pages' Content-Security-Policy: their own scripts and styles, no framing by others, forms to themselves. */
+const CSP = {
+  defaultSrc: ["'self'"],
+  scriptSrc: ["'self'"],
+  styleSrc: ["'self'", "'unsafe-inline'"],
+  frameAncestors: ["'none'"],
+  formAction: ["'self'"],
+};
+
+/** The same policy as a header value, with pages it may frame (`frame-src`): origins such as `https://x.org`. */
+export function cspWith(frameSrc: string[]): string {
+  const directives: Record<string, string[]> = { ...CSP, frameSrc };
+  return Object.entries(directives)
+    .map(([k, v]) => `${k.replace(/[A-Z]/g, (m) => `-${m.toLowerCase()}`)} ${v.join(" ")}`)
+    .join("; ");
+}
+
 /** A path fit for the logs: personal links and admin links carry their secret in the path. */
 export function logPath(path: string): string {
   return path.replace(/^\/l\/[^/]*/, "/l/:token").replace(/^\/admin\/([^/]*)\/[^/]*/, "/admin/$1/:token");
@@ -37,13 +54,9 @@ export function baseApp() {
   });
   app.use(
     secureHeaders({
-      contentSecurityPolicy: {
-        defaultSrc: ["'self'"],
-        scriptSrc: ["'self'"],
-        styleSrc: ["'self'", "'unsafe-inline'"],
-        frameAncestors: ["'none'"],
-        formAction: ["'self'"],
-      },
+      contentSecurityPolicy: CSP,
+      // A page that needs more (the lab page frames the workshop's guide) sets its own policy with cspWith().
+      overwrite: false,
       // same-origin, not no-referrer: with no-referrer, Chromium sends "Origin: null" on the portal's own
       // form posts, which the CSRF check must then refuse. Nothing is ever sent to another site.
       referrerPolicy: "same-origin",

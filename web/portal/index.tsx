@@ -15,6 +15,8 @@ import { useDeps } from "../../shared/runtime/deps.ts";
 import { VisibleError } from "../../shared/runtime/errors.ts";
 import { RateLimited } from "../../shared/runtime/failure-counters.ts";
 import { log } from "../../shared/runtime/logger.ts";
+import { cspWith } from "../base.ts";
+import { portalJs } from "./script.ts";
 import {
   answerStatus,
   asVisible,
@@ -51,6 +53,16 @@ import {
  * because this app is mounted at the root beside /api and /console.
  */
 type Ctx = Context<PortalEnv>;
+
+/** The origin of a guide URL the lab page may frame (http or https only), or undefined. */
+function guideOrigin(url: string | null): string | undefined {
+  if (!url || !/^https?:\/\//i.test(url)) return undefined;
+  try {
+    return new URL(url).origin;
+  } catch {
+    return undefined;
+  }
+}
 
 function render(c: Ctx, node: Child, status: ContentfulStatusCode = 200) {
   c.header("Cache-Control", "no-store");
@@ -200,6 +212,9 @@ export const portal = new Hono<PortalEnv>()
   .get("/l/:token", async (c) => {
     const page = await labForLink(c.req.param("token"));
     if (!page) return render(c, <LinkGone />, 404);
+    // The guide is framed beside the lab's details: its origin, and only it, may be framed here.
+    const guide = guideOrigin(page.guideUrl);
+    if (guide) c.header("Content-Security-Policy", cspWith([guide]));
     return render(c, <LabView page={page} now={useDeps().clock.now()} />);
   })
   .get("/recover", async (c) => {
@@ -236,6 +251,12 @@ export const portal = new Hono<PortalEnv>()
     return c.redirect("/", 303);
   })
   .get("/privacy", (c) => c.html(html`<!doctype html>${<PrivacyPage />}`))
+  .get("/portal.js", (c) =>
+    c.body(portalJs, 200, {
+      "Content-Type": "text/javascript; charset=utf-8",
+      "Cache-Control": "public, max-age=3600",
+    }),
+  )
   .get("/portal.css", (c) =>
     c.body(portalCss, 200, {
       "Content-Type": "text/css; charset=utf-8",

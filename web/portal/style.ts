@@ -34,6 +34,18 @@ dd { margin: 0; overflow-wrap: anywhere; }
 code { font-size: 1.05rem; background: #eee; padding: 0.1rem 0.3rem; border-radius: 4px; overflow-wrap: anywhere; }
 table { border-collapse: collapse; width: 100%; }
 th, td { text-align: left; padding: 0.4rem 0.5rem; border-bottom: 1px solid #ccc; vertical-align: top; }
+main.lab { max-width: 40rem; }
+.lab-grid { display: grid; gap: 1.5rem; }
+.guide-frame { display: block; width: 100%; height: 70vh; border: 2px solid #ccc; border-radius: 6px; background: #fff; }
+@media (min-width: 64rem) {
+  main.lab:has(.lab-grid) { max-width: 96rem; }
+  .lab-grid { grid-template-columns: minmax(22rem, 2fr) 3fr; align-items: start; }
+  .guide { position: sticky; top: 1rem; }
+  .guide h2 { margin-top: 0.5rem; }
+  .guide-frame { height: calc(100vh - 7rem); }
+}
+button.copy { width: auto; min-height: 2.25rem; margin: 0 0 0 0.5rem; padding: 0.25rem 0.75rem; font-size: 0.95rem; background: #fff; color: #0b57d0; border: 2px solid #0b57d0; vertical-align: middle; }
+.sr-only { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0); white-space: nowrap; }
 footer { max-width: 40rem; margin: 0 auto; padding: 1rem; border-top: 1px solid #ddd; font-size: 0.95rem; }
 @media (prefers-color-scheme: dark) {
   body { background: #121212; color: #eee; }
@@ -45,7 +57,7 @@ footer { max-width: 40rem; margin: 0 auto; padding: 1rem; border-top: 1px solid 
   .notice { background: #10243f; }
   .warning { background: #3a2a05; color: #ffd98a; }
   code { background: #2a2a2a; }
-  button.secondary { background: transparent; color: #8ab4f8; border-color: #8ab4f8; }
+  button.secondary, button.copy { background: transparent; color: #8ab4f8; border-color: #8ab4f8; }
   ul.board .free .status { color: #7ddc9b; }
   ul.board .building .status { color: #f1c75b; }
   ul.board .failed .status { color: #ffb3bd; }

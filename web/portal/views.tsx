@@ -10,7 +10,13 @@ import { CSRF_FIELD } from "./security.ts";
 
 /** The student pages: plain HTML forms, no script, readable on a phone. */
 
-export function Layout(props: { title: string; refreshSeconds?: number | undefined; children?: Child }) {
+export function Layout(props: {
+  title: string;
+  refreshSeconds?: number | undefined;
+  /** The lab page: a wider page (the guide beside the details) and /portal.js for its Copy buttons. */
+  lab?: boolean;
+  children?: Child;
+}) {
   return (
     <html lang="en">
       <head>
@@ -20,9 +26,10 @@ export function Layout(props: { title: string; refreshSeconds?: number | undefin
         {props.refreshSeconds ? <meta http-equiv="refresh" content={String(props.refreshSeconds)} /> : null}
         <title>{props.title}</title>
         <link rel="stylesheet" href="/portal.css" />
+        {props.lab ? <script src="/portal.js" defer /> : null}
       </head>
       <body>
-        <main>{props.children}</main>
+        <main class={props.lab ? "lab" : undefined}>{props.children}</main>
         <footer>
           <a href="/privacy">Privacy: what this portal keeps, and for how long</a>
         </footer>
@@ -300,84 +307,110 @@ export function LabView(props: { page: LabPage; now: Date }) {
   const urls = Object.entries(page.access?.urls ?? {});
   const credentials = Object.entries(page.access?.credentials ?? {});
   const left = page.expiry ? timeLeft(page.expiry, props.now) : undefined;
+  const guide = page.guideUrl && isWebUrl(page.guideUrl) ? page.guideUrl : undefined;
   // The page looks again by itself when a warning is due, and every minute during one: no script needed.
   return (
-    <Layout title={warnTitle(left, `Your lab: ${page.lab}`)} refreshSeconds={left?.refreshSeconds}>
-      <h1>Your lab: {page.lab}</h1>
-      <p>Hello {page.name}. This page is yours: keep its address private, and bookmark it to come back.</p>
-      {left ? <EndNotice left={left} what="lab" /> : null}
-      {page.access ? null : (
-        <p class="alert" role="alert">
-          The access details of this lab are not there yet. Reload in a minute, or ask your instructor.
-        </p>
-      )}
-      {urls.length ? (
-        <>
-          <h2>Open</h2>
-          <dl>
-            {urls.map(([name, url]) => (
-              <>
-                <dt>{name}</dt>
-                <dd>
-                  <Link href={String(url)}>{String(url)}</Link>
-                </dd>
-              </>
-            ))}
-          </dl>
-        </>
-      ) : null}
-      {credentials.length ? (
-        <>
-          <h2>Sign in with</h2>
-          <dl>
-            {credentials.map(([name, value]) => (
-              <>
-                <dt>{name}</dt>
-                <dd>
-                  <code>{String(value)}</code>
-                </dd>
-              </>
-            ))}
-          </dl>
-        </>
-      ) : null}
-      {page.access?.notes ? (
-        <>
-          <h2>Notes</h2>
-          <p>{String(page.access.notes)}</p>
-        </>
-      ) : null}
-      {page.sshCommand ? (
-        <>
-          <h2>SSH</h2>
+    <Layout title={warnTitle(left, `Your lab: ${page.lab}`)} refreshSeconds={left?.refreshSeconds} lab>
+      <div class={guide ? "lab-grid" : undefined}>
+        <div class="lab-details">
+          <h1>Your lab: {page.lab}</h1>
           <p>
-            <code>{page.sshCommand}</code>
+            Hello {page.name}. This page is yours: keep its address private, and bookmark it to come back.
           </p>
-          {page.hostKeys.length ? (
+          {left ? <EndNotice left={left} what="lab" /> : null}
+          {page.access ? null : (
+            <p class="alert" role="alert">
+              The access details of this lab are not there yet. Reload in a minute, or ask your instructor.
+            </p>
+          )}
+          {urls.length ? (
             <>
-              <p>
-                The first time you connect, ssh shows the host's key fingerprint and asks whether to trust it.
-                Answer yes only if it is {page.hostKeys.length === 1 ? "this one" : "one of these"}:
-              </p>
-              <ul>
-                {page.hostKeys.map((k) => (
-                  <li>
-                    <code>{k.fingerprint}</code> ({k.type})
-                  </li>
+              <h2>Open</h2>
+              <dl>
+                {urls.map(([name, url]) => (
+                  <>
+                    <dt>{name}</dt>
+                    <dd>
+                      <Link href={String(url)}>{String(url)}</Link>
+                    </dd>
+                  </>
                 ))}
-              </ul>
+              </dl>
             </>
           ) : null}
-        </>
-      ) : null}
-      {page.guideUrl ? (
-        <>
-          <h2>Workshop guide</h2>
-          <p>
-            <Link href={page.guideUrl}>{page.guideUrl}</Link>
-          </p>
-        </>
-      ) : null}
+          {credentials.length ? (
+            <>
+              <h2>Sign in with</h2>
+              <dl>
+                {credentials.map(([name, value]) => (
+                  <>
+                    <dt>{name}</dt>
+                    <dd>
+                      <code data-copy={name}>{String(value)}</code>
+                    </dd>
+                  </>
+                ))}
+              </dl>
+            </>
+          ) : null}
+          <p class="sr-only" id="copy-status" role="status" aria-live="polite" />
+          {page.access?.notes ? (
+            <>
+              <h2>Notes</h2>
+              <p>{String(page.access.notes)}</p>
+            </>
+          ) : null}
+          {page.sshCommand ? (
+            <>
+              <h2>SSH</h2>
+              <p>
+                <code data-copy="the SSH command">{page.sshCommand}</code>
+              </p>
+              {page.hostKeys.length ? (
+                <>
+                  <p>
+                    The first time you connect, ssh shows the host's key fingerprint and asks whether to trust
+                    it. Answer yes only if it is {page.hostKeys.length === 1 ? "this one" : "one of these"}:
+                  </p>
+                  <ul>
+                    {page.hostKeys.map((k) => (
+                      <li>
+                        <code>{k.fingerprint}</code> ({k.type})
+                      </li>
+                    ))}
+                  </ul>
+                </>
+              ) : null}
+            </>
+          ) : null}
+          {page.guideUrl && !guide ? (
+            <>
+              <h2>Workshop guide</h2>
+              <p>
+                <code>{page.guideUrl}</code>
+              </p>
+            </>
+          ) : null}
+        </div>
+        {guide ? (
+          <aside class="guide" aria-labelledby="guide-h">
+            <h2 id="guide-h">Workshop guide</h2>
+            <p>
+              <Link href={guide}>Open the guide in a new tab</Link>
+            </p>
+            {/* Beside the details on a wide screen, below them on a phone. The guide's own site decides
+                whether it may be framed; the link above works either way. */}
+            <iframe
+              class="guide-frame"
+              src={guide}
+              title="Workshop guide"
+              loading="lazy"
+              referrerpolicy="no-referrer"
+              sandbox="allow-scripts allow-same-origin allow-popups allow-popups-to-escape-sandbox allow-forms"
+            />
+          </aside>
+        ) : null}
+      </div>
     </Layout>
   );
 }
