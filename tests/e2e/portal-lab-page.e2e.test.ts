@@ -1,15 +1,10 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import type { Browser, BrowserContext, Page } from "playwright-core";
+import type { Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  clearScreenshots,
-  collectPageErrors,
-  launchChromium,
-  pageWidths,
-  screenshot,
-} from "../harness/browser.ts";
-import { removeDir, testRuntime, waitFor, workshopYaml } from "../harness/runtime.ts";
+import { clearScreenshots, pageWidths, screenshot } from "../harness/browser.ts";
+import { claimInBrowser, type E2e, readyWorkshop, startE2e } from "../harness/e2e.ts";
+import { workshopYaml } from "../harness/runtime.ts";
 
 /**
  * The lab page in headless Chromium: the workshop's guide framed beside the lab's details on a wide screen (below
@@ -17,7 +12,6 @@ import { removeDir, testRuntime, waitFor, workshopYaml } from "../harness/runtim
  * page, values selectable and no buttons, when scripts are off. The guide is served on 127.0.0.1 by the test.
  */
 
-type Runtime = Awaited<ReturnType<typeof testRuntime>>;
 const WS = "labpage";
 const STUDENT = { name: "Ada Lovelace", email: "ada@example.test", pin: "480271" };
 const SHOTS = {
@@ -26,38 +20,16 @@ const SHOTS = {
   noscript: "lab-page-03-no-script",
 };
 
-let rt: Runtime | undefined;
-let browser: Browser | undefined;
+let e: E2e | undefined;
 let guide: Server | undefined;
 let guideUrl = "";
 let labPath = "";
-const pageErrors: string[][] = [];
 
-function runtime(): Runtime {
-  if (!rt) throw new Error("the runtime did not start");
-  return rt;
+function world(): E2e {
+  if (!e) throw new Error("the runtime or Chromium did not start");
+  return e;
 }
-
-async function api(method: string, path: string, body: unknown = {}) {
-  const r = runtime();
-  const res = await fetch(`${r.url}/api/workshops${path}`, {
-    method,
-    headers: { authorization: `Bearer ${r.token}`, "content-type": "application/json" },
-    ...(method === "GET" ? {} : { body: JSON.stringify(body) }),
-  });
-  // biome-ignore lint/suspicious/noExplicitAny: answers are checked field by field
-  const json: any = await res.json();
-  expect(res.status, JSON.stringify(json)).toBeLessThan(300);
-  return json;
-}
-
-async function newContext(options: Parameters<Browser["newContext"]>[0]): Promise<BrowserContext> {
-  if (!browser) throw new Error("Chromium did not start");
-  const context = await browser.newContext({ baseURL: runtime().url, ...options });
-  context.setDefaultTimeout(8_000);
-  pageErrors.push(collectPageErrors(context));
-  return context;
-}
+const newContext = (options: Parameters<E2e["newContext"]>[0]) => world().newContext(options);
 
 const box = async (p: Page, selector: string) => {
   const b = await p.locator(selector).boundingBox();
@@ -74,41 +46,18 @@ beforeAll(async () => {
   await new Promise<void>((resolve) => guide?.listen(0, "127.0.0.1", resolve));
   guideUrl = `http://127.0.0.1:${(guide.address() as AddressInfo).port}/guide`;
 
-  const [started, launched] = await Promise.allSettled([testRuntime(), launchChromium()]);
-  if (started.status === "fulfilled") rt = started.value;
-  if (launched.status === "fulfilled") browser = launched.value;
-  if (started.status === "rejected") throw started.reason;
-  if (launched.status === "rejected") throw launched.reason;
+  e = await startE2e();
   const yaml = workshopYaml({ name: WS, count: 1, extraLab: `portal:\n  guide_url: ${guideUrl}\n` });
-  await api("POST", "", { yaml });
-  await api("POST", `/${WS}/up`);
-  await waitFor("the lab ready", async () => {
-    const s = await api("GET", `/${WS}`);
-    return s.hostList.length === 1 && s.hostList[0].state === "ready" ? true : undefined;
-  });
-  const { code } = await api("POST", `/${WS}/portal/open`);
-
+  const code = await readyWorkshop(e, WS, yaml, 1);
   const context = await newContext({ viewport: { width: 390, height: 844 } });
-  const p = await context.newPage();
-  await p.goto("/");
-  await p.getByLabel("Workshop code").fill(code);
-  await p.getByRole("button", { name: "Continue" }).click();
-  await p.waitForURL(/\/board$/);
-  await p.getByLabel("Your name", { exact: true }).fill(STUDENT.name);
-  await p.getByLabel("Your email", { exact: true }).fill(STUDENT.email);
-  await p.getByLabel("Choose a 6-digit PIN").fill(STUDENT.pin);
-  await p.getByRole("button", { name: "Claim my lab" }).click();
-  await p.waitForURL(/\/l\/[\w-]{32}$/);
-  labPath = new URL(p.url()).pathname;
+  labPath = await claimInBrowser(await context.newPage(), code, STUDENT);
   await context.close();
 });
 
 afterAll(async () => {
   try {
-    await browser?.close();
+    await e?.close();
   } finally {
-    await rt?.close();
-    if (rt) removeDir(rt.dataDir);
     guide?.close();
   }
 });
@@ -142,7 +91,7 @@ describe("the lab page", () => {
 
   it("copies a credential to the clipboard with its Copy button", async () => {
     const context = await newContext({ viewport: { width: 1440, height: 900 } });
-    await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: runtime().url });
+    await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: world().rt.url });
     const p = await context.newPage();
     await p.goto(labPath);
     const button = p.getByRole("button", { name: "Copy password" });
@@ -178,6 +127,6 @@ describe("the lab page", () => {
   });
 
   it("logged no console or page errors and no failed subresources", () => {
-    expect(pageErrors.flat()).toEqual([]);
+    expect(world().pageErrors.flat()).toEqual([]);
   });
 });

@@ -1,13 +1,8 @@
-import type { Browser, BrowserContext, Page } from "playwright-core";
+import type { Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  clearScreenshots,
-  collectPageErrors,
-  launchChromium,
-  pageWidths,
-  screenshot,
-} from "../harness/browser.ts";
-import { movableClock, removeDir, testRuntime, waitFor, workshopYaml } from "../harness/runtime.ts";
+import { clearScreenshots, pageWidths, screenshot } from "../harness/browser.ts";
+import { claimInBrowser, type E2e, readyWorkshop, startE2e } from "../harness/e2e.ts";
+import { movableClock, workshopYaml } from "../harness/runtime.ts";
 
 /**
  * Warnings before the end, in headless Chromium against the local runtime with its clock moved forward: the
@@ -15,7 +10,6 @@ import { movableClock, removeDir, testRuntime, waitFor, workshopYaml } from "../
  * its title), the lab page looks again by itself when a warning is due, and an extend shows its new time.
  */
 
-type Runtime = Awaited<ReturnType<typeof testRuntime>>;
 const WS = "ttlwarn";
 const STUDENT = { name: "Ada Lovelace", email: "ada@example.test", pin: "480271" };
 const SHOTS = {
@@ -27,39 +21,19 @@ const SHOTS = {
 const clock = movableClock();
 const MIN = 60_000;
 
-let rt: Runtime | undefined;
-let browser: Browser | undefined;
+let e: E2e | undefined;
 let expiry = 0;
 let labPath = "";
 let phone: Page;
 let desk: Page;
-const pageErrors: string[][] = [];
 
-function runtime(): Runtime {
-  if (!rt) throw new Error("the runtime did not start");
-  return rt;
+function world(): E2e {
+  if (!e) throw new Error("the runtime or Chromium did not start");
+  return e;
 }
-
-async function api(method: string, path: string, body: unknown = {}) {
-  const r = runtime();
-  const res = await fetch(`${r.url}/api/workshops${path}`, {
-    method,
-    headers: { authorization: `Bearer ${r.token}`, "content-type": "application/json" },
-    ...(method === "GET" ? {} : { body: JSON.stringify(body) }),
-  });
-  // biome-ignore lint/suspicious/noExplicitAny: answers are checked field by field
-  const json: any = await res.json();
-  expect(res.status, JSON.stringify(json)).toBeLessThan(300);
-  return json;
-}
-
-async function newPage(viewport: { width: number; height: number }): Promise<Page> {
-  if (!browser) throw new Error("Chromium did not start");
-  const context: BrowserContext = await browser.newContext({ baseURL: runtime().url, viewport });
-  context.setDefaultTimeout(8_000);
-  pageErrors.push(collectPageErrors(context));
-  return context.newPage();
-}
+const api: E2e["api"] = (...args) => world().api(...args);
+const newPage = async (viewport: { width: number; height: number }) =>
+  (await world().newContext({ viewport })).newPage();
 
 /** Moves the runtime's clock so the workshop has `ms` left. */
 const leave = (ms: number) => clock.advance(expiry - ms - clock.now().getTime());
@@ -68,42 +42,16 @@ const refreshOf = (p: Page) => p.locator('meta[http-equiv="refresh"]').getAttrib
 
 beforeAll(async () => {
   clearScreenshots(Object.values(SHOTS));
-  const [started, launched] = await Promise.allSettled([testRuntime({ clock }), launchChromium()]);
-  if (started.status === "fulfilled") rt = started.value;
-  if (launched.status === "fulfilled") browser = launched.value;
-  if (started.status === "rejected") throw started.reason;
-  if (launched.status === "rejected") throw launched.reason;
-
-  await api("POST", "", { yaml: workshopYaml({ name: WS, count: 1, ttlHours: 6 }) });
-  await api("POST", `/${WS}/up`);
-  await waitFor("the lab ready", async () => {
-    const s = await api("GET", `/${WS}`);
-    return s.hostList.length === 1 && s.hostList[0].state === "ready" ? s : undefined;
-  });
+  e = await startE2e({ clock });
+  const code = await readyWorkshop(e, WS, workshopYaml({ name: WS, count: 1, ttlHours: 6 }), 1);
   expiry = Date.parse((await api("GET", `/${WS}`)).expiry);
-  const { code } = await api("POST", `/${WS}/portal/open`);
-
   phone = await newPage({ width: 390, height: 844 });
   desk = await newPage({ width: 1280, height: 800 });
-  await phone.goto("/");
-  await phone.getByLabel("Workshop code").fill(code);
-  await phone.getByRole("button", { name: "Continue" }).click();
-  await phone.waitForURL(/\/board$/);
-  await phone.getByLabel("Your name", { exact: true }).fill(STUDENT.name);
-  await phone.getByLabel("Your email", { exact: true }).fill(STUDENT.email);
-  await phone.getByLabel("Choose a 6-digit PIN").fill(STUDENT.pin);
-  await phone.getByRole("button", { name: "Claim my lab" }).click();
-  await phone.waitForURL(/\/l\/[\w-]{32}$/);
-  labPath = new URL(phone.url()).pathname;
+  labPath = await claimInBrowser(phone, code, STUDENT);
 });
 
 afterAll(async () => {
-  try {
-    await browser?.close();
-  } finally {
-    await rt?.close();
-    if (rt) removeDir(rt.dataDir);
-  }
+  await e?.close();
 });
 
 describe("the time a workshop has left, on the student pages", () => {
@@ -184,6 +132,6 @@ describe("the time a workshop has left, on the student pages", () => {
   });
 
   it("logged no console or page errors and no failed subresources", () => {
-    expect(pageErrors.flat()).toEqual([]);
+    expect(world().pageErrors.flat()).toEqual([]);
   });
 });

@@ -1,14 +1,9 @@
-import type { Browser, BrowserContext, Page } from "playwright-core";
+import type { Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  clearScreenshots,
-  collectPageErrors,
-  launchChromium,
-  pageWidths,
-  screenshot,
-} from "../harness/browser.ts";
+import { clearScreenshots, pageWidths, screenshot } from "../harness/browser.ts";
+import { type E2e, startE2e } from "../harness/e2e.ts";
 import { decodeQr } from "../harness/qr.ts";
-import { removeDir, testRuntime, waitFor, workshopYaml } from "../harness/runtime.ts";
+import { waitFor, workshopYaml } from "../harness/runtime.ts";
 
 /**
  * The slide page in headless Chromium against the local runtime: the instructor opens it from the Portal tab,
@@ -16,40 +11,22 @@ import { removeDir, testRuntime, waitFor, workshopYaml } from "../harness/runtim
  * page without a reload, and it fits a phone.
  */
 
-type Runtime = Awaited<ReturnType<typeof testRuntime>>;
 const WS = "slidews";
 const SHOTS = { desktop: "slide-01-desktop", phone: "slide-02-phone", closed: "slide-03-not-open" } as const;
 
-let rt: Runtime | undefined;
-let browser: Browser | undefined;
-const contexts: BrowserContext[] = [];
-const pageErrors: string[][] = [];
+let e: E2e | undefined;
 
-function runtime(): Runtime {
-  if (!rt) throw new Error("the runtime did not start");
-  return rt;
+function world(): E2e {
+  if (!e) throw new Error("the runtime or Chromium did not start");
+  return e;
 }
-
-async function api(method: string, path: string, body?: unknown): Promise<{ code?: string }> {
-  const res = await fetch(`${runtime().url}/api${path}`, {
-    method,
-    headers: { authorization: `Bearer ${runtime().token}`, "content-type": "application/json" },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  const json = (await res.json()) as { code?: string };
-  expect(res.status, JSON.stringify(json)).toBeLessThan(300);
-  return json;
-}
+const api: E2e["api"] = (...args) => world().api(...args);
+const url = () => `${world().rt.url}/`;
 
 /** A signed-in console page in a browser of this size. */
 async function consolePage(viewport: { width: number; height: number }): Promise<Page> {
-  if (!browser) throw new Error("Chromium did not start");
-  const context = await browser.newContext({ baseURL: runtime().url, viewport });
-  context.setDefaultTimeout(8_000);
-  contexts.push(context);
-  pageErrors.push(collectPageErrors(context));
-  const p = await context.newPage();
-  await p.goto(`/console#token=${encodeURIComponent(runtime().token)}`);
+  const p = await (await world().newContext({ viewport })).newPage();
+  await p.goto(`/console#token=${encodeURIComponent(world().rt.token)}`);
   await p.getByRole("heading", { level: 1, name: "Workshops" }).waitFor();
   return p;
 }
@@ -59,12 +36,12 @@ async function consolePage(viewport: { width: number; height: number }): Promise
  * decoded. Returns the text of the QR code, or undefined when none is found.
  */
 async function readQr(p: Page): Promise<string | undefined> {
-  const svg = await p.locator(".slide-qr svg").evaluate((e) => e.outerHTML);
-  if (!browser) throw new Error("Chromium did not start");
-  const blank = await browser.newPage();
+  const svg = await p.locator(".slide-qr svg").evaluate((el) => el.outerHTML);
+  const blank = await world().browser.newPage();
   try {
-    const size = 600;
-    const pixels = await blank.evaluate(
+    // Dark or light per pixel, as one string: an array of every channel would take seconds to pass over.
+    const size = 320;
+    const dark = await blank.evaluate<string>(
       `new Promise((resolve, reject) => {
         const img = new Image();
         img.onload = () => {
@@ -72,13 +49,21 @@ async function readQr(p: Page): Promise<string | undefined> {
           canvas.width = ${size}; canvas.height = ${size};
           const ctx = canvas.getContext("2d");
           ctx.drawImage(img, 0, 0, ${size}, ${size});
-          resolve(Array.from(ctx.getImageData(0, 0, ${size}, ${size}).data));
+          const d = ctx.getImageData(0, 0, ${size}, ${size}).data;
+          let out = "";
+          for (let i = 0; i < d.length; i += 4) out += d[i] + d[i + 1] + d[i + 2] < 384 ? "1" : "0";
+          resolve(out);
         };
         img.onerror = () => reject(new Error("the SVG did not load as an image"));
         img.src = "data:image/svg+xml;base64," + ${JSON.stringify(Buffer.from(svg).toString("base64"))};
       })`,
     );
-    return decodeQr(pixels as number[], size, size);
+    const pixels = new Uint8ClampedArray(size * size * 4);
+    for (let i = 0; i < dark.length; i++) {
+      const v = dark[i] === "1" ? 0 : 255;
+      pixels.set([v, v, v, 255], i * 4);
+    }
+    return decodeQr(pixels, size, size);
   } finally {
     await blank.close();
   }
@@ -86,21 +71,12 @@ async function readQr(p: Page): Promise<string | undefined> {
 
 beforeAll(async () => {
   clearScreenshots(Object.values(SHOTS));
-  const [started, launched] = await Promise.allSettled([testRuntime(), launchChromium()]);
-  if (started.status === "fulfilled") rt = started.value;
-  if (launched.status === "fulfilled") browser = launched.value;
-  if (started.status === "rejected") throw started.reason;
-  if (launched.status === "rejected") throw launched.reason;
-  await api("POST", "/workshops", { yaml: workshopYaml({ name: WS, count: 1 }) });
+  e = await startE2e();
+  await api("POST", "", { yaml: workshopYaml({ name: WS, count: 1 }) });
 });
 
 afterAll(async () => {
-  try {
-    await browser?.close();
-  } finally {
-    await rt?.close();
-    if (rt) removeDir(rt.dataDir);
-  }
+  await e?.close();
 });
 
 describe("the slide for the room", () => {
@@ -113,15 +89,14 @@ describe("the slide for the room", () => {
   });
 
   it("opens from the Portal tab with the address, the code and a QR code that decodes to the address", async () => {
-    const opened = await api("POST", `/workshops/${WS}/portal/open`, {});
+    const opened = await api("POST", `/${WS}/portal/open`, {});
     const p = await consolePage({ width: 1280, height: 800 });
     await p.goto(`/console/w/${WS}/portal`);
     await p.getByRole("link", { name: "Slide for the room" }).click();
     await p.waitForURL((u) => u.pathname === `/console/w/${WS}/portal/slide`);
-    const url = `${runtime().url}/`;
-    expect((await p.locator(".slide-url").textContent())?.trim()).toBe(url);
+    expect((await p.locator(".slide-url").textContent())?.trim()).toBe(url());
     expect((await p.getByTestId("slide-code").textContent())?.trim()).toBe(opened.code);
-    expect(await readQr(p)).toBe(url);
+    expect(await readQr(p)).toBe(url());
     // Large enough to project: the QR code takes a good part of a 1280 px screen, the code is big type.
     // Read in one step: the page's live update may replace the element between two steps.
     const qrWidth = await p.evaluate<number>(
@@ -135,7 +110,7 @@ describe("the slide for the room", () => {
     await screenshot(p, SHOTS.desktop);
 
     // A new code reaches the projected page by itself.
-    const rotated = await api("POST", `/workshops/${WS}/portal/rotate-code`, {});
+    const rotated = await api("POST", `/${WS}/portal/rotate-code`, {});
     expect(rotated.code).not.toBe(opened.code);
     await waitFor(
       "the new code on the slide",
@@ -143,7 +118,7 @@ describe("the slide for the room", () => {
         (await p.getByTestId("slide-code").textContent())?.trim() === rotated.code ? true : undefined,
       15_000,
     );
-    expect(await readQr(p)).toBe(url);
+    expect(await readQr(p)).toBe(url());
   });
 
   it("fits a phone without scrolling sideways, and its QR code still reads", async () => {
@@ -152,11 +127,11 @@ describe("the slide for the room", () => {
     const widths = await pageWidths(p);
     expect(widths.innerWidth).toBe(390);
     expect(widths.scrollWidth).toBeLessThanOrEqual(widths.innerWidth);
-    expect(await readQr(p)).toBe(`${runtime().url}/`);
+    expect(await readQr(p)).toBe(url());
     await screenshot(p, SHOTS.phone);
   });
 
   it("logged no console or page errors and no failed subresources", () => {
-    expect(pageErrors.flat()).toEqual([]);
+    expect(world().pageErrors.flat()).toEqual([]);
   });
 });
