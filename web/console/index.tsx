@@ -67,7 +67,6 @@ import {
   ownOrigin,
   startSession,
 } from "./session.ts";
-import { SlideBody, SlidePage } from "./slide.tsx";
 import { consoleCss } from "./style.ts";
 import {
   AccessResultPage,
@@ -91,6 +90,8 @@ import {
   RunList,
   type RunRow,
   RunsPage,
+  SlideBody,
+  SlidePage,
   Summary,
   TokenCreatedPage,
   TokensPage,

@@ -1,8 +1,11 @@
+// The pragmas make the JSX runtime explicit: tsx (the CLI's loader) reads tsconfig.json from the current
+// folder, and `labfleet dev` may run from any folder.
+/** @jsxRuntime automatic */
 /** @jsxImportSource hono/jsx */
 import { raw } from "hono/html";
 import { renderSVG } from "uqr";
-import type { PortalView } from "../../shared/portal/portal.ts";
-import { Layout, Tabs, type Viewer } from "./views.tsx";
+import type { PortalView } from "../../../shared/portal/portal.ts";
+import { Layout, Tabs, type Viewer } from "./layout.tsx";
 
 /**
  * The portal's address, its code and a QR code of the address, large enough to project: what students read

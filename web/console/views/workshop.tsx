@@ -1,0 +1,358 @@
+// The pragmas make the JSX runtime explicit: tsx (the CLI's loader) reads tsconfig.json from the current
+// folder, and `labfleet dev` may run from any folder.
+/** @jsxRuntime automatic */
+/** @jsxImportSource hono/jsx */
+import type { EventView } from "../../../shared/fleet/events.ts";
+import type { OpenAccessView } from "../../../shared/fleet/open-access.ts";
+import type { HostView, RunView, WorkshopSummary } from "../../../shared/fleet/workshops.ts";
+import { eventLabel, eventSentence } from "../activity.ts";
+import { duration, timeLeft, whenExact } from "../format.ts";
+import { Csrf, DataTable, Layout, Notice, ResultPage, State, Tabs, type Viewer } from "./layout.tsx";
+
+// ------------------------------------------------------------------------------------------ one workshop
+
+export interface WorkshopHeader {
+  summary: WorkshopSummary;
+  activeRun?: RunView | undefined;
+  now: Date;
+}
+
+export function Summary(props: WorkshopHeader) {
+  const s = props.summary;
+  return (
+    <ul class="summary">
+      <li>
+        State: <State state={s.state} />
+      </li>
+      <li>
+        {s.hosts.ready}/{s.hosts.total} ready
+      </li>
+      <li>{s.hosts.failed} failed</li>
+      <li>Provider: {s.provider}</li>
+      {s.state === "torn_down" ? null : <li>{timeLeft(s.expiry, props.now)}</li>}
+      {props.activeRun ? (
+        <li>
+          Running: {props.activeRun.kind} (<a href={`/console/w/${s.name}/runs`}>runs</a>)
+        </li>
+      ) : null}
+    </ul>
+  );
+}
+
+/** Phases done over phases reported; a ready lab is complete whatever its setup reported. */
+export function progressOf(h: HostView): { done: number; total: number } {
+  const total = Math.max(h.phases.length, 1);
+  if (h.state === "ready") return { done: total, total };
+  return { done: h.phases.filter((p) => p.state === "done").length, total };
+}
+
+function phaseText(h: HostView): string {
+  if (h.state === "ready") return "ready";
+  if (h.state === "torn_down") return "";
+  const { done } = progressOf(h);
+  const known = h.phases.length ? ` (${done}/${h.phases.length} done)` : "";
+  return `${h.phase ?? "waiting"}${known}`;
+}
+
+export function HostRows(props: { hosts: HostView[] }) {
+  if (props.hosts.length === 0)
+    return (
+      <tr>
+        <td colspan={5}>No hosts yet: press Up to provision them.</td>
+      </tr>
+    );
+  return (
+    <>
+      {props.hosts.map((h) => {
+        const p = progressOf(h);
+        return (
+          <tr id={`host-${h.id}`} data-state={h.state}>
+            <th scope="row">{h.id}</th>
+            <td>
+              <State state={h.state} />
+            </td>
+            <td class="num">
+              <progress
+                max={p.total}
+                value={p.done}
+                aria-label={`${h.id}: ${p.done} of ${p.total} phases done`}
+              />
+              <span class="phase">{phaseText(h)}</span>
+            </td>
+            <td class="num">{duration(h.elapsedSeconds) ?? ""}</td>
+            <td>{h.error ? <pre class="error">{h.error}</pre> : ""}</td>
+          </tr>
+        );
+      })}
+    </>
+  );
+}
+
+/** The newest events first: one row each, with the event's id so a live update never adds it twice. */
+export function ActivityRows(props: {
+  events: EventView[];
+  /** Without events, a "nothing yet" row (the page's), or nothing at all (a live update's). */
+  placeholder?: boolean;
+}) {
+  if (props.events.length === 0)
+    return props.placeholder === false ? null : (
+      <tr data-empty="">
+        <td colspan={4}>
+          Nothing has happened yet: events appear here as hosts get ready or fail, labs are claimed and runs
+          go.
+        </td>
+      </tr>
+    );
+  return (
+    <>
+      {props.events.map((e) => (
+        <tr id={`event-${e.id}`} data-type={e.type}>
+          <td class="num">
+            <time datetime={e.at}>{whenExact(e.at)}</time>
+          </td>
+          <td>
+            <span class={`state ev-${e.type.replace(/[._]/g, "-")}`}>{eventLabel(e.type)}</span>
+          </td>
+          <td>{e.hostId ?? ""}</td>
+          <td class="what">{eventSentence(e)}</td>
+        </tr>
+      ))}
+    </>
+  );
+}
+
+/**
+ * Whether a workshop's lab UIs can be opened to students from here: `firewall` when its provider manages
+ * security groups (aws), with the ports concerned; `none` for local and static labs (or a provider this
+ * runtime lacks).
+ */
+export type LabAccess =
+  | {
+      kind: "firewall";
+      /** The `lab.ui_ports` opened to the world (never 22). */
+      ports: number[];
+      /** `provider.security_group_ids` is set: labfleet changes nothing and says what to open by hand. */
+      byo: boolean;
+      /** `provider.student_access: open`: up opens access by itself once every lab is ready. */
+      automatic: boolean;
+    }
+  | { kind: "none"; provider: string; available: boolean };
+
+export const portText = (ports: number[]) =>
+  ports.length ? `TCP ${ports.join(", ")}` : "no port (lab.ui_ports lists none)";
+
+/** The workshop page's lab access actions: open (confirmed on the next page) and close, or a note. */
+function AccessActions(props: { base: string; csrf: string; access: LabAccess }) {
+  const a = props.access;
+  if (a.kind === "none")
+    return (
+      <div class="card" id="lab-access">
+        <h3 id="act-access">Lab access</h3>
+        <p class="hint" id="access-note">
+          {a.available
+            ? "Nothing to open: local and static (bring-your-own-host) labs have no firewall that labfleet manages, so their lab UIs are reachable as the hosts' own network allows."
+            : `The ${a.provider} provider is not available here, so lab access cannot be opened or closed from this console.`}
+        </p>
+      </div>
+    );
+  return (
+    <>
+      <form method="post" action={`${props.base}/open-access`} aria-labelledby="act-open-access">
+        <Csrf token={props.csrf} />
+        <h3 id="act-open-access">Open lab access</h3>
+        <p class="hint">
+          {a.byo
+            ? `This workshop uses its own security groups: labfleet changes none and says what to open by hand (${portText(a.ports)}).`
+            : `Opens the lab UIs (${portText(a.ports)}) of every host to the internet, once every lab is ready. Port 22 stays closed.`}{" "}
+          You confirm on the next page.
+        </p>
+        {a.automatic ? (
+          <p class="hint">
+            <code>student_access: open</code> is set: Up opens it by itself once every lab is ready.
+          </p>
+        ) : null}
+        <button type="submit">Open lab access…</button>
+      </form>
+      <form method="post" action={`${props.base}/close-access`} aria-labelledby="act-close-access">
+        <Csrf token={props.csrf} />
+        <h3 id="act-close-access">Close lab access</h3>
+        <p class="hint">
+          {a.byo
+            ? "Says which inbound rules to remove from your security groups."
+            : "Removes the internet rules: only the operator addresses reach the lab UIs again."}
+        </p>
+        <button type="submit" class="secondary">
+          Close lab access
+        </button>
+      </form>
+    </>
+  );
+}
+
+/** What opening or closing lab access did: the provider's message (with own groups, what to do by hand). */
+export function AccessResultPage(props: { viewer: Viewer; view: OpenAccessView }) {
+  const v = props.view;
+  const verb = v.open ? "open" : "close";
+  const title =
+    v.mode === "byo"
+      ? `${v.workshop}: ${verb} the lab UIs by hand`
+      : `${v.workshop}: lab access ${v.open ? "opened" : "closed"}`;
+  return (
+    <ResultPage viewer={props.viewer} title={title} back={`/console/w/${v.workshop}`}>
+      <p class="notice" role="status" id="access-message">
+        {v.message}
+      </p>
+      <ul class="summary">
+        <li>Ports: {portText(v.ports)}</li>
+        <li>Security groups: {v.groupIds.length ? v.groupIds.join(", ") : "none"}</li>
+        <li>
+          {v.mode === "byo"
+            ? "labfleet changed nothing (the workshop's own groups)"
+            : v.changed
+              ? "labfleet changed the rules"
+              : "nothing needed to change"}
+        </li>
+      </ul>
+      {v.mode === "byo" ? (
+        <p>
+          Make the change in your security groups (EC2 console or <code>aws ec2</code>); labfleet never edits
+          groups it does not own.
+        </p>
+      ) : v.open ? (
+        <p>
+          Anyone with a host's address can reach its lab UIs now, not only your students. Close lab access
+          when the workshop ends; teardown removes the security group anyway.
+        </p>
+      ) : null}
+    </ResultPage>
+  );
+}
+
+export interface ActivityData {
+  /** Newest first. */
+  events: EventView[];
+  /** The newest event's id: where the page's live updates continue from. */
+  last: string | null;
+}
+
+export function WorkshopPage(
+  props: WorkshopHeader & {
+    viewer: Viewer;
+    hosts: HostView[];
+    canExtend: boolean;
+    access: LabAccess;
+    activity: ActivityData;
+    notice?: string | undefined;
+  },
+) {
+  const name = props.summary.name;
+  const base = `/console/w/${name}`;
+  const csrf = props.viewer.csrf;
+  // A workshop torn down (or going) has nothing left to deploy, diagnose, extend or tear down: only Up.
+  const gone = props.summary.state === "torn_down" || props.summary.state === "tearing_down";
+  return (
+    <Layout title={name} viewer={props.viewer} live={`${base}/live`}>
+      <Tabs name={name} current="hosts" />
+      <h1>{name}</h1>
+      <div id="live-summary" aria-live="polite">
+        <Summary summary={props.summary} activeRun={props.activeRun} now={props.now} />
+      </div>
+      <Notice text={props.notice} />
+      <h2 id="hosts-h">Hosts</h2>
+      <DataTable
+        labelledBy="hosts-h"
+        columns={["Host", "State", "Progress", "Elapsed", "Last error"]}
+        bodyId="live-hosts"
+      >
+        <HostRows hosts={props.hosts} />
+      </DataTable>
+      <h2 id="actions-h">Actions</h2>
+      <div class="actions">
+        <form method="post" action={`${base}/up`} aria-labelledby="act-up">
+          <Csrf token={csrf} />
+          <h3 id="act-up">Up</h3>
+          <p class="hint">
+            Provision every host, deploy the lab, wait until ready. Running it again resumes.
+          </p>
+          <button type="submit">Up</button>
+        </form>
+        {gone ? null : (
+          <>
+            <form method="post" action={`${base}/deploy`} aria-labelledby="act-deploy">
+              <Csrf token={csrf} />
+              <h3 id="act-deploy">Deploy</h3>
+              <label for="deploy-hosts">Hosts (blank: all)</label>
+              <input
+                id="deploy-hosts"
+                name="hosts"
+                type="text"
+                spellcheck={false}
+                placeholder="student-01 student-02"
+              />
+              <label class="check">
+                <input id="deploy-force" name="force" type="checkbox" value="yes" /> Rebuild labs already
+                built
+              </label>
+              <button type="submit">Deploy</button>
+            </form>
+            <form method="post" action={`${base}/retry`} aria-labelledby="act-retry">
+              <Csrf token={csrf} />
+              <h3 id="act-retry">Retry failed</h3>
+              <p class="hint">Reads every host again, then rebuilds the labs that failed.</p>
+              <button type="submit">Retry failed hosts</button>
+            </form>
+            <form method="post" action={`${base}/diagnose`} aria-labelledby="act-diagnose">
+              <Csrf token={csrf} />
+              <h3 id="act-diagnose">Diagnose</h3>
+              <label class="check">
+                <input id="diagnose-all" name="all" type="checkbox" value="yes" /> All hosts, not only failed
+                ones
+              </label>
+              <p class="hint">Logs, phases and a summary per host, secrets redacted.</p>
+              <button type="submit">Download diagnosis</button>
+            </form>
+            {props.canExtend ? (
+              <form method="post" action={`${base}/extend`} aria-labelledby="act-extend">
+                <Csrf token={csrf} />
+                <h3 id="act-extend">Extend</h3>
+                <label for="extend-hours">Hours to add to the teardown time</label>
+                <input
+                  id="extend-hours"
+                  name="hours"
+                  type="number"
+                  min="0.5"
+                  max="168"
+                  step="0.5"
+                  value="2"
+                  required
+                />
+                <button type="submit">Extend</button>
+              </form>
+            ) : null}
+            <AccessActions base={base} csrf={csrf} access={props.access} />
+            <div class="card">
+              <h3 id="act-teardown">Tear down</h3>
+              <p class="hint">
+                Removes every host and the portal with its claims. You confirm on the next page.
+              </p>
+              <a class="button danger" href={`${base}/teardown`}>
+                Tear down…
+              </a>
+            </div>
+          </>
+        )}
+      </div>
+      <h2 id="activity-h">Activity</h2>
+      <DataTable
+        wrapClass="table-wrap activity"
+        labelledBy="activity-h"
+        columns={["Time", "Event", "Host", "What happened"]}
+        bodyId="live-activity"
+        after={props.activity.last ?? ""}
+      >
+        <ActivityRows events={props.activity.events} />
+      </DataTable>
+      <p class="hint">Newest first; new events are added at the top as they happen.</p>
+    </Layout>
+  );
+}
