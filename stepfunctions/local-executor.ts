@@ -1,6 +1,7 @@
 import { addTransitions, failRunIfRunning } from "../shared/fleet/runs.ts";
 import type { RunInput, RunKind, Workflows } from "../shared/fleet/workflows.ts";
 import { withActor } from "../shared/runtime/actor.ts";
+import { pause } from "../shared/runtime/concurrency.ts";
 import { useDeps } from "../shared/runtime/deps.ts";
 import { errorMessage } from "../shared/runtime/errors.ts";
 import { log } from "../shared/runtime/logger.ts";
@@ -234,7 +235,7 @@ export class LocalExecutor implements Workflows {
         error: errorMessage(err),
       });
     }
-    if (n > 1) await sleep(Math.min(250 * 2 ** (n - 1), MAX_RESUME_DELAY_MS), signal);
+    if (n > 1) await pause(Math.min(250 * 2 ** (n - 1), MAX_RESUME_DELAY_MS), signal);
     return !signal.aborted;
   }
 
@@ -271,17 +272,4 @@ export class LocalExecutor implements Workflows {
   get running(): string[] {
     return [...this.executions.keys()];
   }
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const done = () => {
-      clearTimeout(timer);
-      signal.removeEventListener("abort", done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal.addEventListener("abort", done, { once: true });
-  });
 }

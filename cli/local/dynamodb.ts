@@ -13,6 +13,7 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { DynamoDBClient, ListTablesCommand } from "@aws-sdk/client-dynamodb";
+import { pause } from "../../shared/runtime/concurrency.ts";
 import { errorMessage } from "../../shared/runtime/errors.ts";
 import { log } from "../../shared/runtime/logger.ts";
 
@@ -346,17 +347,4 @@ export async function superviseDynamoLocal(opts: SupervisedDynamoOptions): Promi
     client,
     stop,
   };
-}
-
-function pause(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const done = () => {
-      clearTimeout(timer);
-      signal.removeEventListener("abort", done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal.addEventListener("abort", done, { once: true });
-  });
 }

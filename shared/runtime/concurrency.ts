@@ -89,3 +89,17 @@ export function shortCache<A extends unknown[], R>(opts: {
     },
   });
 }
+
+/** Waits `ms`, or less: it resolves early (never rejects) once `signal` aborts. */
+export function pause(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener("abort", done, { once: true });
+  });
+}

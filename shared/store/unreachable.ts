@@ -1,5 +1,6 @@
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { GetCommand } from "@aws-sdk/lib-dynamodb";
+import { pause } from "../runtime/concurrency.ts";
 import { VisibleError } from "../runtime/errors.ts";
 import type { Store } from "./entities.ts";
 
@@ -175,17 +176,4 @@ export async function untilStoreAnswers<T>(fn: () => Promise<T>, opts: StoreWait
       delay = Math.min(delay * 2, opts.maxDelayMs ?? 5000);
     }
   }
-}
-
-function pause(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal?.aborted) return resolve();
-    const done = () => {
-      clearTimeout(timer);
-      signal?.removeEventListener("abort", done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal?.addEventListener("abort", done, { once: true });
-  });
 }

@@ -100,6 +100,17 @@ export function processesUnder(dir: string): number[] {
   return found;
 }
 
+/** The DynamoDB Local processes running inside `dir` (a runtime's data folder). */
+export function javaOn(dir: string): number[] {
+  return processesUnder(dir).filter((pid) => {
+    try {
+      return readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("DynamoDBLocal.jar");
+    } catch {
+      return false;
+    }
+  });
+}
+
 export function writeFile(dir: string, name: string, text: string): string {
   const p = join(dir, name);
   writeFileSync(p, text);

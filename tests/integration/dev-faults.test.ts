@@ -2,7 +2,7 @@ import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { runCli, startCli } from "../harness/cli.ts";
-import { processesUnder, removeDir, tempDir, waitFor, workshopYaml } from "../harness/runtime.ts";
+import { javaOn, removeDir, tempDir, waitFor, workshopYaml } from "../harness/runtime.ts";
 
 /**
  * The real `labfleet dev`, each with its own DynamoDB Local under its data folder: it outlives DynamoDB Local
@@ -22,16 +22,6 @@ afterAll(async () => {
   for (const pid of javaOn(work)) process.kill(pid, "SIGKILL");
   removeDir(work);
 });
-
-function javaOn(dir: string): number[] {
-  return processesUnder(dir).filter((pid) => {
-    try {
-      return readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("DynamoDBLocal.jar");
-    } catch {
-      return false;
-    }
-  });
-}
 
 function runtimeInfo(dataDir: string): { url: string; token: string; pid: number } | undefined {
   const f = join(dataDir, "runtime.json");

@@ -5,6 +5,7 @@ import { type LocalRuntime, startLocalRuntime } from "../../cli/local/runtime.ts
 import { setLogSink } from "../../shared/runtime/logger.ts";
 import { cookieHeader, storeCookies } from "../harness/cookies.ts";
 import {
+  javaOn,
   movableClock,
   processesUnder,
   removeDir,
@@ -47,16 +48,6 @@ afterAll(async () => {
   expect(javaOn(dataDir)).toEqual([]);
   removeDir(dataDir);
 });
-
-function javaOn(dir: string): number[] {
-  return processesUnder(dir).filter((pid) => {
-    try {
-      return readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("DynamoDBLocal.jar");
-    } catch {
-      return false;
-    }
-  });
-}
 
 const dynamoPid = () => Number(readFileSync(join(dataDir, "dynamodb.pid"), "utf8"));
 
