@@ -18,6 +18,7 @@ export default $config({
     const { readFileSync } = await import("node:fs");
     const { join } = await import("node:path");
     const infra = await import("./infra/permissions.ts");
+    const web = await import("./infra/web.ts");
     const { CLOUD_ENV, LINKED_SECRETS, SECRET_NOT_SET } = await import("./shared/cloud/env.ts");
 
     const app = $app.name;
@@ -145,7 +146,6 @@ export default $config({
         permissions: refs.apply((r) => infra.resolveStatements(name, r)),
         // ssh2 carries optional native addons esbuild cannot bundle: installed beside the bundle instead.
         nodejs: { install: infra.installOf(name) },
-        ...(spec.url ? { url: true } : {}),
       });
     };
 
@@ -218,10 +218,42 @@ export default $config({
       filters: [structuredClone(infra.EVENT_RECORDS_FILTER) as Record<string, unknown>],
     });
 
-    // The web: the portal (students) and the instructor API and console, each with its own Function URL.
-    const portal = fn("Portal");
-    const api = fn("Api", { [CLOUD_ENV.portalUrl]: portal.url });
+    // The web: the portal (students) and the instructor API and console, each behind an HTTP API of its own
+    // (infra/web.ts): its stage's throttling in front of the function, a custom domain when the stage sets one.
+    const domains = web.domainsFrom(process.env);
+    const httpApi = (name: import("./infra/web.ts").WebApiName, target: sst.aws.Function) => {
+      const domain = domains[name];
+      // Route settings may only name routes that exist: the stage is made once the routes are.
+      let routesMade: (routes: $util.Resource[]) => void = () => {};
+      const routes = new Promise<$util.Resource[]>((resolve) => {
+        routesMade = resolve;
+      });
+      const gateway = new sst.aws.ApiGatewayV2(`${name}Http`, {
+        cors: false,
+        ...(domain
+          ? {
+              domain: domain.cert
+                ? { name: domain.name, dns: false as const, cert: domain.cert }
+                : domain.name,
+            }
+          : {}),
+        transform: {
+          stage: (args, opts) => {
+            Object.assign(args, web.stageSettings(name));
+            args.accessLogSettings = $output(args.accessLogSettings).apply((settings) => ({
+              destinationArn: settings?.destinationArn ?? "",
+              format: web.ACCESS_LOG_FORMAT,
+            }));
+            opts.dependsOn = routes;
+          },
+        },
+      });
+      routesMade(web.routeKeysOf(name).map((key) => gateway.route(key, target.arn)));
+      return gateway;
+    };
+    const portalHttp = httpApi("Portal", fn("Portal"));
+    const apiHttp = httpApi("Api", fn("Api", { [CLOUD_ENV.portalUrl]: portalHttp.url }));
 
-    return { api: api.url, portal: portal.url, table: table.name };
+    return { api: apiHttp.url, portal: portalHttp.url, table: table.name };
   },
 });

@@ -107,6 +107,9 @@ function writePrivate(file: string, text: string): void {
   }
 }
 
+/** The API's answer about a portal: with its full `url` when the portal has a URL of its own (the cloud's). */
+type PortalReply = PortalView & { url?: string };
+
 export async function run(args: Args, out: Output): Promise<number> {
   const sub = args.positionals[1];
   const wants = sub === undefined ? undefined : ARGS[sub];
@@ -141,6 +144,8 @@ export async function run(args: Args, out: Output): Promise<number> {
   const client = new ApiClient(resolveTarget());
   const path = `/workshops/${encodeURIComponent(name)}/portal`;
   const link = (p: string) => new URL(p, `${client.target.url}/`).toString();
+  // Where students go: the portal's own URL when the deployment has one (the cloud's portal API), else the API's.
+  const studentLink = (v: PortalReply) => v.url ?? link(v.path);
   const print = (doc: unknown) => out.write(jsonText(doc));
 
   switch (sub) {
@@ -151,19 +156,19 @@ export async function run(args: Args, out: Output): Promise<number> {
     case "info": {
       const v =
         sub === "info"
-          ? await client.call<PortalView>("GET", `${path}/info`)
-          : await client.call<PortalView>("POST", `${path}/${sub}`, {});
-      if (json) print({ ...v, url: link(v.path) });
+          ? await client.call<PortalReply>("GET", `${path}/info`)
+          : await client.call<PortalReply>("POST", `${path}/${sub}`, {});
+      if (json) print({ ...v, url: studentLink(v) });
       else
         out.write(
           `portal ${clean(name)}: ${v.state === "published" ? "published, claiming not open yet" : `claiming ${clean(v.state)}`}${sub === "rotate-code" ? " · new code: everyone enters it again" : ""}\n` +
-            `  go to  ${clean(link(v.path))}\n  code   ${clean(v.code)}\n`,
+            `  go to  ${clean(studentLink(v))}\n  code   ${clean(v.code)}\n`,
         );
       return 0;
     }
     case "slide": {
-      const v = await client.call<PortalView>("GET", `${path}/info`);
-      const url = link(v.path);
+      const v = await client.call<PortalReply>("GET", `${path}/info`);
+      const url = studentLink(v);
       if (json) {
         print({ url, code: v.code, state: v.state });
         return 0;

@@ -476,8 +476,11 @@ export interface FunctionSpec {
   memory: `${number} MB`;
   grants: GrantName[];
   secrets: LinkedSecretName[];
-  /** A Function URL (the web functions). */
-  url?: boolean;
+  /**
+   * A web function: served through its API Gateway HTTP API (infra/web.ts), never a Function URL, so no request
+   * reaches it without passing the API's throttling.
+   */
+  web?: boolean;
   /** The portal function: its own Deps (shared/cloud/portal-deps.ts) and only the portal's environment. */
   portal?: boolean;
   /** A fixed function name (its ARN is known before it exists: the TTL schedules' target). */
@@ -632,7 +635,8 @@ export const FUNCTIONS = {
     handler: "web/lambda.api",
     source: "web/lambda.ts",
     description: "labfleet instructor API and console",
-    timeout: "5 minutes",
+    // API Gateway answers its client after 30 s whatever the function does (web/lambda.ts cuts requests to it).
+    timeout: "30 seconds",
     memory: "1024 MB",
     grants: [
       ...reachesHosts.grants,
@@ -652,7 +656,7 @@ export const FUNCTIONS = {
       "GithubClientSecret",
       "GoogleClientSecret",
     ],
-    url: true,
+    web: true,
   },
   ForwardEvents: {
     handler: "functions/lambda.ForwardEvents",
@@ -671,7 +675,7 @@ export const FUNCTIONS = {
     memory: "1024 MB",
     grants: ["portalTable"],
     secrets: ["AccessKey"],
-    url: true,
+    web: true,
     portal: true,
   },
 } satisfies Record<string, FunctionSpec>;
@@ -771,7 +775,7 @@ export function envNamesOf(name: FunctionName): string[] {
     CLOUD_ENV.teardownStateMachineArn,
   ];
   const extra = spec.grants.flatMap((g) => GRANT_ENV[g] ?? []);
-  const web = spec.url ? [CLOUD_ENV.portalUrl] : [];
+  const web = spec.web ? [CLOUD_ENV.portalUrl] : [];
   return [...new Set([...common, ...extra, ...web])];
 }
 

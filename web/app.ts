@@ -13,6 +13,7 @@ import { tokensApi } from "./auth/tokens-api.ts";
 import { baseApp } from "./base.ts";
 import { consoleRoutes } from "./console/index.tsx";
 import { portal } from "./portal/index.tsx";
+import { portalAt } from "./portal-url.ts";
 
 export { logPath } from "./base.ts";
 export { createPortalApp } from "./portal-app.ts";
@@ -78,9 +79,10 @@ export function createApp(opts: { auth: InstructorAuth; authConfig?: AuthConfig 
 const INSTRUCTOR_PREFIXES = ["/api/", "/console", "/admin/", "/auth/"];
 
 /**
- * The instructor's side alone: what the cloud's API function serves. With `portalUrl` (the portal function's
- * URL), a GET for any other path is sent there with its path and query, so links the CLI prints with the API's
- * URL (`portal info`, invites, personal links) still reach the portal.
+ * The instructor's side alone: what the cloud's API function serves. With `portalUrl` (the portal's own public
+ * URL), the portal's addresses it shows are on it (`portal info`, the console's slide: web/portal-url.ts), and a
+ * GET for any other path is sent there with its path and query, so links the CLI prints with the API's URL
+ * (invites, personal links) still reach the portal.
  */
 export function createInstructorApp(opts: {
   auth: InstructorAuth;
@@ -88,8 +90,9 @@ export function createInstructorApp(opts: {
   portalUrl?: string;
 }) {
   const app = baseApp();
-  addInstructorRoutes(app, opts.auth, opts.authConfig ?? authConfigFromEnv({}));
   const portalUrl = opts.portalUrl;
+  app.use(portalAt(portalUrl));
+  addInstructorRoutes(app, opts.auth, opts.authConfig ?? authConfigFromEnv({}));
   if (portalUrl) {
     app.get("*", (c) => {
       const path = c.req.path;

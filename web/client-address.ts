@@ -14,21 +14,20 @@ interface Bindings {
 }
 
 /**
- * The address rate limits count against (the portal's, the console's sign-in): the socket's peer under
- * @hono/node-server (what its `getConnInfo` reads), the source IP Lambda reports, else "local"
- * (`app.request()` in tests, which may pass the same bindings to simulate addresses).
+ * The address rate limits count against (the portal's, the console's sign-in). On Lambda it is the source IP API
+ * Gateway reports in the event (`requestContext.http.sourceIp` of payload format 2.0): the address of the TCP
+ * connection API Gateway accepted, which no header can change (API Gateway appends it to X-Forwarded-For after
+ * whatever the client sent there, so that header is never read on Lambda). Under @hono/node-server it is the
+ * socket's peer (what its `getConnInfo` reads), or the last X-Forwarded-For entry behind a trusted proxy; else
+ * "local" (`app.request()` in tests, which may pass the same bindings to simulate addresses).
  */
 export function clientAddress(c: Context): string {
+  const env = (c.env ?? {}) as Bindings;
+  const lambda = env.requestContext?.http?.sourceIp ?? env.requestContext?.identity?.sourceIp;
+  if (lambda) return lambda;
   if (trustProxy()) {
     const forwarded = c.req.header("x-forwarded-for")?.split(",").at(-1)?.trim();
     if (forwarded) return forwarded;
   }
-  const env = (c.env ?? {}) as Bindings;
-  return (
-    env.incoming?.socket?.remoteAddress ??
-    env.server?.incoming?.socket?.remoteAddress ??
-    env.requestContext?.http?.sourceIp ??
-    env.requestContext?.identity?.sourceIp ??
-    "local"
-  );
+  return env.incoming?.socket?.remoteAddress ?? env.server?.incoming?.socket?.remoteAddress ?? "local";
 }

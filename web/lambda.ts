@@ -2,6 +2,7 @@ import { handle, type LambdaContext, type LambdaEvent } from "hono/aws-lambda";
 import { Resource } from "sst/resource";
 import { instructorAuth } from "../shared/auth/tokens.ts";
 import { cloudConfig, cloudDeps } from "../shared/cloud/deps.ts";
+import { HTTP_API_INTEGRATION_TIMEOUT_MS } from "../shared/cloud/env.ts";
 import { instructorTokenFrom, linkedFrom } from "../shared/cloud/secrets.ts";
 import { lambdaDeadline, withDeadline } from "../shared/runtime/deadline.ts";
 import { configure } from "../shared/runtime/deps.ts";
@@ -9,7 +10,7 @@ import { bootstrapAuth, createInstructorApp } from "./app.ts";
 import { authConfigFromEnv } from "./auth/config.ts";
 
 /**
- * The instructor side's Lambda entry, behind its Function URL. The student portal is a function of its own
+ * The instructor side's Lambda entry, behind its API Gateway HTTP API (payload format 2.0 events, infra/web.ts). The student portal is a function of its own
  * (web/portal-lambda.ts), so the function students reach holds only its table access (infra/permissions.ts) and
  * its bundle none of this code. It composes its runtime once per Lambda instance, on the first request.
  */
@@ -42,9 +43,15 @@ export const api = (event: LambdaEvent, context?: LambdaContext) => {
     );
   }
   const handler = apiHandler;
-  // The request's work ends well inside the function's timeout (diagnose parts, refreshes of many hosts).
+  // The request's work ends well inside the function's timeout (diagnose parts, refreshes of many hosts), and
+  // inside API Gateway's integration timeout, after which its client is answered 503 whatever the function does.
   const remaining = context?.getRemainingTimeInMillis?.();
   return remaining === undefined
     ? handler(event, context)
-    : withDeadline(lambdaDeadline(remaining), () => handler(event, context));
+    : withDeadline(lambdaDeadline(requestTimeMs(remaining)), () => handler(event, context));
 };
+
+/** The time a request has: the function's remaining time, at most API Gateway's integration timeout. */
+export function requestTimeMs(remainingMs: number): number {
+  return Math.min(remainingMs, HTTP_API_INTEGRATION_TIMEOUT_MS);
+}

@@ -6,7 +6,7 @@ import { configure } from "../shared/runtime/deps.ts";
 import { createPortalApp } from "./portal-app.ts";
 
 /**
- * The student portal's Lambda entry, behind its own Function URL: the table, the clock and the access key, nothing
+ * The student portal's Lambda entry, behind its own API Gateway HTTP API (payload format 2.0, infra/web.ts): the table, the clock and the access key, nothing
  * more (shared/cloud/portal-deps.ts). It imports nothing of the instructor's side, so its bundle holds no EC2,
  * SSM, SSH or workflow code, and its role no such permission. It composes its runtime once per Lambda instance.
  */

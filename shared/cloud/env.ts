@@ -22,7 +22,10 @@ export const CLOUD_ENV = {
   scheduleTargetArn: "LABFLEET_SCHEDULE_TARGET_ARN",
   /** The EventBridge bus the event forwarder puts workshop events on (`labfleet-<stage>-events`). */
   eventBus: "LABFLEET_EVENT_BUS",
-  /** The portal function's URL: the instructor function sends students there. */
+  /**
+   * The portal's public URL (its HTTP API's custom domain, else its execute-api URL): the instructor function sends
+   * students there and prints it (`portal info`, `portal slide`, the console's slide).
+   */
   portalUrl: "LABFLEET_PORTAL_URL",
 } as const;
 
@@ -35,6 +38,13 @@ export const LINKED_SECRETS = [
   "GoogleClientSecret",
 ] as const;
 export type LinkedSecretName = (typeof LINKED_SECRETS)[number];
+
+/**
+ * API Gateway's integration timeout for HTTP APIs (30 s, the most it allows): a function still running then has its
+ * client answered 503, so the web functions' request deadlines are cut to it (web/lambda.ts).
+ * https://docs.aws.amazon.com/apigateway/latest/developerguide/http-api-quotas.html
+ */
+export const HTTP_API_INTEGRATION_TIMEOUT_MS = 30_000;
 
 /** The value sst.config.ts gives the optional secrets (SSH key, OAuth client secrets) until they are set. */
 export const SECRET_NOT_SET = "not-set";

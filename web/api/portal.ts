@@ -1,5 +1,5 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { Hono } from "hono";
+import { type Context, Hono } from "hono";
 import { html, raw } from "hono/html";
 import { getWorkshop, hostAccess, workshopStatus } from "../../shared/fleet/workshops.ts";
 import { board } from "../../shared/portal/claims.ts";
@@ -23,6 +23,7 @@ import { HeldAddress, heldBack, unblock } from "../../shared/portal/rate-limit.t
 import { scaleDownUnclaimed } from "../../shared/portal/scale-down.ts";
 import { withActor } from "../../shared/runtime/actor.ts";
 import { hasControlChars } from "../../shared/runtime/text.ts";
+import { portalBase, studentUrl } from "../portal-url.ts";
 import { apiRouter, errors, json, jsonBody, Name, NameParams, readJson } from "./schemas.ts";
 
 const Lab = z
@@ -72,6 +73,11 @@ const PortalView = z
     code: z.string().meta({ description: "the workshop code students type", example: "KQZTRW" }),
     codeVersion: z.number().int(),
     path: z.string().meta({ description: "where students go, on the portal's URL", example: "/" }),
+    url: z.string().optional().meta({
+      description:
+        "where students go, in full, when the portal has a URL of its own (in the cloud: its HTTP API's custom domain or execute-api URL); without it, `path` is on this API's URL",
+      example: "https://labs.example.com/",
+    }),
   })
   .meta({ id: "Portal" });
 const BoardLab = z
@@ -346,16 +352,21 @@ const scaleDownRoute = createRoute({
   },
 });
 
+/** A portal view with its full address when the portal has a URL of its own. */
+function withUrl<T extends { path: string }>(c: Context, view: T): T & { url?: string } {
+  return portalBase(c) ? { ...view, url: studentUrl(c, view.path) } : view;
+}
+
 /**
  * Instructor routes for the claim portal, under /api/workshops/{name}/portal/ (bearer token, no-store, the
  * instructor actor: all set by the /api middleware).
  */
 export const portalApi = apiRouter()
-  .openapi(openRoute, async (c) => c.json(await openPortal(c.req.valid("param").name), 200))
-  .openapi(closeRoute, async (c) => c.json(await closePortal(c.req.valid("param").name), 200))
-  .openapi(publishRoute, async (c) => c.json(await publishPortal(c.req.valid("param").name), 200))
-  .openapi(rotateRoute, async (c) => c.json(await rotateCode(c.req.valid("param").name), 200))
-  .openapi(infoRoute, async (c) => c.json(await portalInfo(c.req.valid("param").name), 200))
+  .openapi(openRoute, async (c) => c.json(withUrl(c, await openPortal(c.req.valid("param").name)), 200))
+  .openapi(closeRoute, async (c) => c.json(withUrl(c, await closePortal(c.req.valid("param").name)), 200))
+  .openapi(publishRoute, async (c) => c.json(withUrl(c, await publishPortal(c.req.valid("param").name)), 200))
+  .openapi(rotateRoute, async (c) => c.json(withUrl(c, await rotateCode(c.req.valid("param").name)), 200))
+  .openapi(infoRoute, async (c) => c.json(withUrl(c, await portalInfo(c.req.valid("param").name)), 200))
   .openapi(statusRoute, async (c) => {
     const { name } = c.req.valid("param");
     const { code: _code, ...portal } = await portalInfo(name); // the code only where asked for: info

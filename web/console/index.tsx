@@ -54,6 +54,7 @@ import { answerStatus, asVisible, statusOf } from "../api/errors.ts";
 import type { InstructorAuth } from "../app.ts";
 import { clientAddress } from "../client-address.ts";
 import { BODY_LIMITS } from "../limits.ts";
+import { studentUrl } from "../portal-url.ts";
 import { eventsAfter, recentEvents } from "./activity.ts";
 import { hostList, when } from "./format.ts";
 import { consoleJs } from "./script.ts";
@@ -647,9 +648,9 @@ export function consoleRoutes(auth: InstructorAuth, opts: ConsoleOptions = {}) {
       "live-held": <HeldBackSection data={data} csrf={viewer(c).csrf} />,
     });
   });
-  // The slide: the portal's address as students reach it (this site's, which serves or forwards to the portal).
-  const slideUrl = (c: Context, info: PortalView | undefined) =>
-    new URL(info?.path ?? "/", c.req.url).toString();
+  // The slide: the portal's address as students reach it (the portal's own URL when it has one, else this
+  // site's, which serves the portal).
+  const slideUrl = (c: Context, info: PortalView | undefined) => studentUrl(c, info?.path ?? "/");
   const slideInfo = async (name: string) => (await portalData(name)).info;
   app.get("/w/:name/portal/slide", async (c) => {
     const name = nameOf(c);
