@@ -2,12 +2,12 @@ import { handle, type LambdaContext, type LambdaEvent } from "hono/aws-lambda";
 import { Resource } from "sst/resource";
 import { instructorAuth } from "../shared/auth/tokens.ts";
 import { cloudConfig, cloudDeps } from "../shared/cloud/deps.ts";
-import { HTTP_API_INTEGRATION_TIMEOUT_MS } from "../shared/cloud/env.ts";
 import { instructorTokenFrom, linkedFrom } from "../shared/cloud/secrets.ts";
 import { lambdaDeadline, withDeadline } from "../shared/runtime/deadline.ts";
 import { configure } from "../shared/runtime/deps.ts";
 import { bootstrapAuth, createInstructorApp } from "./app.ts";
 import { authConfigFromEnv } from "./auth/config.ts";
+import { requestTimeMs } from "./limits.ts";
 
 /**
  * The instructor side's Lambda entry, behind its API Gateway HTTP API (payload format 2.0 events, infra/web.ts). The student portal is a function of its own
@@ -50,8 +50,3 @@ export const api = (event: LambdaEvent, context?: LambdaContext) => {
     ? handler(event, context)
     : withDeadline(lambdaDeadline(requestTimeMs(remaining)), () => handler(event, context));
 };
-
-/** The time a request has: the function's remaining time, at most API Gateway's integration timeout. */
-export function requestTimeMs(remainingMs: number): number {
-  return Math.min(remainingMs, HTTP_API_INTEGRATION_TIMEOUT_MS);
-}

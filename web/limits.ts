@@ -1,5 +1,6 @@
 import type { Context, MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
+import { HTTP_API_INTEGRATION_TIMEOUT_MS } from "../shared/cloud/env.ts";
 import { WORKSHOP_YAML_MAX_BYTES } from "../shared/workshop/load.ts";
 
 /**
@@ -62,4 +63,12 @@ export function bodyLimits(): MiddlewareHandler {
     const limiter = limiters.get(bodyLimitFor(c.req.method, c.req.path));
     return limiter ? limiter(c, next) : next();
   };
+}
+
+/**
+ * The time a request has on Lambda: the function's remaining time, at most API Gateway's integration timeout
+ * (after it, API Gateway answers the client 503 whatever the function still does).
+ */
+export function requestTimeMs(remainingMs: number): number {
+  return Math.min(remainingMs, HTTP_API_INTEGRATION_TIMEOUT_MS);
 }

@@ -25,7 +25,7 @@ afterAll(async () => {
 function student() {
   const jar = new Map<string, string>();
   let csrf = "";
-  const base = cloud.account.portalUrl.replace(/\/$/, "");
+  const base = cloud.account.portalEndpoint;
   const take = async (res: Response) => {
     storeCookies(jar, res);
     const text = await res.text();

@@ -18,9 +18,11 @@ import {
   substituteFunctionArns,
   TASK_FUNCTIONS,
 } from "../../../infra/permissions.ts";
+import { HTTP_APIS, routeKeysOf, type WebApiName } from "../../../infra/web.ts";
 import type { LambdaBuild } from "../../../scripts/build-lambdas.ts";
 import { CLOUD_ENV, type LinkedSecretName } from "../../../shared/cloud/env.ts";
 import type { EngineTiming } from "../../../stepfunctions/engine.ts";
+import { type DeployedHttpApi, FakeApiGateway } from "./apigateway.ts";
 import {
   AwsError,
   accessKeyIdFor,
@@ -52,7 +54,8 @@ import { FakeSsm, type FakeSsmOptions } from "./ssm.ts";
  * to ReconcileRun; EC2 and SSM with instances that are folders on this machine; DynamoDB Local behind IAM.
  *
  * Everything listens on 127.0.0.1. The test acts as the account's administrator (`operator`) when it sets
- * things up or looks at them, and as an instructor through the Api function's URL, as the CLI would.
+ * things up or looks at them, and as an instructor through the Api's HTTP API (tests/harness/aws/apigateway.ts),
+ * as the CLI would; students reach the Portal's HTTP API.
  */
 
 export const FAKE_APP = "labfleet";
@@ -77,6 +80,12 @@ export interface FakeAwsAccountOptions {
   ssm?: Partial<Omit<FakeSsmOptions, "ec2">>;
   /** The On-Demand vCPU quota Service Quotas reports (L-1216C47A). */
   vcpuQuota?: number;
+  /** Custom domains of the HTTP APIs (LABFLEET_PORTAL_DOMAIN, LABFLEET_API_DOMAIN); execute-api ones otherwise. */
+  domains?: Partial<Record<WebApiName, string>>;
+  /** A shorter integration timeout for the HTTP APIs (a timeout seen in seconds). */
+  integrationTimeoutMs?: number;
+  /** The HTTP APIs' throttling clock (ms): a test may hold it still. */
+  throttleClock?: () => number;
 }
 
 /** The test's own credentials (DynamoDB Local keeps one database per access key id and region). */
@@ -95,9 +104,15 @@ export class FakeAwsAccount {
   readonly scheduler: FakeScheduler;
   readonly events: FakeEventBridge;
   readonly dynamodb: FakeDynamoDb;
-  /** The deployment's outputs, as `sst deploy` prints them. */
+  readonly apigateway: FakeApiGateway;
+  /** The deployment's outputs, as `sst deploy` prints them: the HTTP APIs' URLs (https://DOMAIN). */
   apiUrl = "";
   portalUrl = "";
+  /** Where the test connects to each HTTP API (http://127.0.0.1:PORT), as if to its URL. */
+  apiEndpoint = "";
+  portalEndpoint = "";
+  /** The HTTP APIs as deployed. */
+  readonly httpApis: Partial<Record<WebApiName, DeployedHttpApi>> = {};
   /** Names and ARNs of what the deployment made. */
   readonly deployed: {
     functionName: (fn: FunctionName) => string;
@@ -202,6 +217,11 @@ export class FakeAwsAccount {
         ]),
       ),
       credentials: credentialsFor,
+    });
+
+    this.apigateway = new FakeApiGateway({
+      lambda: this.lambda,
+      ...(opts.throttleClock ? { now: opts.throttleClock } : {}),
     });
 
     const invokeAs = async (principal: string, functionArn: string, payload: unknown) => {
@@ -349,17 +369,38 @@ export class FakeAwsAccount {
     return out;
   }
 
-  /** Starts the endpoint, turns the table's stream on, opens the Function URLs. */
+  /** Starts the endpoint, turns the table's stream on, deploys the HTTP APIs (as sst.config.ts does). */
   static async start(opts: FakeAwsAccountOptions): Promise<FakeAwsAccount> {
     const account = new FakeAwsAccount(opts);
     const url = await account.server.start();
     account.ec2.setEndpoint(url);
     account.lambda.setEndpoint(url);
-    account.portalUrl = await account.lambda.functionUrl(account.deployed.functionName("Portal"));
+    const portal = await account.deployHttpApi("Portal");
+    account.portalUrl = portal.url;
+    account.portalEndpoint = portal.endpoint;
     account.lambda.setEnv(account.deployed.functionName("Api"), CLOUD_ENV.portalUrl, account.portalUrl);
-    account.apiUrl = await account.lambda.functionUrl(account.deployed.functionName("Api"));
+    const api = await account.deployHttpApi("Api");
+    account.apiUrl = api.url;
+    account.apiEndpoint = api.endpoint;
     await account.enableStream();
     return account;
+  }
+
+  /** An HTTP API of infra/web.ts: its routes to its function, its stage's throttling, its domain. */
+  private async deployHttpApi(name: WebApiName): Promise<DeployedHttpApi> {
+    const spec = HTTP_APIS[name];
+    const fn = this.deployed.functionName(spec.function);
+    const domain = this.opts.domains?.[name];
+    const deployed = await this.apigateway.addHttpApi({
+      name: `${name}Http`,
+      routes: Object.fromEntries(routeKeysOf(name).map((key) => [key, fn])),
+      throttle: spec.throttle,
+      routeThrottle: spec.routes,
+      ...(domain ? { domainName: domain } : {}),
+      ...(this.opts.integrationTimeoutMs ? { integrationTimeoutMs: this.opts.integrationTimeoutMs } : {}),
+    });
+    this.httpApis[name] = deployed;
+    return deployed;
   }
 
   /** SDK client settings for the test itself, as the account's administrator. */
@@ -504,6 +545,7 @@ export class FakeAwsAccount {
     if (this.streamTimer) clearInterval(this.streamTimer);
     await this.streamBusy;
     await this.sfn.close();
+    await this.apigateway.close();
     await this.lambda.close();
     await this.ssm.close();
     await this.ec2.close();

@@ -13,7 +13,7 @@ import { FAKE_SUBNET } from "./ec2.ts";
  * A labfleet deployment on the AWS double, for the tests of the cloud path: the run's Lambda bundles
  * (built once by the global setup), a table of its own in the shared DynamoDB Local, the fixture labs served
  * as git repositories over HTTP on 127.0.0.1 (the cloud takes git sources only), and helpers that talk to the
- * instructor API through the Api function's URL, as the CLI does.
+ * instructor API through the Api's HTTP API (API Gateway in front of the function), as the CLI does.
  */
 
 // biome-ignore lint/suspicious/noExplicitAny: response bodies are checked field by field by the tests
@@ -25,7 +25,7 @@ export interface Cloud {
   /** `git:http://127.0.0.1:PORT/<lab>.git` for a fixture lab of tests/fixtures/labs/. */
   lab(name: string): string;
   git: GitHttpServer;
-  /** The instructor API through the Api Function URL: `/api/workshops<path>`. */
+  /** The instructor API through the Api's HTTP API, as the CLI calls it: `/api/workshops<path>`. */
   api(
     path: string,
     body?: unknown,
@@ -109,7 +109,7 @@ export async function startCloud(
     },
   });
   const api: Cloud["api"] = async (path, body, method) => {
-    const res = await fetch(`${account.apiUrl.replace(/\/$/, "")}/api/workshops${path}`, {
+    const res = await fetch(`${account.apiEndpoint}/api/workshops${path}`, {
       method: method ?? (body === undefined ? "GET" : "POST"),
       headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
