@@ -1,47 +1,65 @@
 import { execFileSync } from "node:child_process";
 import type { SendCommandCommandInput } from "@aws-sdk/client-ssm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { HTTP_APIS } from "../../infra/web.ts";
 import { awsWorkshopYaml, type Cloud, startCloud } from "../harness/aws/cloud.ts";
+import { runCli } from "../harness/cli.ts";
 import { cookieHeader, storeCookies } from "../harness/cookies.ts";
 
 /**
- * The student portal in the cloud: its own function (web/portal-lambda.ts), reached through its Function URL,
- * whose role may only read and write its partitions of the table (`dynamodb:LeadingKeys`). A student enters the
- * code, claims a lab and opens it, and every DynamoDB call the portal makes is one IAM allows.
+ * The student portal in the cloud: its own function (web/portal-lambda.ts), reached through its HTTP API on the
+ * stage's custom domain (API Gateway in front: payload format 2.0, the stage's throttling), whose role may only
+ * read and write its partitions of the table (`dynamodb:LeadingKeys`). A student enters the code, claims a lab
+ * and opens it, and every DynamoDB call the portal makes is one IAM allows.
  */
 
 const W = "cloud-portal";
+const DOMAIN = "labs.example.test";
 let cloud: Cloud;
+/** The HTTP APIs' throttling clock: each phase moves it on, so the buckets are full where a phase starts. */
+let clock = 0;
+const refill = () => {
+  clock += 60_000;
+};
 
 beforeAll(async () => {
-  cloud = await startCloud();
+  cloud = await startCloud({ domains: { Portal: DOMAIN }, throttleClock: () => clock });
 }, 120_000);
 
 afterAll(async () => {
   await cloud?.close();
 });
 
-/** A student's browser without a browser: a cookie jar and the last form's CSRF field, on the portal's URL. */
+/**
+ * A student's browser without a browser: a cookie jar and the last form's CSRF field, on the portal's URL (the
+ * test connects to the HTTP API's endpoint; the browser's Origin is the portal's public https origin).
+ */
 function student() {
   const jar = new Map<string, string>();
   let csrf = "";
   const base = cloud.account.portalEndpoint;
+  const origin = new URL(cloud.account.portalUrl).origin;
   const take = async (res: Response) => {
-    storeCookies(jar, res);
+    const cookies = storeCookies(jar, res);
     const text = await res.text();
     const m = /name="_csrf" value="([^"]+)"/.exec(text);
     if (m?.[1]) csrf = m[1];
-    return { status: res.status, text, location: res.headers.get("location") ?? "" };
+    return { status: res.status, text, location: res.headers.get("location") ?? "", cookies };
   };
   return {
     get: async (path: string) =>
       take(await fetch(`${base}${path}`, { headers: cookieHeader(jar), redirect: "manual" })),
-    post: async (path: string, fields: Record<string, string>) =>
+    post: async (path: string, fields: Record<string, string>, headers: Record<string, string> = {}) =>
       take(
         await fetch(`${base}${path}`, {
           method: "POST",
           redirect: "manual",
-          headers: { ...cookieHeader(jar), "content-type": "application/x-www-form-urlencoded" },
+          headers: {
+            ...cookieHeader(jar),
+            origin,
+            "content-type": "application/x-www-form-urlencoded",
+            ...headers,
+          },
           body: new URLSearchParams({ _csrf: csrf, ...fields }),
         }),
       ),
@@ -62,11 +80,30 @@ describe("the claim portal on its own function", { timeout: 240_000 }, () => {
     expect((await cloud.runToEnd(W, started.body.run.id, 120_000)).state).toBe("succeeded");
     const info = (await cloud.api(`/${W}/portal/info`)).body;
     expect(info.state).toBe("open");
+    // The address students go to is the portal's custom domain, not the API's: the API says so in full, and the
+    // CLI prints it (`portal info`, `portal slide`).
+    expect(cloud.account.portalUrl).toBe(`https://${DOMAIN}`);
+    expect(info.url).toBe(new URL(info.path, `https://${DOMAIN}`).toString());
+    const env = { LABFLEET_URL: cloud.account.apiEndpoint, LABFLEET_TOKEN: cloud.token };
+    const printed = await runCli(["portal", "info", W], { env });
+    expect(printed.code, printed.stderr).toBe(0);
+    expect(printed.stdout).toContain(`go to  ${info.url}\n`);
+    const slide = await runCli(["portal", "slide", W, "--output", "json"], { env });
+    expect(JSON.parse(slide.stdout).url).toBe(info.url);
 
+    refill();
     const s = student();
     expect((await s.get("/")).text).toContain('name="code"');
+    // A form posted from another site is refused: the portal's own origin is the public https one.
+    const forged = await s.post("/code", { code: info.code }, { origin: "https://evil.example.test" });
+    expect(forged.status).toBe(403);
     const entered = await s.post("/code", { code: info.code });
     expect(entered.status, entered.text).toBe(303);
+    // Two cookies in one response (the access cookie, the browser's): each its own Set-Cookie, through the 2.0
+    // response's `cookies` array; Secure, as the portal is reached over https.
+    expect(entered.cookies.length).toBeGreaterThanOrEqual(2);
+    expect(new Set(entered.cookies.map((c) => c.split("=")[0])).size).toBe(entered.cookies.length);
+    for (const c of entered.cookies) expect(c).toMatch(/; Secure/i);
     const board = await s.get("/board");
     expect(board.status).toBe(200);
     expect(board.text).toContain('action="/claim"');
@@ -77,6 +114,9 @@ describe("the claim portal on its own function", { timeout: 240_000 }, () => {
     });
     expect(claimed.status, claimed.text).toBe(303);
     expect(claimed.location).toMatch(/^\/l\/[\w-]+$/);
+    expect(claimed.cookies.some((c) => c.startsWith("lf_lab="))).toBe(true);
+    const claims = cloud.account.apigateway.requests.filter((r) => r.routeKey === "POST /claim");
+    expect(claims.map((r) => [r.status, r.invoked])).toEqual([[303, true]]);
     const lab = await s.get(claimed.location);
     expect(lab.status).toBe(200);
     expect(lab.text).toMatch(/s3cret-student-0[12]/);
@@ -119,6 +159,47 @@ describe("the claim portal on its own function", { timeout: 240_000 }, () => {
     // The instructor sees the claim.
     const status = (await cloud.api(`/${W}/portal/status`)).body;
     expect(JSON.stringify(status)).toContain("Ada Cloudwright");
+  });
+
+  it("counts the portal's rate limits against the address API Gateway saw, whatever X-Forwarded-For says", async () => {
+    refill();
+    const s = student();
+    await s.get("/");
+    for (let i = 0; i < 10; i++) {
+      const wrong = await s.post("/code", { code: "WRONG1" }, { "x-forwarded-for": `203.0.113.${i + 1}` });
+      expect(wrong.status).toBeGreaterThanOrEqual(400);
+    }
+    const held = (await cloud.api(`/${W}/portal/status`)).body.heldBack as {
+      holds: { address: string }[];
+    };
+    const addresses = new Set(held.holds.map((h) => h.address));
+    expect([...addresses]).toEqual(["127.0.0.1"]);
+    const sources = cloud.account.apigateway.requests.filter((r) => r.api === "PortalHttp");
+    expect(new Set(sources.map((r) => r.sourceIp))).toEqual(new Set(["127.0.0.1"]));
+  });
+
+  it("refuses a flood of claims at the route's burst with 429, without invoking the portal's function", async () => {
+    refill();
+    const portalFn = cloud.account.deployed.functionName("Portal");
+    const invoked = () => cloud.account.lambda.invocations.filter((r) => r.functionName === portalFn).length;
+    const before = invoked();
+    const burst = HTTP_APIS.Portal.routes["POST /claim"]?.burstLimit as number;
+    const flood = await Promise.all(
+      Array.from({ length: burst + 5 }, () =>
+        fetch(`${cloud.account.portalEndpoint}/claim`, {
+          method: "POST",
+          headers: { "content-type": "application/x-www-form-urlencoded" },
+          body: "name=x",
+          redirect: "manual",
+        }),
+      ),
+    );
+    const refused = flood.filter((r) => r.status === 429);
+    expect(refused).toHaveLength(5);
+    for (const r of refused) expect(await r.json()).toEqual({ message: "Too Many Requests" });
+    // The rest reached the portal, which answers a claim without its cookies and CSRF field itself.
+    expect(flood.filter((r) => r.status !== 429).every((r) => r.status < 500)).toBe(true);
+    expect(invoked() - before).toBe(burst);
   });
 
   it("the portal's function only touched the table, and IAM allowed every call with its leading keys", () => {
