@@ -567,11 +567,15 @@ export async function diagnoseHost(
  */
 /**
  * At most this many bytes of collected files go in one diagnose archive: a part stays well under the 6 MB a
- * Lambda Function URL returns (gzip only makes it smaller), and the rest of the hosts come in further parts.
+ * Lambda function may return (gzip only makes it smaller), and the rest of the hosts come in further parts.
  */
 export const DIAGNOSE_PART_BYTES = 4 * 1024 * 1024;
-/** A part starts collecting a host only with at least this much of its time left. */
-export const DIAGNOSE_MIN_HOST_MS = 30_000;
+/**
+ * A part starts collecting a host only with at least this much of its time left. In AWS a request has about 15 s
+ * of work (half of API Gateway's 30 s integration timeout), so this is a fraction of it: the hosts read at once
+ * (DEFAULT_READ_CONCURRENCY) all start in the first part.
+ */
+export const DIAGNOSE_MIN_HOST_MS = 6_000;
 
 export interface DiagnoseOptions {
   allSelected?: boolean;
