@@ -52,6 +52,29 @@ export async function studentsWaiting(_workshop: string): Promise<number> {
   return 0;
 }
 
+/** What the console's Scale up form offers: whether the provider creates hosts, how many there are, the limit. */
+export interface ScaleOffer {
+  provider: Workshop["provider"]["type"];
+  /** False for a bring-your-own (static) fleet, whose hosts are its hosts[] list. */
+  createsHosts: boolean;
+  hosts: number;
+  max: number;
+  waiting: number;
+}
+
+export async function scaleOffer(workshop: string): Promise<ScaleOffer> {
+  assertActor("instructor", "system");
+  const w = await getWorkshop(workshop);
+  const spec = w.spec as Workshop;
+  return {
+    provider: spec.provider.type,
+    createsHosts: spec.provider.type !== "static",
+    hosts: keptHosts(spec, w.removedHosts).length,
+    max: MAX_HOSTS,
+    waiting: await studentsWaiting(workshop),
+  };
+}
+
 /** The host ids a workshop keeps at an up: its spec's, without those `down --unclaimed` removed. */
 export function keptHosts(spec: Workshop, removedHosts: readonly string[] = []): string[] {
   const removed = new Set(removedHosts);
@@ -90,7 +113,11 @@ async function decide(workshop: string, count: number): Promise<Decision> {
   const parsed = ScaleInput.safeParse({ count });
   if (!parsed.success) {
     throw new VisibleError("input", "scale.invalid_count", `cannot scale ${workshop}: ${COUNT_ERROR}`, [
-      { path: "count", message: `${COUNT_ERROR}, got ${String(count)}` },
+      {
+        path: "count",
+        message:
+          typeof count === "number" && Number.isFinite(count) ? `${COUNT_ERROR}, got ${count}` : COUNT_ERROR,
+      },
     ]);
   }
   const w = await getWorkshop(workshop);
