@@ -201,7 +201,7 @@ export function Waiting(props: { waiting: number }) {
 }
 
 /** The workshop page's Scale up form (confirmed on the next page), or why this workshop cannot scale. */
-function ScaleActions(props: { base: string; csrf: string; offer: ScaleOffer }) {
+function ScaleActions(props: { name: string; base: string; csrf: string; offer: ScaleOffer }) {
   const o = props.offer;
   if (!o.createsHosts)
     return (
@@ -236,7 +236,8 @@ function ScaleActions(props: { base: string; csrf: string; offer: ScaleOffer }) 
       <p class="hint">
         {full
           ? `The workshop has the most hosts it may have (${o.max}).`
-          : "New hosts are provisioned and deployed; their labs go on the board as they pass their health check. You confirm on the next page. To remove labs nobody claimed: labfleet down --unclaimed."}
+          : "New hosts are provisioned and deployed; their labs go on the board as they pass their health check. You confirm on the next page."}{" "}
+        To remove labs nobody claimed: <code>labfleet down {props.name} --unclaimed N</code>.
       </p>
       <button type="submit" disabled={full}>
         Scale up…
@@ -407,7 +408,7 @@ export function WorkshopPage(
                 <button type="submit">Extend</button>
               </form>
             ) : null}
-            {props.scale ? <ScaleActions base={base} csrf={csrf} offer={props.scale} /> : null}
+            {props.scale ? <ScaleActions name={name} base={base} csrf={csrf} offer={props.scale} /> : null}
             <AccessActions base={base} csrf={csrf} access={props.access} />
             <div class="card">
               <h3 id="act-teardown">Tear down</h3>
