@@ -475,7 +475,12 @@ async function cmdScale(args: Args, out: Output): Promise<number> {
     writeWaiting(scale.waiting, out);
   }
   const s = await follow(client, name, run.id, json ? undefined : out);
-  return report(s, run.id, json, out, "ready");
+  if (!json) return report(s, run.id, false, out, "ready");
+  // One JSON document: what the scale added (`scale`) beside the run's status, as deploy prints it.
+  const doc: string[] = [];
+  const code = report(s, run.id, true, { ...out, write: (t) => doc.push(t) }, "ready");
+  out.write(jsonText({ ...JSON.parse(doc.join("")), scale }));
+  return code;
 }
 
 function parsePort(text: string): number {

@@ -259,14 +259,28 @@ describe("scaling a workshop up", () => {
     expect(await storedCount()).toBe(5);
   }, 60_000);
 
+  it("labfleet scale --output json is one document with what it added", async () => {
+    const cli = runCli(["scale", WS, "--count", "6", "--output", "json"], { env });
+    await building(["student-06"]);
+    go("student-06", 1);
+    const r = await cli;
+    expect(r.code, r.stderr).toBe(0);
+    const doc = JSON.parse(r.stdout);
+    expect(doc.scale).toEqual({ workshop: WS, from: 5, to: 6, add: ["student-06"], waiting: 0 });
+    expect(doc.run).toMatchObject({ kind: "scale", state: "succeeded", selection: ["student-06"] });
+    expect(doc.hosts.map((h: { id: string; state: string }) => [h.id, h.state])).toEqual([
+      ["student-06", "ready"],
+    ]);
+  }, 60_000);
+
   it("up -f with the file's lower count keeps the hosts and says how to remove labs", async () => {
     const r = await runCli(["up", "-f", file], { env });
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toContain(
-      `${file} says provider.count 2, but ${WS} has 5 hosts: kept 5, no host removed (up never removes hosts); \`labfleet down ${WS} --unclaimed 3\` removes labs nobody claimed`,
+      `${file} says provider.count 2, but ${WS} has 6 hosts: kept 6, no host removed (up never removes hosts); \`labfleet down ${WS} --unclaimed 4\` removes labs nobody claimed`,
     );
-    expect(Object.values(await states())).toEqual(["ready", "ready", "ready", "ready", "ready"]);
-    expect(await storedCount()).toBe(5);
+    expect(Object.values(await states())).toEqual(["ready", "ready", "ready", "ready", "ready", "ready"]);
+    expect(await storedCount()).toBe(6);
     expect(await labOf("Cy")).toBe("student-03");
     for (const id of ["student-01", "student-03"]) expect(builds(id), id).toBe(1);
   }, 60_000);
@@ -274,18 +288,18 @@ describe("scaling a workshop up", () => {
   it("brings a lab that down --unclaimed removed back first", async () => {
     const down = await runCli(["down", WS, "--unclaimed", "1"], { env });
     expect(down.code, down.stderr).toBe(0);
-    expect(down.stdout).toBe("removed 1 lab: student-05\n");
-    expect(existsSync(home("student-05"))).toBe(false);
-    const res = await scale({ count: 5 });
+    expect(down.stdout).toBe("removed 1 lab: student-06\n");
+    expect(existsSync(home("student-06"))).toBe(false);
+    const res = await scale({ count: 6 });
     expect(res.status).toBe(202);
     const answer = (await res.json()) as { run: { id: string }; scale: { from: number; add: string[] } };
-    expect(answer.scale).toMatchObject({ from: 4, add: ["student-05"] });
-    await building(["student-05"]);
-    go("student-05", 1);
+    expect(answer.scale).toMatchObject({ from: 5, add: ["student-06"] });
+    await building(["student-06"]);
+    go("student-06", 1);
     expect(await runEnd(answer.run.id)).toBe("succeeded");
-    expect((await states())["student-05"]).toBe("ready");
+    expect((await states())["student-06"]).toBe("ready");
     const w = (await rt.store.workshop.get({ name: WS }).go()).data;
     expect(w?.removedHosts ?? []).toEqual([]);
-    expect(await storedCount()).toBe(5);
+    expect(await storedCount()).toBe(6);
   }, 60_000);
 });
