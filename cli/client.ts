@@ -192,7 +192,11 @@ export class ApiClient {
   }
 
   submit(yaml: string, baseDir: string) {
-    return this.call<{ name: string; created: boolean }>("POST", "/workshops", { yaml, baseDir });
+    return this.call<{ name: string; created: boolean; countKept?: { file: number; kept: number } }>(
+      "POST",
+      "/workshops",
+      { yaml, baseDir },
+    );
   }
   plan(yaml: string, baseDir: string) {
     return this.call<WorkshopPlan>("POST", "/workshops/plan", { yaml, baseDir });

@@ -56,6 +56,7 @@ export const OPTIONS = {
   unclaimed: { value: "N|all", help: "remove N (or all) labs nobody claimed", complete: ["all"] },
   csv: { value: "FILE", help: "write CSV to FILE (mode 0600)", complete: "file" },
   hours: { value: "N", help: "hours to add, more than 0 and at most 168" },
+  count: { value: "N", help: "the number of hosts to have, more than now and at most 64" },
   url: { value: "URL", help: "the control plane's address (default LABFLEET_URL, then the local runtime)" },
   token: { help: "read a pasted API token from stdin instead of signing in through the browser" },
   "expires-days": { value: "N", help: "the token expires after N days (1 to 3650; default never)" },
@@ -396,6 +397,24 @@ export const COMMANDS: readonly CommandSpec[] = [
       { command: "npx labfleet down my-workshop --unclaimed all", note: "the no-shows only" },
     ],
     json: true,
+  },
+  {
+    name: "scale",
+    group: "workshops",
+    summary: "add hosts to a running workshop (local and aws hosts), deploy them and follow the run",
+    usage: [
+      [`scale ${W} --count N`, "grow the workshop to N hosts: the new ones are provisioned and deployed"],
+    ],
+    options: ["file", "count", "output"],
+    examples: [
+      { command: "npx labfleet scale my-workshop --count 50", note: "adds 10 labs to a workshop of 40" },
+    ],
+    json: true,
+    notes: [
+      "Only adds: N must be more than the hosts the workshop has; `labfleet down NAME --unclaimed N` removes labs. " +
+        "The new count is recorded on the workshop, and a later `up -f` with a lower provider.count keeps it.",
+      "Exit 0 only when the run succeeded and every new lab is ready.",
+    ],
   },
   {
     name: "extend",

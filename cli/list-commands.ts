@@ -1,7 +1,7 @@
 import type { EventView } from "../shared/fleet/events.ts";
 import type { WorkshopSummary } from "../shared/fleet/workshops.ts";
 import { ApiClient, CliError, type RunView, resolveTarget } from "./client.ts";
-import { type Args, checkedFile, jsonOutput, workshopName } from "./main.ts";
+import { type Args, checkedFile, jsonOutput, workshopName, writeCountKept } from "./main.ts";
 import { block, clean, jsonText, type Output, paint, writeTable } from "./render.ts";
 
 /** `labfleet workshops`: every workshop the control plane knows, one line each. */
@@ -198,10 +198,15 @@ export async function cmdSubmit(args: Args, out: Output): Promise<number> {
   const json = jsonOutput(args);
   const { yaml, baseDir } = checkedFile(file); // exit 1 with every error: an invalid file is never sent
   const r = await new ApiClient(resolveTarget()).submit(yaml, baseDir);
-  if (json) out.write(jsonText({ name: r.name, created: r.created }));
-  else
+  if (json)
+    out.write(
+      jsonText({ name: r.name, created: r.created, ...(r.countKept ? { countKept: r.countKept } : {}) }),
+    );
+  else {
     out.write(
       `${clean(r.name)}: ${r.created ? "created" : "updated"} from ${clean(file)}; nothing was started (labfleet up -f ${clean(file)} runs it)\n`,
     );
+    writeCountKept(r.name, file, r.countKept, out);
+  }
   return 0;
 }

@@ -45,6 +45,7 @@ export const options = {
   unclaimed: { type: "string" },
   csv: { type: "string" },
   hours: { type: "string" },
+  count: { type: "string" },
   url: { type: "string" },
   token: { type: "boolean" },
   "expires-days": { type: "string" },
@@ -76,6 +77,7 @@ export interface Args {
     unclaimed?: string;
     csv?: string;
     hours?: string;
+    count?: string;
     url?: string;
     token?: boolean;
     "expires-days"?: string;
@@ -221,11 +223,28 @@ async function cmdUp(args: Args, out: Output): Promise<number> {
   const json = jsonOutput(args);
   const client = new ApiClient(resolveTarget());
   if (args.values.plan) return printPlan(await client.plan(yaml, baseDir), json, out);
-  await client.submit(yaml, baseDir);
+  const submitted = await client.submit(yaml, baseDir);
   const { run } = await client.up(name, args.values.force ?? false);
-  if (!json) out.write(`up ${clean(name)}: run ${clean(run.id)}\n`);
+  if (!json) {
+    writeCountKept(name, file, submitted.countKept, out);
+    out.write(`up ${clean(name)}: run ${clean(run.id)}\n`);
+  }
   const s = await follow(client, name, run.id, json ? undefined : out);
   return report(s, run.id, json, out, "ready");
+}
+
+/** A file whose provider.count is lower than the workshop's: the workshop kept its count; how to remove labs. */
+export function writeCountKept(
+  name: string,
+  file: string,
+  kept: { file: number; kept: number } | undefined,
+  out: Output,
+): void {
+  if (!kept) return;
+  const fewer = kept.kept - kept.file;
+  out.write(
+    `${clean(file)} says provider.count ${kept.file}, but ${clean(name)} has ${kept.kept} hosts: kept ${kept.kept}, no host removed (up never removes hosts); \`labfleet down ${clean(name)} --unclaimed ${fewer}\` removes labs nobody claimed\n`,
+  );
 }
 
 /**
@@ -240,13 +259,16 @@ async function cmdProvision(args: Args, out: Output): Promise<number> {
   const json = jsonOutput(args);
   const client = new ApiClient(resolveTarget());
   if (args.values.plan) return printPlan(await client.plan(yaml, baseDir), json, out);
-  await client.submit(yaml, baseDir);
+  const submitted = await client.submit(yaml, baseDir);
   const { run } = await client.call<{ run: RunView }>(
     "POST",
     `/workshops/${encodeURIComponent(name)}/provision`,
     {},
   );
-  if (!json) out.write(`provision ${clean(name)}: run ${clean(run.id)}\n`);
+  if (!json) {
+    writeCountKept(name, file, submitted.countKept, out);
+    out.write(`provision ${clean(name)}: run ${clean(run.id)}\n`);
+  }
   const s = await follow(client, name, run.id, undefined);
   return reportProvision(s, run.id, json, out, file);
 }
@@ -395,7 +417,7 @@ async function cmdDown(args: Args, out: Output): Promise<number> {
     if (unclaimed !== "all" && (!Number.isInteger(unclaimed) || unclaimed < 1)) {
       throw new CliError(`--unclaimed takes a number of labs or "all", got ${n}`, 2);
     }
-    const r = await client.call<{ removed: string[]; releasedClaims: string[] }>(
+    const r = await client.call<{ removed: string[]; releasedClaims: string[]; waiting: number }>(
       "POST",
       `/workshops/${encodeURIComponent(name)}/portal/scale-down`,
       { unclaimed, force: args.values.force ?? false },
@@ -407,6 +429,7 @@ async function cmdDown(args: Args, out: Output): Promise<number> {
       );
       if (r.releasedClaims.length)
         out.write(`claims released (--force): ${r.releasedClaims.map(clean).join(", ")}\n`);
+      writeWaiting(r.waiting, out);
     }
     return 0;
   }
@@ -414,6 +437,50 @@ async function cmdDown(args: Args, out: Output): Promise<number> {
   if (!json) out.write(`down ${clean(name)}: run ${clean(run.id)}\n`);
   const s = await follow(client, name, run.id, undefined);
   return report(s, run.id, json, out, "torn_down");
+}
+
+/** Students in the portal's waiting room, where the instructor decides to add or remove labs. */
+function writeWaiting(waiting: number | undefined, out: Output): void {
+  if (waiting) out.write(`${waiting} student${waiting === 1 ? " is" : "s are"} waiting for a lab\n`);
+}
+
+interface ScaleAnswer {
+  run: RunView;
+  scale: { from: number; to: number; add: string[]; waiting: number };
+}
+
+/**
+ * `labfleet scale NAME --count N`: grows the workshop to N hosts (a `scale` run provisions and deploys the new
+ * ones), says what it does, and follows the run. Exit 0 when every new lab is ready.
+ */
+async function cmdScale(args: Args, out: Output): Promise<number> {
+  const name = workshopName(args);
+  const raw = args.values.count;
+  if (raw === undefined) throw new CliError("scale needs --count N: the number of hosts to have", 2);
+  const count = Number(raw);
+  if (!/^\d+$/.test(raw.trim()) || !Number.isInteger(count) || count < 1)
+    throw new CliError(`--count takes a whole number of hosts, got ${raw}`, 2);
+  const json = jsonOutput(args);
+  const client = new ApiClient(resolveTarget());
+  const { run, scale } = await client.call<ScaleAnswer>(
+    "POST",
+    `/workshops/${encodeURIComponent(name)}/scale`,
+    { count },
+  );
+  if (!json) {
+    const n = scale.add.length;
+    out.write(
+      `scale ${clean(name)}: adds ${n} lab${n === 1 ? "" : "s"} (${scale.from} → ${scale.to}): ${scale.add.map(clean).join(", ")} · run ${clean(run.id)}\n`,
+    );
+    writeWaiting(scale.waiting, out);
+  }
+  const s = await follow(client, name, run.id, json ? undefined : out);
+  if (!json) return report(s, run.id, false, out, "ready");
+  // One JSON document: what the scale added (`scale`) beside the run's status, as deploy prints it.
+  const doc: string[] = [];
+  const code = report(s, run.id, true, { ...out, write: (t) => doc.push(t) }, "ready");
+  out.write(jsonText({ ...JSON.parse(doc.join("")), scale }));
+  return code;
 }
 
 function parsePort(text: string): number {
@@ -489,6 +556,8 @@ export async function main(argv: string[], out: Output = stdoutOutput()): Promis
         return await (await import("./list-commands.ts")).cmdSubmit(args, out);
       case "down":
         return await cmdDown(args, out);
+      case "scale":
+        return await cmdScale(args, out);
       case "doctor":
       case "deploy":
       case "retry":

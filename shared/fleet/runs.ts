@@ -19,6 +19,15 @@ export interface RunOptions {
   hosts?: string[];
   ref?: string;
   concurrency?: number;
+  /**
+   * A change to the workshop made with the run's start, in the same conditional write that makes the run the
+   * workshop's own (a scale records its new spec so): the run starts with the change or neither happens. It was
+   * computed from the workshop as last updated at `basedOn`; a workshop changed since is refused (409). Such a
+   * run never joins a running one.
+   */
+  change?: { spec: Workshop; removedHosts: string[]; basedOn: string };
+  /** More to say in the run's `run.started` event (ids, counts; never a secret). */
+  event?: Record<string, unknown>;
 }
 
 /** Operator secrets the lab needs must all be in the secret store before any host is touched. */
@@ -53,7 +62,14 @@ export async function startRun(workshop: string, kind: RunKind, opts: RunOptions
     : undefined;
   const current = active?.state === "running" ? active : undefined;
 
-  if (current?.kind === kind) {
+  if (opts.change && w.updatedAt !== opts.change.basedOn) {
+    throw new VisibleError(
+      "conflict",
+      "workshop.changed",
+      `workshop ${workshop} changed while this was being decided; try again`,
+    );
+  }
+  if (current?.kind === kind && !opts.change) {
     // The same request again joins the running run; a different selection waits its turn.
     const same = (current.selection ?? []).join(",") === (opts.hosts ?? []).join(",");
     if (kind === "up" || kind === "provision" || kind === "teardown" || same) return current;
@@ -110,9 +126,13 @@ export async function startRun(workshop: string, kind: RunKind, opts: RunOptions
         lastRunId: runId,
         updatedAt: isoNow(clock),
         ...(kind === "teardown" ? { state: "tearing_down" as const } : {}),
+        ...(opts.change ? { spec: opts.change.spec, removedHosts: opts.change.removedHosts } : {}),
       })
       .where((attr, op) =>
-        w.activeRunId ? op.eq(attr.activeRunId, w.activeRunId) : op.notExists(attr.activeRunId),
+        [
+          w.activeRunId ? op.eq(attr.activeRunId, w.activeRunId) : op.notExists(attr.activeRunId),
+          ...(opts.change ? [op.eq(attr.updatedAt, opts.change.basedOn)] : []),
+        ].join(" AND "),
       )
       .go();
   } catch (err) {
@@ -120,15 +140,19 @@ export async function startRun(workshop: string, kind: RunKind, opts: RunOptions
     await store.run.delete({ workshop, runId }).go();
     const winner = (await getWorkshop(workshop)).activeRunId;
     const winning = winner ? (await store.run.get({ workshop, runId: winner }).go()).data : undefined;
-    if (winning?.kind === kind && winning.state === "running") return winning;
+    if (winning?.kind === kind && winning.state === "running" && !opts.change) return winning;
     throw new VisibleError(
       "conflict",
-      "workshop.busy",
-      `workshop ${workshop} is busy with another run; try again`,
+      winning?.state === "running" || !opts.change ? "workshop.busy" : "workshop.changed",
+      winning?.state === "running"
+        ? `workshop ${workshop} is busy with a ${winning.kind} run (${winning.runId}); try again once it ends`
+        : opts.change
+          ? `workshop ${workshop} changed while this was being decided; try again`
+          : `workshop ${workshop} is busy with another run; try again`,
     );
   }
   log.info("run started", { workshop, runId, kind });
-  await recordEvent({ workshop, type: "run.started", runId, detail: { kind } });
+  await recordEvent({ workshop, type: "run.started", runId, detail: { ...opts.event, kind } });
   await workflows.start(kind, { workshop, runId, force: opts.force ?? false });
   return run;
 }

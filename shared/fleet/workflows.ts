@@ -1,11 +1,12 @@
 /** How the domain starts and stops workflow runs: Step Functions in the cloud, the local executor here. */
-export type RunKind = "up" | "deploy" | "retry" | "provision" | "teardown";
+export type RunKind = "up" | "deploy" | "retry" | "provision" | "scale" | "teardown";
 
 /** The two state machines, as the ASL files in stepfunctions/ (`up.asl.json`, `teardown.asl.json`). */
 export type DefinitionName = "up" | "teardown";
 
 /**
- * deploy and retry are runs of the `up` definition on the hosts they select; provision is a run of `up` that
+ * deploy and retry are runs of the `up` definition on the hosts they select, and so is scale (on the hosts
+ * it adds); provision is a run of `up` that
  * stops after provisioning (BeginUp returns `deploy: false` for it, read from the run record, and the
  * AfterProvision Choice goes straight to FinishUp). Every kind is listed, so a new one must be mapped here.
  */
@@ -14,6 +15,7 @@ const DEFINITIONS: Record<RunKind, DefinitionName> = {
   deploy: "up",
   retry: "up",
   provision: "up",
+  scale: "up",
   teardown: "teardown",
 };
 

@@ -57,10 +57,6 @@ export interface WorkshopStatus extends WorkshopSummary {
   runs: RunView[];
 }
 
-/**
- * Creates or updates a workshop from its YAML. A workshop that is being torn down cannot be changed;
- * one that was torn down starts afresh.
- */
 export interface WorkshopPlan {
   name: string;
   provider: string;
@@ -98,10 +94,22 @@ function providerFor(spec: Workshop): Provider {
   return provider;
 }
 
+/** A file whose provider.count is lower than the workshop's: the count kept, and what the file said. */
+export interface CountKept {
+  file: number;
+  kept: number;
+}
+
+/**
+ * Creates or updates a workshop from its YAML. A workshop that is being torn down cannot be changed; one
+ * that was torn down starts afresh. Submitting never removes hosts: once a workshop has been brought up, a
+ * file whose provider.count is lower than the workshop's (scaled up since, say) keeps the workshop's count,
+ * and says so in `countKept`; labs are removed with `down --unclaimed` only.
+ */
 export async function submitWorkshop(
   yaml: string,
   baseDir?: string,
-): Promise<{ name: string; created: boolean }> {
+): Promise<{ name: string; created: boolean; countKept?: CountKept }> {
   assertActor("instructor", "system");
   let spec = parseWorkshopYaml(yaml);
   if (baseDir) spec = resolveLabSource(spec, baseDir);
@@ -127,8 +135,10 @@ export async function submitWorkshop(
         [{ path: "provider.type", message: `expected ${old.provider.type} until the workshop is torn down` }],
       );
     }
+    const countKept = keptCount(existing, old, spec);
+    if (countKept) spec = { ...spec, provider: { ...spec.provider, count: countKept.kept } } as Workshop;
     await store.workshop.patch({ name: spec.name }).set({ spec, yaml, updatedAt: now }).go();
-    return { name: spec.name, created: false };
+    return { name: spec.name, created: false, ...(countKept ? { countKept } : {}) };
   }
   await store.workshop
     .put({
@@ -141,6 +151,17 @@ export async function submitWorkshop(
     })
     .go();
   return { name: spec.name, created: true };
+}
+
+/**
+ * The count a submitted file would lower on a workshop that has been brought up (local and aws hosts): the
+ * workshop keeps its own. A static fleet's hosts are its hosts[] list, as the file says.
+ */
+function keptCount(existing: WorkshopItem, old: Workshop, spec: Workshop): CountKept | undefined {
+  if (existing.state === "draft" || old.provider.type === "static" || spec.provider.type === "static")
+    return undefined;
+  if (spec.provider.count >= old.provider.count) return undefined;
+  return { file: spec.provider.count, kept: old.provider.count };
 }
 
 export async function getWorkshop(name: string): Promise<WorkshopItem> {

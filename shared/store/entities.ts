@@ -29,7 +29,7 @@ export const EVENT_RETENTION_DAYS = 30;
  * deploy and retry run the `up` definition on selected hosts (retry forces a rebuild); provision runs it up to
  * the provisioned hosts and stops there (no lab is deployed).
  */
-export const RUN_KINDS = ["up", "deploy", "retry", "provision", "teardown"] as const;
+export const RUN_KINDS = ["up", "deploy", "retry", "provision", "scale", "teardown"] as const;
 export const RUN_STATES = ["running", "succeeded", "failed", "aborted"] as const;
 export const SCHEDULE_STATES = ["pending", "fired", "cancelled"] as const;
 /** How a host key came to be trusted (see KeyOrigin in shared/transports/host-keys.ts). */

@@ -204,7 +204,7 @@ describe("labfleet portal", () => {
     expect(refused.stderr).toContain("add --force");
     const down = await runCli(["down", WS, "--unclaimed", "all", "--output", "json"], { env });
     expect(down.code, down.stderr).toBe(0);
-    expect(JSON.parse(down.stdout)).toEqual({ removed: ["student-02"], releasedClaims: [] });
+    expect(JSON.parse(down.stdout)).toEqual({ removed: ["student-02"], releasedClaims: [], waiting: 0 });
     expect((await runCli(["down", WS, "--unclaimed", "some"], { env })).code).toBe(2);
   });
 });

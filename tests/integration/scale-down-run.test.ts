@@ -110,7 +110,7 @@ describe("scale-down during a run", () => {
     // The free lab is not the deploy's: it goes; the claimed one, which the deploy rebuilds, would not.
     const removed = await api(`/${WS}/portal/scale-down`, { unclaimed: 1 });
     expect(removed.status).toBe(200);
-    expect(await removed.json()).toEqual({ removed: ["student-02"], releasedClaims: [] });
+    expect(await removed.json()).toEqual({ removed: ["student-02"], releasedClaims: [], waiting: 0 });
     const forced = await api(`/${WS}/portal/scale-down`, { unclaimed: 1, force: true });
     expect(forced.status).toBe(409);
     expect(((await forced.json()) as { error: { message: string } }).error.message).toContain(

@@ -192,17 +192,27 @@ describe("up and teardown on local hosts", () => {
     expect(after["student-02"]?.state).toBe("failed");
   });
 
-  it("lowering the count gives the extra hosts back on the next up", async () => {
+  it("a lower count in the file keeps the workshop's hosts: up never removes hosts", async () => {
     await upAndWait(workshopYaml({ name: "shrink", count: 3 }), "shrink");
+    const submitted = await asInstructor(() => submitWorkshop(workshopYaml({ name: "shrink", count: 1 })));
+    expect(submitted).toEqual({ name: "shrink", created: false, countKept: { file: 1, kept: 3 } });
     const { status, runView } = await upAndWait(workshopYaml({ name: "shrink", count: 1 }), "shrink");
     expect(runView?.state).toBe("succeeded");
+    expect(status.spec.provider.count).toBe(3);
     expect(status.hostList.map((h) => [h.id, h.state])).toEqual([
       ["student-01", "ready"],
-      ["student-02", "torn_down"],
-      ["student-03", "torn_down"],
+      ["student-02", "ready"],
+      ["student-03", "ready"],
     ]);
-    expect(status.hosts).toEqual({ total: 1, ready: 1, failed: 0 });
-    expect(readdirSync(join(rt.dataDir, "hosts", "shrink"))).toEqual(["student-01"]);
+    expect(status.hosts).toEqual({ total: 3, ready: 3, failed: 0 });
+    expect(readdirSync(join(rt.dataDir, "hosts", "shrink"))).toEqual([
+      "student-01",
+      "student-02",
+      "student-03",
+    ]);
+    // A higher count still adds hosts.
+    const more = await upAndWait(workshopYaml({ name: "shrink", count: 4 }), "shrink");
+    expect(more.status.hosts).toEqual({ total: 4, ready: 4, failed: 0 });
   });
 
   it("an access file that is not JSON fails the lab with that reason, without logging it", async () => {

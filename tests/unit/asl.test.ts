@@ -78,8 +78,15 @@ describe("ASL definitions", () => {
 });
 
 describe("run kinds and definitions", () => {
-  it("maps every run kind to its definition, provision to up", () => {
-    const expected = { up: "up", deploy: "up", retry: "up", provision: "up", teardown: "teardown" };
+  it("maps every run kind to its definition, provision and scale to up", () => {
+    const expected = {
+      up: "up",
+      deploy: "up",
+      retry: "up",
+      provision: "up",
+      scale: "up",
+      teardown: "teardown",
+    };
     for (const kind of RUN_KINDS) {
       expect(definitionOf(kind), kind).toBe(expected[kind]);
     }

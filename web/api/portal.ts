@@ -1,6 +1,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { type Context, Hono } from "hono";
 import { html, raw } from "hono/html";
+import { studentsWaiting } from "../../shared/fleet/scale.ts";
 import { getWorkshop, hostAccess, workshopStatus } from "../../shared/fleet/workshops.ts";
 import { board } from "../../shared/portal/claims.ts";
 import {
@@ -345,8 +346,12 @@ const scaleDownRoute = createRoute({
   request: { params: NameParams, body: jsonBody(ScaleDownBody, "How many labs.", true) },
   responses: {
     200: json(
-      z.object({ removed: z.array(z.string()), releasedClaims: z.array(z.string()) }),
-      "The labs removed, and the claims released with them.",
+      z.object({
+        removed: z.array(z.string()),
+        releasedClaims: z.array(z.string()),
+        waiting: z.number().int().meta({ description: "students in the portal's waiting room" }),
+      }),
+      "The labs removed, the claims released with them, and how many students wait for a lab.",
     ),
     ...errors(400, 401, 404, 409),
   },
@@ -417,7 +422,9 @@ export const portalApi = apiRouter()
   })
   .openapi(scaleDownRoute, async (c) => {
     const b = c.req.valid("json");
-    return c.json(await scaleDownUnclaimed(c.req.valid("param").name, b.unclaimed, b.force), 200);
+    const { name } = c.req.valid("param");
+    const r = await scaleDownUnclaimed(name, b.unclaimed, b.force);
+    return c.json({ ...r, waiting: await studentsWaiting(name) }, 200);
   });
 
 // --- the instructor page behind the secret admin link -----------------------------------------------------

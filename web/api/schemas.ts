@@ -139,7 +139,10 @@ export const RunView = z
     endedAt: z.string().optional(),
     durationSeconds: z.number().optional(),
     transitions: z.number().int().meta({ description: "Step Functions state transitions so far" }),
-    selection: z.array(z.string()).optional().meta({ description: "the hosts a deploy or retry acted on" }),
+    selection: z
+      .array(z.string())
+      .optional()
+      .meta({ description: "the hosts a deploy or retry acted on, or a scale added" }),
     hosts: z
       .record(z.string(), z.object({ state: z.string(), error: z.string().optional() }))
       .optional()

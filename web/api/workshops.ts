@@ -1,5 +1,6 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { getRun, startRun } from "../../shared/fleet/runs.ts";
+import { ScaleInput, scaleUp } from "../../shared/fleet/scale.ts";
 import {
   hostAccess,
   listWorkshops,
@@ -46,7 +47,33 @@ const UpBody = z.strictObject({
 /** Provisioning takes no option: only `{}` (or an empty body); an unknown key is a 400. */
 const ProvisionBody = z.strictObject({});
 
-const Created = z.object({ name: z.string(), created: z.boolean() });
+const Created = z.object({
+  name: z.string(),
+  created: z.boolean(),
+  countKept: z
+    .object({
+      file: z.number().int().meta({ description: "provider.count in the submitted file" }),
+      kept: z.number().int().meta({ description: "the workshop's count, which it keeps" }),
+    })
+    .optional()
+    .meta({
+      description:
+        "present when the file's provider.count is lower than the count of a workshop that was brought up (scaled up since, say): the workshop keeps its count, no host is removed; `down --unclaimed` removes labs",
+    }),
+});
+const ScaleBody = ScaleInput.meta({ id: "ScaleRequest" });
+const ScaleAnswer = z
+  .object({
+    run: RunView,
+    scale: z.object({
+      workshop: z.string(),
+      from: z.number().int().meta({ description: "the hosts the workshop had" }),
+      to: z.number().int().meta({ description: "the hosts it has once the run is done" }),
+      add: z.array(z.string()).meta({ description: "the host ids added", example: ["student-03"] }),
+      waiting: z.number().int().meta({ description: "students in the portal's waiting room" }),
+    }),
+  })
+  .meta({ id: "ScaleAnswer" });
 const Plan = z.object({
   name: z.string(),
   provider: z.string(),
@@ -150,6 +177,21 @@ const provision = createRoute({
   },
 });
 
+const scale = createRoute({
+  method: "post",
+  path: "/{name}/scale",
+  tags,
+  summary: "Scale up: add hosts to a running workshop",
+  description:
+    "Records `count` as the workshop's provider.count and starts a `scale` run (the `up` workflow on the new hosts only): they are provisioned and deployed, and go on the board as they pass their health check; the hosts already there are untouched. Only for providers that create hosts (`local`, `aws`): `static` answers 400 `scale.provider_static`. `count` must be more than the hosts the workshop has (400 `scale.not_more`, which names `down --unclaimed` for removing) and within provider.count's limit. 409 `workshop.busy` names the run in progress; 409 `scale.not_up` for a workshop never brought up.",
+  middleware: [readJson] as const,
+  request: { params: NameParams, body: jsonBody(ScaleBody, "The number of hosts to have.", true) },
+  responses: {
+    202: json(ScaleAnswer, "The run was started."),
+    ...errors(400, 401, 404, 409),
+  },
+});
+
 const teardown = createRoute({
   method: "post",
   path: "/{name}/teardown",
@@ -199,7 +241,7 @@ const run = createRoute({
   },
 });
 
-/** Instructor routes for workshops: submit YAML, start up/provision/teardown, read status and runs. */
+/** Instructor routes for workshops: submit YAML, start up/provision/scale/teardown, read status and runs. */
 export const workshops = apiRouter()
   .openapi(list, async (c) => c.json({ workshops: await listWorkshops() }, 200))
   .openapi(submit, async (c) => {
@@ -219,6 +261,10 @@ export const workshops = apiRouter()
   .openapi(provision, async (c) => {
     const run = await startRun(c.req.valid("param").name, "provision");
     return c.json({ run: runView(run) }, 202);
+  })
+  .openapi(scale, async (c) => {
+    const { plan, run } = await scaleUp(c.req.valid("param").name, c.req.valid("json").count);
+    return c.json({ run: runView(run), scale: plan }, 202);
   })
   .openapi(teardown, async (c) => {
     const run = await startRun(c.req.valid("param").name, "teardown");

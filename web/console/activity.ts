@@ -35,6 +35,7 @@ const KIND_WORD: Record<string, string> = {
   up: "Up",
   deploy: "Deploy",
   retry: "Retry",
+  scale: "Scale up",
   teardown: "Teardown",
 };
 const runWord = (kind: unknown) => KIND_WORD[text(kind) ?? ""] ?? "A run";
@@ -70,7 +71,9 @@ export function eventSentence(e: EventView): string {
     case "run.started": {
       const hosts = Array.isArray(d.hosts) ? d.hosts.filter((h) => typeof h === "string") : [];
       const on = hosts.length ? ` on ${clip(hosts.join(", "), 120)}` : "";
-      return `${runWord(d.kind)} started${on}.`;
+      const sizes =
+        typeof d.from === "number" && typeof d.to === "number" ? ` (${d.from} → ${d.to} hosts)` : "";
+      return `${runWord(d.kind)} started${sizes}${on}.`;
     }
     case "run.finished": {
       const state = text(d.state) ?? text(d.result);

@@ -15,6 +15,7 @@ import { ExtendInput, extendWorkshop } from "../../shared/fleet/extend.ts";
 import { notReadyProblem, setStudentAccess } from "../../shared/fleet/open-access.ts";
 import { diagnose, startDeploy, startRetry } from "../../shared/fleet/ops.ts";
 import { startRun } from "../../shared/fleet/runs.ts";
+import { planScale, scaleOffer, scaleUp } from "../../shared/fleet/scale.ts";
 import {
   getWorkshop,
   listHosts,
@@ -91,6 +92,7 @@ import {
   RunList,
   type RunRow,
   RunsPage,
+  ScaleConfirmMessage,
   SlideBody,
   SlidePage,
   Summary,
@@ -131,6 +133,7 @@ const LoginForm = z.object({ token: z.string().max(1000), next: z.string().max(3
 const DeployForm = z.object({ hosts: z.string().max(4000).default(""), force: z.literal("yes").optional() });
 const DiagnoseForm = z.object({ all: z.literal("yes").optional() });
 const ExtendForm = z.object({ hours: z.string().max(20) });
+const ScaleForm = z.object({ count: z.string().max(20), confirm: Confirm });
 const LabForm = z.object({ lab: Lab, confirm: Confirm });
 const RevokeForm = z.object({ email: Email, confirm: Confirm });
 const ReassignForm = z.object({ lab: Lab, to: Lab, confirm: Confirm });
@@ -166,6 +169,8 @@ const NOTICES: Record<string, string> = {
   updated: "Workshop updated. Labs already built keep their old setup until you deploy them again.",
   up: "Up started: hosts are provisioned, then labs are deployed. This page follows it live.",
   deploy: "Deploy started. This page follows it live.",
+  scale:
+    "Scale up started: the new hosts are provisioned and their labs deployed; each goes on the board once it is ready. This page follows it live.",
   retry: "Retry started for the failed hosts. This page follows it live.",
   "retry-none": "No host has failed: there is nothing to retry.",
   extended: "Extended: the new teardown time is in the summary above.",
@@ -508,7 +513,11 @@ export function consoleRoutes(auth: InstructorAuth, opts: ConsoleOptions = {}) {
   app.get("/w/:name", async (c) => {
     const name = nameOf(c);
     const [v, activity] = await Promise.all([workshopView(name), recentEvents(name)]);
-    return page(c, <WorkshopPage viewer={viewer(c)} {...v} activity={activity} notice={noticeOf(c)} />);
+    const scale = v.summary.state === "draft" ? undefined : await scaleOffer(name);
+    return page(
+      c,
+      <WorkshopPage viewer={viewer(c)} {...v} scale={scale} activity={activity} notice={noticeOf(c)} />,
+    );
   });
   // The live regions, and the events after the page's newest (`?after=`): the script adds their rows at
   // the top of the activity list and asks from the returned `last` next time.
@@ -560,6 +569,32 @@ export function consoleRoutes(auth: InstructorAuth, opts: ConsoleOptions = {}) {
       "Content-Disposition": `attachment; filename="${part.name}.tar.gz"`,
       ...(part.next ? { "X-Labfleet-Diagnose-Next": part.next } : {}),
     });
+  });
+  // Scale up: the form's count, confirmed on a page that says what it adds (and who is waiting), then started.
+  app.post("/w/:name/scale", async (c) => {
+    const name = nameOf(c);
+    const f = ScaleForm.parse(await c.req.parseBody());
+    const count = /^\s*\d{1,3}\s*$/.test(f.count) ? Number(f.count) : Number.NaN;
+    if (f.confirm !== "yes") {
+      const plan = await planScale(name, count);
+      const { provider } = await scaleOffer(name);
+      const n = plan.add.length;
+      return page(
+        c,
+        <ConfirmPage
+          viewer={viewer(c)}
+          title={`Scale ${name} up to ${plan.to} hosts?`}
+          message={<ScaleConfirmMessage plan={plan} provider={provider} />}
+          action={`/console/w/${name}/scale`}
+          fields={{ count: String(plan.to) }}
+          button={`Add ${n} ${n === 1 ? "lab" : "labs"}`}
+          buttonClass=""
+          back={`/console/w/${name}`}
+        />,
+      );
+    }
+    await scaleUp(name, count);
+    return done(c, name, "scale");
   });
   app.post("/w/:name/extend", async (c) => {
     const name = nameOf(c);

@@ -174,6 +174,8 @@ export function ConfirmPage(props: {
   message: Child;
   action: string;
   button: string;
+  /** The confirming button's look: `danger` (the default) for what cannot be undone. */
+  buttonClass?: string;
   back: string;
   fields?: Record<string, string>;
   /** Ask for this text to be typed (the workshop name), instead of a plain second click. */
@@ -212,7 +214,7 @@ export function ConfirmPage(props: {
           <input type="hidden" name="confirm" value="yes" />
         )}
         <p class="row">
-          <button type="submit" class="danger">
+          <button type="submit" class={props.buttonClass ?? "danger"}>
             {props.button}
           </button>
           <a href={props.back}>Cancel</a>

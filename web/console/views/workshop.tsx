@@ -4,6 +4,7 @@
 /** @jsxImportSource hono/jsx */
 import type { EventView } from "../../../shared/fleet/events.ts";
 import type { OpenAccessView } from "../../../shared/fleet/open-access.ts";
+import type { ScaleOffer, ScalePlan } from "../../../shared/fleet/scale.ts";
 import type { HostView, RunView, WorkshopSummary } from "../../../shared/fleet/workshops.ts";
 import { eventLabel, eventSentence } from "../activity.ts";
 import { duration, timeLeft, whenExact } from "../format.ts";
@@ -189,6 +190,82 @@ function AccessActions(props: { base: string; csrf: string; access: LabAccess })
   );
 }
 
+/** "3 students are waiting for a lab", where the instructor decides to add or remove labs; nothing at 0. */
+export function Waiting(props: { waiting: number }) {
+  if (props.waiting <= 0) return null;
+  return (
+    <p class="notice" role="status" data-testid="students-waiting">
+      {props.waiting} {props.waiting === 1 ? "student is" : "students are"} waiting for a lab.
+    </p>
+  );
+}
+
+/** The workshop page's Scale up form (confirmed on the next page), or why this workshop cannot scale. */
+function ScaleActions(props: { name: string; base: string; csrf: string; offer: ScaleOffer }) {
+  const o = props.offer;
+  if (!o.createsHosts)
+    return (
+      <div class="card" id="scale">
+        <h3 id="act-scale">Scale up</h3>
+        <p class="hint" id="scale-note">
+          This workshop brings its own hosts (provider.type {o.provider}): labfleet creates none. Add hosts to
+          hosts[] in workshop.yaml and press Up.
+        </p>
+      </div>
+    );
+  const full = o.hosts >= o.max;
+  return (
+    <form method="post" action={`${props.base}/scale`} aria-labelledby="act-scale">
+      <Csrf token={props.csrf} />
+      <h3 id="act-scale">Scale up</h3>
+      <Waiting waiting={o.waiting} />
+      <label for="scale-count">
+        Hosts to have (now {o.hosts}, at most {o.max})
+      </label>
+      <input
+        id="scale-count"
+        name="count"
+        type="number"
+        min={String(Math.min(o.hosts + 1, o.max))}
+        max={String(o.max)}
+        step="1"
+        value={String(Math.min(o.hosts + 1, o.max))}
+        required
+        disabled={full}
+      />
+      <p class="hint">
+        {full
+          ? `The workshop has the most hosts it may have (${o.max}).`
+          : "New hosts are provisioned and deployed; their labs go on the board as they pass their health check. You confirm on the next page."}{" "}
+        To remove labs nobody claimed: <code>labfleet down {props.name} --unclaimed N</code>.
+      </p>
+      <button type="submit" disabled={full}>
+        Scale up…
+      </button>
+    </form>
+  );
+}
+
+/** The confirmation of a scale up: how many labs it adds, from how many to how many, who is waiting. */
+export function ScaleConfirmMessage(props: { plan: ScalePlan; provider: string }) {
+  const { plan } = props;
+  const n = plan.add.length;
+  return (
+    <>
+      <p id="scale-what">
+        Adds {n} {n === 1 ? "lab" : "labs"} ({plan.from} → {plan.to}): {plan.add.join(", ")}.
+      </p>
+      <Waiting waiting={plan.waiting} />
+      <p>
+        {n === 1 ? "The new host is" : "Each new host is"} provisioned
+        {props.provider === "aws" ? " (an EC2 instance, billed from its launch until the teardown)" : ""}, the
+        lab is deployed on it, and it goes on the board once it passes its health check. The {plan.from} labs
+        already there, and the students on them, are not touched.
+      </p>
+    </>
+  );
+}
+
 /** What opening or closing lab access did: the provider's message (with own groups, what to do by hand). */
 export function AccessResultPage(props: { viewer: Viewer; view: OpenAccessView }) {
   const v = props.view;
@@ -241,6 +318,8 @@ export function WorkshopPage(
     hosts: HostView[];
     canExtend: boolean;
     access: LabAccess;
+    /** The Scale up form's offer; absent for a workshop never brought up. */
+    scale?: ScaleOffer | undefined;
     activity: ActivityData;
     notice?: string | undefined;
   },
@@ -329,6 +408,7 @@ export function WorkshopPage(
                 <button type="submit">Extend</button>
               </form>
             ) : null}
+            {props.scale ? <ScaleActions name={name} base={base} csrf={csrf} offer={props.scale} /> : null}
             <AccessActions base={base} csrf={csrf} access={props.access} />
             <div class="card">
               <h3 id="act-teardown">Tear down</h3>
