@@ -72,8 +72,10 @@ export async function healthPass(): Promise<HealthSummary> {
   due.sort((a, b) => (a.host.healthCheckedAt ?? "").localeCompare(b.host.healthCheckedAt ?? ""));
   const redactors = new Map<string, Promise<(t: string) => string>>();
   const redactorOf = (spec: Workshop) => {
-    let r = redactors.get(spec.name);
-    if (!r) redactors.set(spec.name, (r = secretRedactor(spec)));
+    const known = redactors.get(spec.name);
+    if (known) return known;
+    const r = secretRedactor(spec);
+    redactors.set(spec.name, r);
     return r;
   };
   await mapLimit(due, POLL_CONCURRENCY, async ({ spec, host }) => {
