@@ -215,7 +215,9 @@ export async function run(args: Args, out: Output): Promise<number> {
         const c = byLab.get(h.lab);
         out.write(
           `\nlab ${clean(h.lab)} is failing its health check${h.error ? `: ${clean(h.error.split("\n")[0] ?? "")}` : ""}\n` +
-            (c ? `  move its student, keeping their link: labfleet portal swap ${clean(name)} ${clean(h.lab)}\n` : ""),
+            (c
+              ? `  move its student, keeping their link: labfleet portal swap ${clean(name)} ${clean(h.lab)}\n`
+              : ""),
         );
       }
       writeHeldBack(name, s.heldBack, out);

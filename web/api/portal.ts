@@ -416,10 +416,7 @@ export const portalApi = apiRouter()
           ]
         : [],
     );
-    return c.json(
-      { portal: { ...portal, open: b.open }, labs: b.labs, claims, health, heldBack: held },
-      200,
-    );
+    return c.json({ portal: { ...portal, open: b.open }, labs: b.labs, claims, health, heldBack: held }, 200);
   })
   .openapi(exportRoute, async (c) => {
     const { name } = c.req.valid("param");

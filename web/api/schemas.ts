@@ -169,7 +169,10 @@ export const HostView = z
           description: "failing: lab.health failed twice in a row while the lab was ready",
         }),
         checkedAt: z.string().nullable(),
-        error: z.string().nullable().meta({ description: "the last failed check's output (secrets redacted)" }),
+        error: z
+          .string()
+          .nullable()
+          .meta({ description: "the last failed check's output (secrets redacted)" }),
       })
       .optional()
       .meta({ description: "the in-use health check of a ready lab, once it has run" }),
