@@ -207,4 +207,22 @@ describe("health while in use, and swaps that keep the link", { timeout: 120_000
     await waitFor("the old lab rebuilt", async () => (await host(AUTO, "student-01"))?.state === "ready");
     expect((await host(AUTO, "student-01"))?.health).toBeUndefined();
   });
+
+  it("a free lab failing its check is given to nobody until it passes again", async () => {
+    rmSync(built(AUTO, "student-01"));
+    await pass();
+    const flagged = await pass();
+    expect(flagged.flagged).toEqual([`${AUTO}/student-01`]);
+    expect(flagged.swapped).toEqual([]); // nobody to move
+    const board = await api(`/${AUTO}/portal/status`);
+    expect(board.body.labs.map((l: { lab: string; status: string }) => [l.lab, l.status])).toEqual([
+      ["student-01", "failed"],
+      ["student-02", "claimed"],
+    ]);
+    const grace = { name: "Grace Hopper", email: "grace@example.test", pin: "193847" };
+    await expect(claimLab(AUTO, grace, "127.0.0.1")).rejects.toMatchObject({ code: "portal.no_lab_free" });
+    writeFileSync(built(AUTO, "student-01"), "");
+    expect((await pass()).recovered).toEqual([`${AUTO}/student-01`]);
+    expect((await claimLab(AUTO, grace, "127.0.0.1")).lab).toBe("student-01");
+  });
 });
