@@ -53,7 +53,10 @@ function student() {
 
 async function sweep(): Promise<SweepSummary> {
   const aws = cloud.account;
-  const out = await aws.lambda.invoke(aws.deployed.functionName("Sweep"), JSON.stringify({ source: "aws.events" }));
+  const out = await aws.lambda.invoke(
+    aws.deployed.functionName("Sweep"),
+    JSON.stringify({ source: "aws.events" }),
+  );
   expect(out.functionError, out.payload.toString()).toBeUndefined();
   return JSON.parse(out.payload.toString()) as SweepSummary;
 }
@@ -76,7 +79,11 @@ describe("the health pass through the sweeper on the AWS double", { timeout: 240
     await s.get("/");
     expect((await s.post("/code", { code: info.code })).status).toBe(303);
     await s.get("/board");
-    const claimed = await s.post("/claim", { name: "Ada Cloudwright", email: "ada@example.test", pin: "480271" });
+    const claimed = await s.post("/claim", {
+      name: "Ada Cloudwright",
+      email: "ada@example.test",
+      pin: "480271",
+    });
     expect(claimed.location).toMatch(/^\/l\/[\w-]+$/);
     const link = claimed.location;
     const before = await s.get(link);
@@ -115,7 +122,11 @@ describe("the health pass through the sweeper on the AWS double", { timeout: 240
     const retry = runs.find((r) => r.kind === "retry");
     expect(retry).toBeDefined();
     expect((await cloud.runToEnd(W, retry?.id as string, 120_000)).state).toBe("succeeded");
-    const hosts = (await cloud.api(`/${W}`)).body.hostList as { id: string; state: string; health?: unknown }[];
+    const hosts = (await cloud.api(`/${W}`)).body.hostList as {
+      id: string;
+      state: string;
+      health?: unknown;
+    }[];
     expect(hosts.find((h) => h.id === mine)).toMatchObject({ state: "ready" });
     const status = (await cloud.api(`/${W}/portal/status`)).body;
     expect(status.claims.map((c: { lab: string }) => c.lab)).toEqual([other]);

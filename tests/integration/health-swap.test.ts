@@ -33,7 +33,8 @@ const pass = async () => {
   clock.advance(INTERVAL + 1000);
   return rt.health();
 };
-const api = async (path: string, body?: unknown) => {
+// biome-ignore lint/suspicious/noExplicitAny: answers are checked field by field
+const api = async (path: string, body?: unknown): Promise<{ status: number; body: any }> => {
   const res = await fetch(`${rt.url}/api/workshops${path}`, {
     method: body === undefined ? "GET" : "POST",
     headers: { authorization: `Bearer ${rt.token}`, "content-type": "application/json" },
@@ -157,8 +158,16 @@ describe("health while in use, and swaps that keep the link", { timeout: 120_000
   });
 
   it("with no free lab a swap is refused with 409 and nothing changes", async () => {
-    const b = await claimLab(WS, { name: "Grace Hopper", email: "grace@example.test", pin: "193847" }, "127.0.0.1");
-    const c = await claimLab(WS, { name: "Alan Turing", email: "alan@example.test", pin: "572910" }, "127.0.0.1");
+    const b = await claimLab(
+      WS,
+      { name: "Grace Hopper", email: "grace@example.test", pin: "193847" },
+      "127.0.0.1",
+    );
+    const c = await claimLab(
+      WS,
+      { name: "Alan Turing", email: "alan@example.test", pin: "572910" },
+      "127.0.0.1",
+    );
     expect([b.lab, c.lab].sort()).toEqual(["student-01", "student-02"]);
     const before = await withActor({ type: "system", id: "test" }, () => listClaims(WS));
     const res = await api(`/${WS}/portal/swap`, { email: ADA.email });
