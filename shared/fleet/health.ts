@@ -48,11 +48,15 @@ interface Due {
   host: HostItem;
 }
 
-/** Whether a ready lab's in-use check is due now. */
+/**
+ * Whether a ready lab's in-use check is due now: `lab.health_interval_seconds` after its last check, or after it
+ * became ready. Only labs a poll found ready (they have an address and a `readyAt`) are checked.
+ */
 export function healthDue(spec: Workshop, host: HostItem, now: Date): boolean {
   if (!spec.lab.health || !spec.lab.health_interval_seconds || host.state !== "ready") return false;
+  if (!host.address || !host.readyAt) return false;
   const last = host.healthCheckedAt ?? host.readyAt;
-  return !last || now.getTime() - Date.parse(last) >= spec.lab.health_interval_seconds * 1000;
+  return now.getTime() - Date.parse(last) >= spec.lab.health_interval_seconds * 1000;
 }
 
 export async function healthPass(): Promise<HealthSummary> {
