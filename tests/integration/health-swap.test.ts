@@ -71,6 +71,7 @@ afterAll(async () => {
 
 describe("health while in use, and swaps that keep the link", { timeout: 120_000 }, () => {
   let token = "";
+  let adaAuto = "";
 
   it("two failed checks in a row flag a claimed lab; a passing check clears the flag", async () => {
     const claim = await claimLab(WS, ADA, "127.0.0.1");
@@ -205,6 +206,7 @@ describe("health while in use, and swaps that keep the link", { timeout: 120_000
 
   it("portal.auto_swap moves the student of a flagged lab by itself", async () => {
     const claim = await claimLab(AUTO, ADA, "127.0.0.1");
+    adaAuto = claim.token;
     expect(claim.lab).toBe("student-01");
     rmSync(built(AUTO, "student-01"));
     await pass();
@@ -232,6 +234,17 @@ describe("health while in use, and swaps that keep the link", { timeout: 120_000
     await expect(claimLab(AUTO, grace, "127.0.0.1")).rejects.toMatchObject({ code: "portal.no_lab_free" });
     writeFileSync(built(AUTO, "student-01"), "");
     expect((await pass()).recovered).toEqual([`${AUTO}/student-01`]);
-    expect((await claimLab(AUTO, grace, "127.0.0.1")).lab).toBe("student-01");
+    const graces = await claimLab(AUTO, grace, "127.0.0.1");
+    expect(graces.lab).toBe("student-01");
+
+    // auto_swap with no lab free: Ada's lab stays flagged, her page says she is moved once one is free.
+    rmSync(built(AUTO, "student-02"));
+    await pass();
+    const stuck = await pass();
+    expect(stuck.flagged).toEqual([`${AUTO}/student-02`]);
+    expect(stuck.swapped).toEqual([]);
+    const page = await (await fetch(`${rt.url}/l/${adaAuto}`)).text();
+    expect(page).toContain("Your lab: student-02");
+    expect(page).toContain("Your lab is not answering: moving you to a new lab as soon as one is free.");
   });
 });

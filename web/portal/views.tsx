@@ -328,7 +328,7 @@ export function LabView(props: { page: LabPage; now: Date }) {
           {page.failing ? (
             <p class="alert" id="lab-health" role="alert">
               {page.autoSwap
-                ? "Your lab is not answering: moving you to a new lab. This page shows it in a moment, at the same address."
+                ? "Your lab is not answering: moving you to a new lab as soon as one is free. This page shows it here, at the same address."
                 : "Your lab is not answering; your instructor has been told. This page shows your new lab here, at the same address, if you are moved."}
             </p>
           ) : null}
