@@ -161,9 +161,9 @@ export async function run(command: string, args: Args, out: Output): Promise<num
         else {
           const p = r.pinned;
           out.write(
-            clean(
+            `${clean(
               `pinned ${p.keys.map((k) => `${k.fingerprint} (${k.type})`).join(", ")} for ${p.hostId}${p.replaced ? `, replacing ${p.replaced.keys.map((k) => k.fingerprint).join(", ")} (${p.replaced.origin})` : ""}; labfleet now connects to it only when it shows ${p.keys.length === 1 ? "this key" : "one of these keys"}`,
-            ) + "\n",
+            )}\n`,
           );
         }
         return 0;

@@ -454,6 +454,7 @@ export const COMMANDS: readonly CommandSpec[] = [
       [`portal export ${W} [--csv FILE]`, "claims as CSV, to stdout or a 0600 file"],
       [`portal admin-link ${W}`, "a new secret link to the instructor page"],
       [`portal release LAB | revoke EMAIL | reassign EMAIL LAB | unlock EMAIL  ${W}`, "fix a claim"],
+      [`portal swap ${W} EMAIL|LAB`, "move a student off a broken lab, keeping their link"],
       [`portal invite ${W} ROSTER.csv --csv FILE`, "reserve labs; invite links into FILE (0600)"],
       [`portal unblock ${W} (--address A | --all)`, "let an address the rate limits hold back in again"],
     ],
@@ -490,6 +491,12 @@ export const COMMANDS: readonly CommandSpec[] = [
         summary: "move a student to another lab; prints their new link",
       },
       { name: "unlock", args: "EMAIL", summary: "unlock an email after five wrong PINs" },
+      {
+        name: "swap",
+        args: "EMAIL|LAB",
+        summary:
+          "move a student to a free ready lab (a spare first) keeping their personal link; the old lab is rebuilt",
+      },
       {
         name: "invite",
         args: "ROSTER.csv --csv FILE",

@@ -151,6 +151,7 @@ export function statusDocument(s: WorkshopStatus) {
       elapsedSeconds: h.elapsedSeconds ?? null,
       readyAt: h.readyAt ?? null,
       hostKey: h.hostKey ?? null,
+      health: h.health ?? null,
     })),
     runs: s.runs,
   };
@@ -401,6 +402,11 @@ async function cmdStatus(args: Args, out: Output): Promise<number> {
   new ProgressView({ ...out, isTTY: false }).update(s.hostList);
   const failed = s.hostList.filter((h) => h.state === "failed");
   for (const h of failed) out.write(`\n${clean(h.id)}: ${block(h.error ?? "")}\n`);
+  for (const h of s.hostList.filter((h) => h.state === "ready" && h.health?.state === "failing"))
+    out.write(
+      `\n${paint(out, "failed", `${h.id} is failing its health check`)} (lab.health, while in use): ${block(h.health?.error ?? "")}\n` +
+        `  move its student, keeping their link: labfleet portal swap ${clean(s.name)} ${clean(h.id)}\n`,
+    );
   if (s.runs.length) out.write("\nruns:\n");
   for (const r of s.runs.slice(0, 10)) out.write(`  ${clean(r.id)}  ${runLine(r)}\n`);
   return 0;

@@ -22,6 +22,8 @@ export const PORTAL_USAGE = `usage: labfleet portal SUBCOMMAND (-f workshop.yaml
   export [--csv FILE]         claims as CSV (lab, name, email, how, claimed at, first opened); FILE is 0600
   admin-link                  a new secret link to the instructor page (the previous one stops working)
   release LAB | revoke EMAIL | reassign EMAIL LAB | unlock EMAIL
+  swap EMAIL|LAB              move a student off a broken lab to a free one (a spare first), keeping their
+                              personal link; the old lab is rebuilt
   invite ROSTER.csv --csv FILE  reserve a lab for each "name,email[,host_id]" line; their invite links go
                               to FILE (0600), never to the screen
   unblock (--address A | --all)  let an address the rate limits hold back (or every one) in again`;
@@ -41,6 +43,7 @@ const ARGS: Record<string, string[]> = {
   revoke: ["EMAIL"],
   reassign: ["EMAIL", "LAB"],
   unlock: ["EMAIL"],
+  swap: ["EMAIL|LAB"],
   invite: ["ROSTER"],
   unblock: [],
 };
@@ -49,6 +52,7 @@ interface PortalStatus {
   portal: Omit<PortalView, "code"> & { open: boolean };
   labs: BoardLab[];
   claims: ClaimRow[];
+  health: { lab: string; health: "ok" | "failing"; checkedAt: string | null; error: string | null }[];
   heldBack: HeldBack;
 }
 
@@ -192,11 +196,13 @@ export async function run(args: Args, out: Output): Promise<number> {
           `${s.claims.length} claimed · ${free} free · ${s.labs.length} labs\n`,
       );
       const byLab = new Map(s.claims.map((c) => [c.lab, c]));
+      const failing = new Map((s.health ?? []).filter((h) => h.health === "failing").map((h) => [h.lab, h]));
       writeTable(
         [
           ["lab", "status", "name", "email", "claimed at", "first opened", ""],
           ...s.labs.map((l) => {
             const c = byLab.get(l.lab);
+            const notes = [c?.locked ? "locked" : "", failing.has(l.lab) ? "HEALTH FAILING" : ""];
             return [
               l.lab,
               l.status,
@@ -204,12 +210,21 @@ export async function run(args: Args, out: Output): Promise<number> {
               c?.email ?? "",
               c?.claimedAt ?? "",
               c?.firstOpenedAt ?? "",
-              c?.locked ? "locked" : "",
+              notes.filter(Boolean).join(", "),
             ];
           }),
         ],
         out,
       );
+      for (const h of failing.values()) {
+        const c = byLab.get(h.lab);
+        out.write(
+          `\nlab ${clean(h.lab)} is failing its health check${h.error ? `: ${clean(h.error.split("\n")[0] ?? "")}` : ""}\n` +
+            (c
+              ? `  move its student, keeping their link: labfleet portal swap ${clean(name)} ${clean(h.lab)}\n`
+              : ""),
+        );
+      }
       writeHeldBack(name, s.heldBack, out);
       return 0;
     }
@@ -265,6 +280,20 @@ export async function run(args: Args, out: Output): Promise<number> {
       else
         out.write(
           `moved to ${clean(r.lab)}; give the student their new personal link (the old one stopped working):\n  ${clean(link(r.path))}\n`,
+        );
+      return 0;
+    }
+    case "swap": {
+      const who = rest[0] as string;
+      const r = await client.call<{ from: string; to: string; name: string; rebuild: string }>(
+        "POST",
+        `${path}/swap`,
+        who.includes("@") ? { email: who } : { lab: who },
+      );
+      if (json) print(r);
+      else
+        out.write(
+          `moved ${clean(r.name)} from ${clean(r.from)} to ${clean(r.to)}: their personal link and cookie now open ${clean(r.to)}\n  ${clean(r.rebuild)}\n`,
         );
       return 0;
     }

@@ -616,11 +616,14 @@ export const FUNCTIONS = {
   Sweep: {
     handler: "functions/lambda.Sweep",
     source: "functions/sweep.ts",
-    description: "labfleet sweeper: fire due TTL schedules, terminate expired labfleet instances",
+    description:
+      "labfleet sweeper: fire due TTL schedules, terminate expired labfleet instances, health-check ready labs",
     timeout: "5 minutes",
     memory: "512 MB",
+    // The health pass runs lab.health on ready labs through their transport (SSM commands, the SSH key), and a
+    // swap's rebuild (portal.auto_swap) starts a retry run.
     grants: [
-      "table",
+      ...reachesHosts.grants,
       "ec2Read",
       "hostsTerminate",
       "securityGroups",
@@ -628,7 +631,7 @@ export const FUNCTIONS = {
       "workflowsControl",
       "operatorSecrets",
     ],
-    secrets: ["AccessKey"],
+    secrets: reachesHosts.secrets as LinkedSecretName[],
     fixedName: "sweepFunction",
   },
   Api: {

@@ -7,6 +7,7 @@ import { join, resolve } from "node:path";
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { serve } from "@hono/node-server";
 import { instructorAuth } from "../../shared/auth/tokens.ts";
+import { healthPass } from "../../shared/fleet/health.ts";
 import { stopLab } from "../../shared/fleet/lab.ts";
 import { unfinishedRuns } from "../../shared/fleet/runs.ts";
 import { runDueSchedules } from "../../shared/fleet/schedules.ts";
@@ -66,6 +67,8 @@ export interface LocalRuntime {
   resumed: string[];
   /** Runs one scheduler pass now (the timer does the same every interval). */
   tick(): Promise<number>;
+  /** Runs one in-use health pass now (the timer starts one every interval, when the last has ended). */
+  health(): ReturnType<typeof healthPass>;
   close(): Promise<void>;
 }
 
@@ -173,14 +176,24 @@ export async function startLocalRuntime(opts: LocalRuntimeOptions): Promise<Loca
       });
       return ticking;
     };
+    // Health checks of ready labs (shared/fleet/health.ts) run beside the schedules, never holding them up: a
+    // pass that takes long (labs timing out) is not started again until it ends.
+    let checking: ReturnType<typeof healthPass> | undefined;
+    const health = () => {
+      checking ??= withActor({ type: "system", id: "health" }, () => healthPass()).finally(() => {
+        checking = undefined;
+      });
+      return checking;
+    };
+    const passFailed = (what: string) => (err: unknown) =>
+      // Due schedules stay pending and due checks due: the next pass after the store is back runs them.
+      isStoreUnreachable(err)
+        ? log.warn(`${what} pass skipped: the store is unreachable`, { error: errorMessage(err) })
+        : log.error(`${what} pass failed`, { error: errorMessage(err) });
     await tick();
     timer = setInterval(() => {
-      tick().catch((err) =>
-        // Due schedules stay pending: the next pass after the store is back fires them.
-        isStoreUnreachable(err)
-          ? log.warn("scheduler pass skipped: the store is unreachable", { error: errorMessage(err) })
-          : log.error("scheduler pass failed", { error: errorMessage(err) }),
-      );
+      tick().catch(passFailed("scheduler"));
+      health().catch(passFailed("health"));
     }, opts.schedulerIntervalMs ?? 5000);
     timer.unref();
 
@@ -198,6 +211,7 @@ export async function startLocalRuntime(opts: LocalRuntimeOptions): Promise<Loca
     const close = async () => {
       if (timer) clearInterval(timer);
       await ticking?.catch(() => undefined);
+      await checking?.catch(() => undefined);
       const running = executor.running;
       await executor.close();
       if (opts.stopLabsOnClose) {
@@ -216,7 +230,7 @@ export async function startLocalRuntime(opts: LocalRuntimeOptions): Promise<Loca
       await stopDynamo();
       lock.release();
     };
-    return { url, token, store, executor, provider, resumed, tick, close };
+    return { url, token, store, executor, provider, resumed, tick, health, close };
   } catch (err) {
     if (timer) clearInterval(timer);
     await executor.close();

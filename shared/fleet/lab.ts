@@ -245,7 +245,13 @@ export async function probeLab(
   }
 }
 
-export async function runHealth(t: Transport, spec: Workshop, hostId: string): Promise<ExecResult> {
+/** Runs `lab.health` on a host (exit 0: healthy), within `timeoutMs` (the deploy's gate allows a minute). */
+export async function runHealth(
+  t: Transport,
+  spec: Workshop,
+  hostId: string,
+  timeoutMs = HEALTH_TIMEOUT_MS,
+): Promise<ExecResult> {
   if (!spec.lab.health) return { exitCode: 0, stdout: "", stderr: "" };
   let dir: string;
   try {
@@ -256,9 +262,7 @@ export async function runHealth(t: Transport, spec: Workshop, hostId: string): P
   }
   const d = stateDir(spec.name);
   const env = `LABFLEET_STATUS=${d}/status.jsonl LABFLEET_ACCESS=${d}/access.json LABFLEET_SECRETS=${d}/secrets.env LABFLEET_WORKSHOP=${shq(spec.name)} LABFLEET_HOST_ID=${shq(hostId)}`;
-  return t.exec(`cd ${dir} && ${env} bash -c ${shq(spec.lab.health)}`, {
-    timeoutMs: HEALTH_TIMEOUT_MS,
-  });
+  return t.exec(`cd ${dir} && ${env} bash -c ${shq(spec.lab.health)}`, { timeoutMs, step: "health check" });
 }
 
 /** The largest `$LABFLEET_ACCESS` file labfleet reads. */

@@ -4,6 +4,7 @@ import { isoNow } from "../runtime/clock.ts";
 import { useDeps } from "../runtime/deps.ts";
 import { errorMessage } from "../runtime/errors.ts";
 import { log } from "../runtime/logger.ts";
+import { type HealthSummary, healthPass } from "./health.ts";
 import { isConditionalFailure } from "./runs.ts";
 import { runDueSchedules } from "./schedules.ts";
 
@@ -13,7 +14,8 @@ import { runDueSchedules } from "./schedules.ts";
  * 1. every due schedule record is fired (the EventBridge copy was lost, or failed to fire);
  * 2. every provider that can (`sweepExpired`, EC2) ends the instances it made, in any workshop, whose expiry has
  *    passed. Each one is logged (ids and times only) and, when the store still holds a live host record for that
- *    instance, the host is marked `failed` with why, so status and the portal stop offering it.
+ *    instance, the host is marked `failed` with why, so status and the portal stop offering it;
+ * 3. the in-use health pass (shared/fleet/health.ts): every ready lab whose check is due runs `lab.health`.
  * A failing step or item is logged and reported in the summary; it never stops the rest of the pass.
  */
 
@@ -26,6 +28,8 @@ export interface SweepSummary {
   fired: number;
   /** Every expired instance a provider acted on, terminated or not. */
   swept: SweptRecord[];
+  /** The in-use health checks of this pass. */
+  health?: HealthSummary;
   /** Steps or items that failed; the pass went on. */
   errors: { step: string; provider?: string; error: string }[];
 }
@@ -71,6 +75,14 @@ export async function sweep(): Promise<SweepSummary> {
         summary.errors.push({ step: "record", provider: provider.name, error: errorMessage(err) });
       }
     }
+  }
+
+  try {
+    summary.health = await healthPass();
+    for (const e of summary.health.errors) summary.errors.push({ step: "health", error: e.error });
+  } catch (err) {
+    log.error("sweeper: the health pass failed", { error: errorMessage(err) });
+    summary.errors.push({ step: "health", error: errorMessage(err) });
   }
 
   log.info("sweep done", {

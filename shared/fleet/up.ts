@@ -286,7 +286,8 @@ export async function deployHost(
     await store.host
       .patch({ workshop, hostId })
       .set({ state: "deploying", phase: "sync", phases: [], deployStartedAt: now, updatedAt: now })
-      .remove(["error", "readyAt", "access"])
+      // A rebuilt lab starts with no in-use health record (shared/fleet/health.ts): no stale `failing` flag.
+      .remove(["error", "readyAt", "access", "health", "healthFailures", "healthError", "healthCheckedAt"])
       .add({ attempt: 1 })
       .go();
     await pushSecrets(t, spec, provider.transport);

@@ -32,6 +32,8 @@ export interface HostView {
   elapsedSeconds?: number;
   readyAt?: string;
   hasAccess: boolean;
+  /** The in-use health check (shared/fleet/health.ts): absent until a ready lab was checked. */
+  health?: { state: "ok" | "failing"; checkedAt: string | null; error: string | null };
   /** The SSH host keys trusted for it (workshop status only): how they were obtained, and their fingerprints. */
   hostKey?: { origin: KeyOrigin; fingerprints: string[] };
 }
@@ -239,6 +241,9 @@ export function hostView(h: HostItem, now: Date): HostView {
       : {}),
     ...(h.readyAt ? { readyAt: h.readyAt } : {}),
     hasAccess: Boolean(h.access),
+    ...(h.health
+      ? { health: { state: h.health, checkedAt: h.healthCheckedAt ?? null, error: h.healthError ?? null } }
+      : {}),
   };
 }
 

@@ -114,7 +114,8 @@ export async function board(
     .map((h): BoardLab => {
       const c = claimed.get(h.hostId);
       if (c) return { lab: h.hostId, status: "claimed", firstName: firstName(c.name) };
-      if (h.state === "ready") return { lab: h.hostId, status: "free" };
+      if (h.state === "ready" && h.health !== "failing") return { lab: h.hostId, status: "free" };
+      if (h.state === "ready") return { lab: h.hostId, status: "failed" }; // failing its health check
       return { lab: h.hostId, status: h.state === "failed" ? "failed" : "building" };
     })
     .sort((a, b) => byNumber(a.lab, b.lab));
@@ -203,7 +204,9 @@ export async function claimLab(
     if (claims.some((c) => c.emailHash === eHash)) throw alreadyHasLab();
     const taken = new Set(claims.map((c) => c.hostId));
     const free = hosts
-      .filter((h) => h.state === "ready" && !taken.has(h.hostId) && !tried.has(h.hostId))
+      .filter(
+        (h) => h.state === "ready" && h.health !== "failing" && !taken.has(h.hostId) && !tried.has(h.hostId),
+      )
       .map((h) => h.hostId)
       .sort(byNumber);
     // The lowest free lab first, skipping labs another claim in this process is trying right now. When
@@ -350,6 +353,9 @@ export interface LabPage {
   hostKeys: { type: string; fingerprint: string }[];
   guideUrl: string | null;
   expiry: string | null;
+  /** The in-use health check flagged this lab (shared/fleet/health.ts); `autoSwap`: the student is being moved. */
+  failing: boolean;
+  autoSwap: boolean;
 }
 
 /** The lab a personal link leads to, with its access details; undefined for an unknown (or replaced) link. */
@@ -396,6 +402,8 @@ export async function labForLink(token: string): Promise<LabPage | undefined> {
     hostKeys: sshCommand ? await trustedHostKeys(spec, link.hostId) : [],
     guideUrl: spec.portal.guide_url ?? null,
     expiry: w.expiry ?? null,
+    failing: host.data?.health === "failing",
+    autoSwap: spec.portal.auto_swap === true,
   };
 }
 

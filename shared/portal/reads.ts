@@ -27,7 +27,7 @@ export const labStates = shortCache({
     (
       await useDeps()
         .store.host.query.byWorkshop({ workshop })
-        .go({ pages: "all", attributes: ["hostId", "state"] })
+        .go({ pages: "all", attributes: ["hostId", "state", "health"] })
     ).data,
   ttlMs,
 });

@@ -22,6 +22,9 @@ export const EVENT_TYPES = [
   "host.failed",
   "lab.claimed",
   "lab.released",
+  "lab.unhealthy",
+  "lab.healthy",
+  "lab.swapped",
   "workshop.torn_down",
 ] as const;
 export const EVENT_RETENTION_DAYS = 30;
@@ -99,6 +102,17 @@ function entities(client: DynamoDBDocumentClient, table: string) {
         readyAt: { type: "string" },
         attempt: { type: "number", default: 0 },
         access: { type: "string" },
+        /**
+         * Health while in use (shared/fleet/health.ts): `lab.health` run on a ready lab every
+         * lab.health_interval_seconds; `failing` after HEALTH_FAILURES_TO_FLAG failures in a row, `ok` again at
+         * the next pass. Cleared when the lab is rebuilt.
+         */
+        health: { type: ["ok", "failing"] as const },
+        healthCheckedAt: { type: "string" },
+        /** Failures in a row of the in-use health check. */
+        healthFailures: { type: "number" },
+        /** The last failed check's output, redacted with the workshop's secrets. */
+        healthError: { type: "string" },
         createdAt: { type: "string", required: true, readOnly: true },
         updatedAt: { type: "string", required: true },
       },

@@ -74,6 +74,15 @@ export const Lab = z
     ref: text("a git ref (branch, tag or commit)").optional(),
     setup: text("the command that builds the lab"),
     health: text("a command that exits 0 when the lab can be handed out").optional(),
+    health_interval_seconds: int(
+      "seconds between health checks of ready labs while the workshop runs (0: none)",
+      0,
+      3600,
+    )
+      .default(180)
+      .describe(
+        "How often `lab.health` runs on every ready lab while the workshop runs (claimed or free); two failures in a row flag the lab. 0 turns it off. The cloud checks at most every 5 minutes (the sweeper's rate).",
+      ),
     concurrency: z
       .number({ error: CONCURRENCY_ERROR })
       .int({ error: CONCURRENCY_ERROR })
@@ -244,6 +253,12 @@ export const Portal = z.strictObject({
   open_at_percent: int("a percentage of ready labs", 1, 100).default(100),
   mode: z.enum(["open", "roster", "both"], { error: "expected open, roster or both" }).default("open"),
   student_ssh: z.boolean({ error: "expected true or false" }).default(false),
+  auto_swap: z
+    .boolean({ error: "expected true or false" })
+    .default(false)
+    .describe(
+      "When a claimed lab is flagged failing its health check, move its student to a free ready lab (the same personal link), and rebuild the broken one.",
+    ),
 });
 
 /**
@@ -318,6 +333,7 @@ export const Workshop = z
       open_at_percent: 100,
       mode: "open",
       student_ssh: false,
+      auto_swap: false,
     }),
   })
   // Cross-field rules run even when other fields failed, so every error is reported at once; the

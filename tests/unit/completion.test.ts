@@ -72,6 +72,7 @@ describe("bash completion", () => {
         "rotate-code",
         "slide",
         "status",
+        "swap",
         "unblock",
         "unlock",
       ].sort(),

@@ -2,7 +2,7 @@ import { createRoute, z } from "@hono/zod-openapi";
 import { type Context, Hono } from "hono";
 import { html, raw } from "hono/html";
 import { studentsWaiting } from "../../shared/fleet/scale.ts";
-import { getWorkshop, hostAccess, workshopStatus } from "../../shared/fleet/workshops.ts";
+import { getWorkshop, hostAccess, listHosts, workshopStatus } from "../../shared/fleet/workshops.ts";
 import { board } from "../../shared/portal/claims.ts";
 import {
   checkAdminLink,
@@ -22,6 +22,7 @@ import {
 } from "../../shared/portal/portal.ts";
 import { HeldAddress, heldBack, unblock } from "../../shared/portal/rate-limit.ts";
 import { scaleDownUnclaimed } from "../../shared/portal/scale-down.ts";
+import { swapLab } from "../../shared/portal/swap.ts";
 import { withActor } from "../../shared/runtime/actor.ts";
 import { hasControlChars } from "../../shared/runtime/text.ts";
 import { portalBase, studentUrl } from "../portal-url.ts";
@@ -63,6 +64,31 @@ const ReassignBody = z.strictObject({
   email: Email,
   lab: Lab.meta({ description: "the (free, ready) lab to move to" }),
 });
+
+const SwapBody = z
+  .strictObject({
+    email: Email.optional().meta({ description: "the student to move (or give lab)" }),
+    lab: Lab.optional().meta({ description: "the claimed lab to move its student off (or give email)" }),
+  })
+  .refine((b) => (b.email === undefined) !== (b.lab === undefined), {
+    error: "expected either email or lab",
+    path: ["email"],
+  });
+const SwapAnswer = z.object({
+  from: z.string().meta({ example: "student-02" }),
+  to: z.string().meta({ description: "the lab the student now has", example: "student-05" }),
+  name: z.string().meta({ description: "the student's name" }),
+  rebuildRunId: z.string().nullable().meta({ description: "the run rebuilding the old lab" }),
+  rebuild: z.string().meta({ description: "what happens to the old lab" }),
+});
+const LabHealth = z
+  .object({
+    lab: z.string(),
+    health: z.enum(["ok", "failing"]),
+    checkedAt: z.string().nullable(),
+    error: z.string().nullable().meta({ description: "the last failed check's output (secrets redacted)" }),
+  })
+  .meta({ id: "LabHealth" });
 
 const PortalView = z
   .object({
@@ -206,6 +232,7 @@ const statusRoute = createRoute({
         }),
         labs: z.array(BoardLab),
         claims: z.array(ClaimRow),
+        health: z.array(LabHealth).meta({ description: "the labs checked while in use (lab.health)" }),
         heldBack: HeldBack,
       }),
       "The portal's state.",
@@ -284,6 +311,18 @@ const reassignRoute = createRoute({
     200: json(z.object({ lab: z.string(), token: z.string(), path: LinkPath }), "The new claim."),
     ...errors(400, 401, 404, 409),
   },
+});
+
+const swapRoute = createRoute({
+  method: "post",
+  path: "/{name}/portal/swap",
+  tags,
+  summary: "Swap a student's lab, keeping their link",
+  description:
+    "Moves the student (by email, or by their lab) to the highest-numbered free ready lab that is not failing its health check (a spare when there is one). Their personal link, PIN and lab cookie stay the same and now open the new lab. The old lab is marked failed and rebuilt by a retry run. 409 `portal.no_lab_free` when no lab is free: nothing is changed.",
+  middleware: [readJson] as const,
+  request: { params: NameParams, body: jsonBody(SwapBody, "The student or their lab.", true) },
+  responses: { 200: json(SwapAnswer, "The swap."), ...errors(400, 401, 404, 409) },
 });
 
 const unlockRoute = createRoute({
@@ -375,8 +414,25 @@ export const portalApi = apiRouter()
   .openapi(statusRoute, async (c) => {
     const { name } = c.req.valid("param");
     const { code: _code, ...portal } = await portalInfo(name); // the code only where asked for: info
-    const [b, claims, held] = await Promise.all([board(name), listClaims(name), heldBack()]);
-    return c.json({ portal: { ...portal, open: b.open }, labs: b.labs, claims, heldBack: held }, 200);
+    const [b, claims, held, hosts] = await Promise.all([
+      board(name),
+      listClaims(name),
+      heldBack(),
+      listHosts(name),
+    ]);
+    const health = hosts.flatMap((h) =>
+      h.health && h.state === "ready"
+        ? [
+            {
+              lab: h.hostId,
+              health: h.health,
+              checkedAt: h.healthCheckedAt ?? null,
+              error: h.healthError ?? null,
+            },
+          ]
+        : [],
+    );
+    return c.json({ portal: { ...portal, open: b.open }, labs: b.labs, claims, health, heldBack: held }, 200);
   })
   .openapi(exportRoute, async (c) => {
     const { name } = c.req.valid("param");
@@ -400,6 +456,11 @@ export const portalApi = apiRouter()
     const b = c.req.valid("json");
     const r = await reassign(c.req.valid("param").name, b.email, b.lab);
     return c.json({ ...r, path: `/l/${r.token}` }, 200);
+  })
+  .openapi(swapRoute, async (c) => {
+    const b = c.req.valid("json");
+    const target = b.email !== undefined ? { email: b.email } : { hostId: b.lab as string };
+    return c.json(await swapLab(c.req.valid("param").name, target), 200);
   })
   .openapi(unlockRoute, async (c) =>
     c.json(await unlockEmail(c.req.valid("param").name, c.req.valid("json").email), 200),

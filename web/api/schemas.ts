@@ -166,6 +166,19 @@ export const HostView = z
     elapsedSeconds: z.number().optional().meta({ description: "time spent deploying (until ready)" }),
     readyAt: z.string().optional(),
     hasAccess: z.boolean().meta({ description: "the lab wrote its access details ($LABFLEET_ACCESS)" }),
+    health: z
+      .object({
+        state: z.enum(["ok", "failing"]).meta({
+          description: "failing: lab.health failed twice in a row while the lab was ready",
+        }),
+        checkedAt: z.string().nullable(),
+        error: z
+          .string()
+          .nullable()
+          .meta({ description: "the last failed check's output (secrets redacted)" }),
+      })
+      .optional()
+      .meta({ description: "the in-use health check of a ready lab, once it has run" }),
     hostKey: z
       .object({
         origin: z.enum(["tofu", "workshop", "pinned", "ssm"]),

@@ -68,6 +68,17 @@ export function eventSentence(e: EventView): string {
     }
     case "lab.released":
       return `Lab ${host} was released and is free again.`;
+    case "lab.unhealthy": {
+      const reason = text(d.reason);
+      return `Lab ${host} is failing its health check${reason ? `: ${clip(reason)}` : "."}`;
+    }
+    case "lab.healthy":
+      return `Lab ${host} passes its health check again.`;
+    case "lab.swapped": {
+      const who = text(d.name);
+      const to = text(d.to);
+      return `${who ? clip(who, 40) : "Its student"} moved from lab ${host}${to ? ` to ${clip(to, 60)}` : ""}; ${host} is rebuilt.`;
+    }
     case "run.started": {
       const hosts = Array.isArray(d.hosts) ? d.hosts.filter((h) => typeof h === "string") : [];
       const on = hosts.length ? ` on ${clip(hosts.join(", "), 120)}` : "";

@@ -40,6 +40,7 @@ import {
   unlockEmail,
 } from "../../shared/portal/portal.ts";
 import { HeldAddress, heldBack, unblock } from "../../shared/portal/rate-limit.ts";
+import { swapLab } from "../../shared/portal/swap.ts";
 import { withActor } from "../../shared/runtime/actor.ts";
 import { useDeps } from "../../shared/runtime/deps.ts";
 import { errorMessage, VisibleError } from "../../shared/runtime/errors.ts";
@@ -182,6 +183,10 @@ const NOTICES: Record<string, string> = {
   released: "The lab was released and is free again. Its old personal link no longer works.",
   revoked: "The student's lab was released. Its old personal link no longer works.",
   unlocked: "The student's PIN lock was reset.",
+  swapped:
+    "The student was moved to a new lab: their personal link and cookie now open it. The old lab is being rebuilt.",
+  "swapped-no-rebuild":
+    "The student was moved to a new lab: their personal link and cookie now open it. The old lab could not be rebuilt now (another run holds the workshop): retry it later.",
   unblocked: "Let in again: the address's wrong attempts start from zero.",
   "unblock-none": "That address was no longer held back: nothing to lift.",
   "token-revoked": "The token was revoked: anything still using it is refused from now on.",
@@ -309,10 +314,15 @@ async function portalData(name: string): Promise<PortalData> {
   ]);
   const taken = new Set(claims.map((c) => c.lab));
   const free = hosts
-    .filter((h) => h.state === "ready" && !taken.has(h.hostId))
+    .filter((h) => h.state === "ready" && h.health !== "failing" && !taken.has(h.hostId))
     .map((h) => h.hostId)
     .sort(byNumber);
-  return { name, info, board: b, claims, free, heldBack: held };
+  const failing = Object.fromEntries(
+    hosts
+      .filter((h) => h.state === "ready" && h.health === "failing")
+      .map((h) => [h.hostId, h.healthError ?? null]),
+  );
+  return { name, info, board: b, claims, free, failing, heldBack: held };
 }
 
 async function claimOf(name: string, lab: string): Promise<ClaimRow> {
@@ -783,6 +793,45 @@ export function consoleRoutes(auth: InstructorAuth, opts: ConsoleOptions = {}) {
       );
     await revokeEmail(name, f.email);
     return done(c, name, "revoked", "/portal");
+  });
+  app.post("/w/:name/portal/swap", async (c) => {
+    const name = nameOf(c);
+    const f = LabForm.parse(await c.req.parseBody());
+    if (f.confirm !== "yes") {
+      const [claim, data] = await Promise.all([claimOf(name, f.lab), portalData(name)]);
+      const to = data.free.at(-1);
+      const why = data.failing[f.lab];
+      return page(
+        c,
+        <ConfirmPage
+          viewer={viewer(c)}
+          title={`Swap ${claim.name}'s lab?`}
+          message={
+            <>
+              {f.lab in data.failing ? (
+                <p>
+                  Lab {f.lab} is failing its health check{why ? ":" : "."}
+                  {why ? <pre class="error">{why}</pre> : null}
+                </p>
+              ) : null}
+              <p>
+                {to
+                  ? `${claim.name} moves from ${f.lab} to ${to}, the highest-numbered free ready lab. `
+                  : `No lab is free right now: the swap will be refused and nothing changes. `}
+                Their personal link and cookie stay the same and open the new lab; nothing on the old lab is
+                kept. Lab {f.lab} is then rebuilt and returns to the pool when it is ready.
+              </p>
+            </>
+          }
+          action={`/console/w/${name}/portal/swap`}
+          fields={{ lab: f.lab }}
+          button={to ? `Swap to ${to}` : "Swap"}
+          back={`/console/w/${name}/portal`}
+        />,
+      );
+    }
+    const r = await swapLab(name, { hostId: f.lab });
+    return done(c, name, r.rebuildRunId ? "swapped" : "swapped-no-rebuild", "/portal");
   });
   app.post("/w/:name/portal/unlock", async (c) => {
     const name = nameOf(c);

@@ -302,6 +302,9 @@ function EndNotice(props: { left: TimeLeft; what: "lab" | "workshop" }) {
   }
 }
 
+/** How often a flagged lab's page reloads itself. */
+const HEALTH_REFRESH_SECONDS = 20;
+
 export function LabView(props: { page: LabPage; now: Date }) {
   const { page } = props;
   const urls = Object.entries(page.access?.urls ?? {});
@@ -309,8 +312,12 @@ export function LabView(props: { page: LabPage; now: Date }) {
   const left = page.expiry ? timeLeft(page.expiry, props.now) : undefined;
   const guide = page.guideUrl && isWebUrl(page.guideUrl) ? page.guideUrl : undefined;
   // The page looks again by itself when a warning is due, and every minute during one: no script needed.
+  // A failing lab's page looks every HEALTH_REFRESH_SECONDS, so a swap shows the new lab by itself.
+  const refresh = page.failing
+    ? Math.min(left?.refreshSeconds ?? HEALTH_REFRESH_SECONDS, HEALTH_REFRESH_SECONDS)
+    : left?.refreshSeconds;
   return (
-    <Layout title={warnTitle(left, `Your lab: ${page.lab}`)} refreshSeconds={left?.refreshSeconds} lab>
+    <Layout title={warnTitle(left, `Your lab: ${page.lab}`)} refreshSeconds={refresh} lab>
       <div class={guide ? "lab-grid" : undefined}>
         <div class="lab-details">
           <h1>Your lab: {page.lab}</h1>
@@ -318,6 +325,13 @@ export function LabView(props: { page: LabPage; now: Date }) {
             Hello {page.name}. This page is yours: keep its address private, and bookmark it to come back.
           </p>
           {left ? <EndNotice left={left} what="lab" /> : null}
+          {page.failing ? (
+            <p class="alert" id="lab-health" role="alert">
+              {page.autoSwap
+                ? "Your lab is not answering: moving you to a new lab as soon as one is free. This page shows it here, at the same address."
+                : "Your lab is not answering; your instructor has been told. This page shows your new lab here, at the same address, if you are moved."}
+            </p>
+          ) : null}
           {page.access ? null : (
             <p class="alert" role="alert">
               The access details of this lab are not there yet. Reload in a minute, or ask your instructor.

@@ -15,8 +15,10 @@ export interface PortalData {
   info?: PortalView | undefined;
   board: { open: boolean; labs: BoardLab[] };
   claims: ClaimRow[];
-  /** Ready labs nobody holds: where a student can be moved. */
+  /** Ready labs nobody holds (and not failing their health check): where a student can be moved. */
   free: string[];
+  /** Claimed or free labs failing their in-use health check, with the last check's output. */
+  failing: Record<string, string | null>;
   /** Who the portal's rate limits hold back now (the whole portal's limits, every workshop). */
   heldBack: HeldBack;
 }
@@ -92,8 +94,16 @@ export function ClaimRows(props: { data: PortalData; csrf: string }) {
   return (
     <>
       {claims.map((c) => (
-        <tr id={`claim-${c.lab}`}>
-          <th scope="row">{c.lab}</th>
+        <tr id={`claim-${c.lab}`} data-health={c.lab in props.data.failing ? "failing" : undefined}>
+          <th scope="row">
+            {c.lab}
+            {c.lab in props.data.failing ? (
+              <>
+                <br />
+                <State state="failed" label="health check failing" />
+              </>
+            ) : null}
+          </th>
           <td>{c.name}</td>
           <td>{c.email}</td>
           <td class="num">
@@ -116,6 +126,17 @@ export function ClaimRows(props: { data: PortalData; csrf: string }) {
               <input type="hidden" name="lab" value={c.lab} />
               <button type="submit" class="danger secondary" aria-label={`Release ${c.lab}`}>
                 Release
+              </button>
+            </form>
+            <form method="post" action={`${base}/swap`}>
+              <Csrf token={props.csrf} />
+              <input type="hidden" name="lab" value={c.lab} />
+              <button
+                type="submit"
+                class={c.lab in props.data.failing ? "" : "secondary"}
+                aria-label={`Swap the lab of ${c.name} (${c.lab})`}
+              >
+                Swap
               </button>
             </form>
             {c.locked ? (

@@ -71,6 +71,12 @@ export function HostRows(props: { hosts: HostView[] }) {
             <th scope="row">{h.id}</th>
             <td>
               <State state={h.state} />
+              {h.state === "ready" && h.health?.state === "failing" ? (
+                <>
+                  <br />
+                  <State state="failed" label="health check failing" />
+                </>
+              ) : null}
             </td>
             <td class="num">
               <progress
@@ -81,7 +87,12 @@ export function HostRows(props: { hosts: HostView[] }) {
               <span class="phase">{phaseText(h)}</span>
             </td>
             <td class="num">{duration(h.elapsedSeconds) ?? ""}</td>
-            <td>{h.error ? <pre class="error">{h.error}</pre> : ""}</td>
+            <td>
+              {h.error ? <pre class="error">{h.error}</pre> : ""}
+              {h.state === "ready" && h.health?.state === "failing" && h.health.error ? (
+                <pre class="error">{`lab.health: ${h.health.error}`}</pre>
+              ) : null}
+            </td>
           </tr>
         );
       })}
