@@ -1,3 +1,4 @@
+import { serveAllQueues } from "../portal/queue.ts";
 import type { Provider, SweptInstance } from "../providers/types.ts";
 import { assertActor } from "../runtime/actor.ts";
 import { isoNow } from "../runtime/clock.ts";
@@ -13,7 +14,9 @@ import { runDueSchedules } from "./schedules.ts";
  * 1. every due schedule record is fired (the EventBridge copy was lost, or failed to fire);
  * 2. every provider that can (`sweepExpired`, EC2) ends the instances it made, in any workshop, whose expiry has
  *    passed. Each one is logged (ids and times only) and, when the store still holds a live host record for that
- *    instance, the host is marked `failed` with why, so status and the portal stop offering it.
+ *    instance, the host is marked `failed` with why, so status and the portal stop offering it;
+ * 3. every workshop's waiting line is served (shared/portal/queue.ts), the fallback for a lab freed where no
+ *    serving pass followed.
  * A failing step or item is logged and reported in the summary; it never stops the rest of the pass.
  */
 
@@ -24,6 +27,8 @@ export interface SweptRecord extends SweptInstance {
 export interface SweepSummary {
   /** Due schedules fired (teardown runs started). */
   fired: number;
+  /** Students in a waiting line handed a lab (shared/portal/queue.ts). */
+  served: number;
   /** Every expired instance a provider acted on, terminated or not. */
   swept: SweptRecord[];
   /** Steps or items that failed; the pass went on. */
@@ -33,13 +38,21 @@ export interface SweepSummary {
 export async function sweep(): Promise<SweepSummary> {
   assertActor("system");
   const { providers, clock } = useDeps();
-  const summary: SweepSummary = { fired: 0, swept: [], errors: [] };
+  const summary: SweepSummary = { fired: 0, served: 0, swept: [], errors: [] };
 
   try {
     summary.fired = await runDueSchedules();
   } catch (err) {
     log.error("sweeper: running due schedules failed", { error: errorMessage(err) });
     summary.errors.push({ step: "schedules", error: errorMessage(err) });
+  }
+
+  try {
+    // The fallback for the waiting line: labs freed where no serving pass ran (a process that stopped).
+    summary.served = await serveAllQueues();
+  } catch (err) {
+    log.error("sweeper: serving the waiting lines failed", { error: errorMessage(err) });
+    summary.errors.push({ step: "queues", error: errorMessage(err) });
   }
 
   for (const provider of Object.values(providers)) {

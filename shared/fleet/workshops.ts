@@ -1,3 +1,5 @@
+import { serveQueueAfter } from "../portal/queue.ts";
+import { forgetStudentReads } from "../portal/reads.ts";
 import type { PlanItem, Provider } from "../providers/types.ts";
 import { assertActor } from "../runtime/actor.ts";
 import { isoNow } from "../runtime/clock.ts";
@@ -128,6 +130,9 @@ export async function submitWorkshop(
       );
     }
     await store.workshop.patch({ name: spec.name }).set({ spec, yaml, updatedAt: now }).go();
+    // portal.spares may have changed: labs it no longer keeps go to the waiting line.
+    forgetStudentReads(spec.name);
+    await serveQueueAfter(spec.name);
     return { name: spec.name, created: false };
   }
   await store.workshop

@@ -244,6 +244,11 @@ export const Portal = z.strictObject({
   open_at_percent: int("a percentage of ready labs", 1, 100).default(100),
   mode: z.enum(["open", "roster", "both"], { error: "expected open, roster or both" }).default("open"),
   student_ssh: z.boolean({ error: "expected true or false" }).default(false),
+  spares: int("a number of labs", 0, 1000)
+    .default(0)
+    .describe(
+      "How many ready labs to keep off the board, for swaps: the highest-numbered free labs stay out of claims and the waiting line, and free labs fill the spares before the line is served.",
+    ),
 });
 
 /**
@@ -318,6 +323,7 @@ export const Workshop = z
       open_at_percent: 100,
       mode: "open",
       student_ssh: false,
+      spares: 0,
     }),
   })
   // Cross-field rules run even when other fields failed, so every error is reported at once; the
