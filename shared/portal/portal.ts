@@ -86,6 +86,7 @@ export async function openPortal(
     .set({ state, mode: spec.portal.mode, updatedAt: isoNow(clock) })
     .go();
   forgetStudentReads(workshop);
+  if (state === "open") await serveQueueAfter(workshop); // claiming opens again: the line first
   return portalInfo(workshop);
 }
 
