@@ -472,6 +472,11 @@ export const COMMANDS: readonly CommandSpec[] = [
       },
       { name: "unlock", args: "EMAIL", summary: "unlock an email after five wrong PINs" },
       {
+        name: "unqueue",
+        args: "EMAIL",
+        summary: "take a student out of the waiting line; the others move up",
+      },
+      {
         name: "invite",
         args: "ROSTER.csv --csv FILE",
         summary:

@@ -389,7 +389,14 @@ export const portalApi = apiRouter()
       heldBack(),
     ]);
     return c.json(
-      { portal: { ...portal, open: b.open }, labs: b.labs, claims, waiting, spares: b.spares, heldBack: held },
+      {
+        portal: { ...portal, open: b.open },
+        labs: b.labs,
+        claims,
+        waiting,
+        spares: b.spares,
+        heldBack: held,
+      },
       200,
     );
   })

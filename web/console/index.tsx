@@ -38,6 +38,7 @@ import {
   rotateCode,
   unlockEmail,
 } from "../../shared/portal/portal.ts";
+import { listQueue, unqueueEmail } from "../../shared/portal/queue.ts";
 import { HeldAddress, heldBack, unblock } from "../../shared/portal/rate-limit.ts";
 import { withActor } from "../../shared/runtime/actor.ts";
 import { useDeps } from "../../shared/runtime/deps.ts";
@@ -96,6 +97,7 @@ import {
   TokenCreatedPage,
   TokensPage,
   type Viewer,
+  WaitingRows,
   WorkshopPage,
   type WorkshopRow,
   WorkshopRows,
@@ -176,6 +178,7 @@ const NOTICES: Record<string, string> = {
   released: "The lab was released and is free again. Its old personal link no longer works.",
   revoked: "The student's lab was released. Its old personal link no longer works.",
   unlocked: "The student's PIN lock was reset.",
+  unqueued: "The student was taken out of the waiting line; the others moved up.",
   unblocked: "Let in again: the address's wrong attempts start from zero.",
   "unblock-none": "That address was no longer held back: nothing to lift.",
   "token-revoked": "The token was revoked: anything still using it is refused from now on.",
@@ -295,18 +298,19 @@ async function portalData(name: string): Promise<PortalData> {
     if (err instanceof VisibleError && err.code === "portal.not_found") return undefined;
     throw err;
   });
-  const [b, claims, hosts, held] = await Promise.all([
+  const [b, claims, hosts, held, waiting] = await Promise.all([
     board(name),
     listClaims(name),
     listHosts(name),
     heldBack(),
+    listQueue(name),
   ]);
   const taken = new Set(claims.map((c) => c.lab));
   const free = hosts
     .filter((h) => h.state === "ready" && !taken.has(h.hostId))
     .map((h) => h.hostId)
     .sort(byNumber);
-  return { name, info, board: b, claims, free, heldBack: held };
+  return { name, info, board: b, claims, waiting, free, heldBack: held };
 }
 
 async function claimOf(name: string, lab: string): Promise<ClaimRow> {
@@ -644,6 +648,7 @@ export function consoleRoutes(auth: InstructorAuth, opts: ConsoleOptions = {}) {
       "live-portal": <PortalSummary data={data} />,
       "live-board": <BoardItems labs={data.board.labs} />,
       "live-claims": <ClaimRows data={data} csrf={viewer(c).csrf} />,
+      "live-waiting": <WaitingRows data={data} csrf={viewer(c).csrf} />,
       "live-held": <HeldBackSection data={data} csrf={viewer(c).csrf} />,
     });
   });
@@ -747,6 +752,12 @@ export function consoleRoutes(auth: InstructorAuth, opts: ConsoleOptions = {}) {
       );
     await revokeEmail(name, f.email);
     return done(c, name, "revoked", "/portal");
+  });
+  app.post("/w/:name/portal/unqueue", async (c) => {
+    const name = nameOf(c);
+    const f = RevokeForm.parse(await c.req.parseBody());
+    await unqueueEmail(name, f.email);
+    return done(c, name, "unqueued", "/portal");
   });
   app.post("/w/:name/portal/unlock", async (c) => {
     const name = nameOf(c);
