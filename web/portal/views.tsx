@@ -441,9 +441,9 @@ export function WaitingView(props: { page: WaitingPage; token: string; csrf: str
     <Layout title={`Number ${p.number} in line`} refreshSeconds={WAITING_REFRESH_SECONDS}>
       <h1>You are number {p.number} in line</h1>
       <p>
-        Hello {p.name}. {p.number === 1 ? "You are next: " : ""}the next lab that comes free is handed to the
-        first in line. This page checks every {WAITING_REFRESH_SECONDS} seconds and shows your lab here, at
-        this same address, as soon as it is yours.
+        Hello {p.name}. {p.number === 1 ? "You are next: the" : "The"} next lab that comes free is handed to
+        the first in line. This page checks every {WAITING_REFRESH_SECONDS} seconds and shows your lab here,
+        at this same address, as soon as it is yours.
       </p>
       <ul class="facts">
         <li>
