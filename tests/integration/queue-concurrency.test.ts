@@ -1,3 +1,4 @@
+import { randomInt } from "node:crypto";
 import { performance } from "node:perf_hooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { submitWorkshop } from "../../shared/fleet/workshops.ts";
@@ -7,6 +8,7 @@ import { listClaims, openPortal, releaseLab } from "../../shared/portal/portal.t
 import { serveQueue, waitingCount } from "../../shared/portal/queue.ts";
 import { claimOrWait, waitingForLink } from "../../shared/portal/waiting.ts";
 import { withActor } from "../../shared/runtime/actor.ts";
+import { pause } from "../../shared/runtime/concurrency.ts";
 import { removeDir, testRuntime, workshopYaml } from "../harness/runtime.ts";
 
 /**
@@ -22,6 +24,7 @@ const STUDENTS = 300;
 const READY = 50;
 const ADDED = 10;
 const RELEASED = 10;
+const ARRIVAL_MS = 4000;
 const hostId = (i: number) => `student-${String(i).padStart(2, "0")}`;
 
 beforeAll(async () => {
@@ -59,6 +62,9 @@ describe("a room bigger than the fleet", () => {
     let done = 0;
     const students = Promise.all(
       Array.from({ length: STUDENTS }, async (_, i) => {
+        // A room arriving: all within ARRIVAL_MS, in a random order, so arrivals overlap with each other, with
+        // the releases and with the new hosts (and DynamoDB Local is not asked for 300 connections at once).
+        await pause(randomInt(ARRIVAL_MS));
         const email = `s${i}@example.test`;
         const start = performance.now();
         const r = await claimOrWait(
