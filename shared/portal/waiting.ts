@@ -30,6 +30,26 @@ import { labStates } from "./reads.ts";
  * another device, as they get a lab back.
  */
 
+/**
+ * PIN hashes for joins, at most HASHING at a time in this process. A room arriving at a full workshop joins the
+ * line all at once, and each join hashes a PIN (scrypt, about 34 ms of CPU): unbounded, they would take every
+ * core from the store and the other requests, and nobody would be answered until all were done.
+ */
+const HASHING = 2;
+let hashing = 0;
+const hashQueue: (() => void)[] = [];
+
+async function boundedHash(pin: string): Promise<string> {
+  if (hashing >= HASHING) await new Promise<void>((resolve) => hashQueue.push(resolve));
+  hashing++;
+  try {
+    return await hashPin(pin);
+  } finally {
+    hashing--;
+    hashQueue.shift()?.();
+  }
+}
+
 const busy = () => new VisibleError("conflict", "portal.busy", "The portal is busy. Try again.");
 
 /**
@@ -65,7 +85,7 @@ async function joinLine(workshop: string, input: ClaimInput): Promise<string> {
   const eHash = emailHash(workshop, input.email);
   const token = randomBytes(24).toString("base64url");
   const lHash = linkHash(token);
-  const pinHash = await hashPin(input.pin);
+  const pinHash = await boundedHash(input.pin);
   const place = newPlace();
   const r = await store.service.transaction
     .write(({ queueEntry, queueEmail, queueLink, claimEmail }) => [

@@ -82,7 +82,7 @@ describe("a room bigger than the fleet", () => {
       for (let k = 0; k < Math.max(RELEASED, ADDED); k++) {
         const target = ((k + 1) * STUDENTS) / (Math.max(RELEASED, ADDED) + 2);
         const deadline = Date.now() + 60_000;
-        while (done < target && Date.now() < deadline) await new Promise((r) => setImmediate(r));
+        while (done < target && Date.now() < deadline) await pause(20);
         if (k < RELEASED) {
           const claims = await asInstructor(() => listClaims(W));
           const c = claims[(k * 7) % claims.length];
