@@ -1,4 +1,3 @@
-import { randomInt } from "node:crypto";
 import { performance } from "node:perf_hooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { submitWorkshop } from "../../shared/fleet/workshops.ts";
@@ -24,7 +23,7 @@ const STUDENTS = 300;
 const READY = 50;
 const ADDED = 10;
 const RELEASED = 10;
-const ARRIVAL_MS = 4000;
+const WAVE = 50;
 const hostId = (i: number) => `student-${String(i).padStart(2, "0")}`;
 
 beforeAll(async () => {
@@ -62,9 +61,12 @@ describe("a room bigger than the fleet", () => {
     let done = 0;
     const students = Promise.all(
       Array.from({ length: STUDENTS }, async (_, i) => {
-        // A room arriving: all within ARRIVAL_MS, in a random order, so arrivals overlap with each other, with
-        // the releases and with the new hosts (and DynamoDB Local is not asked for 300 connections at once).
-        await pause(randomInt(ARRIVAL_MS));
+        // The room arrives in waves of WAVE students at once; each wave comes while the one before is still
+        // being answered (once half of it has its answer), so arrivals overlap with each other, with the
+        // releases and the new hosts, and early students are in line before later ones arrive.
+        const wave = Math.floor(i / WAVE);
+        const deadline = Date.now() + 120_000;
+        while (done < wave * (WAVE / 2) && Date.now() < deadline) await pause(10);
         const email = `s${i}@example.test`;
         const start = performance.now();
         const r = await claimOrWait(
