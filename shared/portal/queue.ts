@@ -49,15 +49,6 @@ export async function waitingCount(workshop: string): Promise<number> {
   return r.data.length;
 }
 
-/** An entry's number in line (1 for the first), or undefined once it left the line. */
-export async function numberInLine(workshop: string, place: string): Promise<number | undefined> {
-  const r = await useDeps()
-    .store.queueEntry.query.byWorkshop({ workshop })
-    .go({ consistent: true, pages: "all", attributes: ["place"] });
-  const i = r.data.findIndex((e) => e.place === place);
-  return i < 0 ? undefined : i + 1;
-}
-
 /** Serving passes running in this process, per workshop, and whether another was asked for meanwhile. */
 const passes = new Map<string, { running: Promise<number>; next?: Promise<number> }>();
 
