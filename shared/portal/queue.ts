@@ -83,19 +83,22 @@ async function servePass(workshop: string): Promise<number> {
   const { store } = useDeps();
   let served = 0;
   for (let round = 0; round < MAX_ROUNDS; round++) {
-    // The first look uses the shared reads: nothing free for students, nothing to do.
-    const fresh = round > 0 || served > 0;
+    // The first look may use the shared reads (at most a second old): nothing free for students there,
+    // nothing to do. Labs are only ever handed over on the store's own answer.
+    if (round === 0 && served === 0) {
+      const [h, c, w] = await Promise.all([
+        labStates(workshop),
+        claimRows(workshop),
+        workshopRecord(workshop),
+      ]);
+      if (freeLabs(h, c, sparesOf(w?.spec)).forStudents.length === 0) return served;
+    }
     const [hosts, claims, w] = await Promise.all([
-      fresh ? labStates.fresh(workshop) : labStates(workshop),
-      fresh ? claimRows.fresh(workshop) : claimRows(workshop),
+      labStates.fresh(workshop),
+      claimRows.fresh(workshop),
       workshopRecord(workshop),
     ]);
-    let labs = freeLabs(hosts, claims, sparesOf(w?.spec)).forStudents;
-    if (labs.length === 0 && !fresh) {
-      // The shared reads may be a second old: look at the store itself before saying nothing is free.
-      const [h, c] = await Promise.all([labStates.fresh(workshop), claimRows.fresh(workshop)]);
-      labs = freeLabs(h, c, sparesOf(w?.spec)).forStudents;
-    }
+    const labs = freeLabs(hosts, claims, sparesOf(w?.spec)).forStudents;
     if (labs.length === 0) return served;
     const portal = (await store.portal.get({ workshop }).go()).data;
     if (portal?.state !== "open" || portal.paused || portal.mode === "roster") return served;

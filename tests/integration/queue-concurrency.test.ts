@@ -5,6 +5,7 @@ import { labForLink } from "../../shared/portal/claims.ts";
 import { emailHash } from "../../shared/portal/codes.ts";
 import { listClaims, openPortal, releaseLab } from "../../shared/portal/portal.ts";
 import { serveQueue, waitingCount } from "../../shared/portal/queue.ts";
+import { forgetStudentReads } from "../../shared/portal/reads.ts";
 import { claimOrWait, waitingForLink } from "../../shared/portal/waiting.ts";
 import { withActor } from "../../shared/runtime/actor.ts";
 import { pause } from "../../shared/runtime/concurrency.ts";
@@ -95,11 +96,13 @@ describe("a room bigger than the fleet", () => {
         }
         if (k < ADDED) {
           await putHost(READY + k + 1, "ready");
+          forgetStudentReads(W);
           await serveQueue(W);
         }
       }
     })();
     await Promise.all([students, churn]);
+    forgetStudentReads(W);
     await serveQueue(W);
 
     // No lab to two and no email twice, in every record that says who holds what.
