@@ -498,6 +498,11 @@ export const COMMANDS: readonly CommandSpec[] = [
           "move a student to a free ready lab (a spare first) keeping their personal link; the old lab is rebuilt",
       },
       {
+        name: "unqueue",
+        args: "EMAIL",
+        summary: "take a student out of the waiting line; the others move up",
+      },
+      {
         name: "invite",
         args: "ROSTER.csv --csv FILE",
         summary:

@@ -3,6 +3,7 @@ import { renderUnicodeCompact } from "uqr";
 import type { BoardLab } from "../shared/portal/claims.ts";
 import { csvLine } from "../shared/portal/csv.ts";
 import type { ClaimRow, PortalView } from "../shared/portal/portal.ts";
+import type { WaitingRow } from "../shared/portal/queue.ts";
 import type { HeldBack, Hold } from "../shared/portal/rate-limit.ts";
 import { ApiClient, CliError, resolveTarget } from "./client.ts";
 import { type Args, checkedFile, jsonOutput } from "./main.ts";
@@ -18,12 +19,13 @@ export const PORTAL_USAGE = `usage: labfleet portal SUBCOMMAND (-f workshop.yaml
   info                        where students go and the code
   slide                       the same with a QR code of the address, to show the room (the console's
                               Portal tab has a page to project)
-  status                      every lab and every claim (with emails)
+  status                      every lab and every claim (with emails), the waiting line in order, spares
   export [--csv FILE]         claims as CSV (lab, name, email, how, claimed at, first opened); FILE is 0600
   admin-link                  a new secret link to the instructor page (the previous one stops working)
   release LAB | revoke EMAIL | reassign EMAIL LAB | unlock EMAIL
   swap EMAIL|LAB              move a student off a broken lab to a free one (a spare first), keeping their
                               personal link; the old lab is rebuilt
+  unqueue EMAIL               take a student out of the waiting line (the others move up)
   invite ROSTER.csv --csv FILE  reserve a lab for each "name,email[,host_id]" line; their invite links go
                               to FILE (0600), never to the screen
   unblock (--address A | --all)  let an address the rate limits hold back (or every one) in again`;
@@ -44,6 +46,7 @@ const ARGS: Record<string, string[]> = {
   reassign: ["EMAIL", "LAB"],
   unlock: ["EMAIL"],
   swap: ["EMAIL|LAB"],
+  unqueue: ["EMAIL"],
   invite: ["ROSTER"],
   unblock: [],
 };
@@ -53,7 +56,32 @@ interface PortalStatus {
   labs: BoardLab[];
   claims: ClaimRow[];
   health: { lab: string; health: "ok" | "failing"; checkedAt: string | null; error: string | null }[];
+  waiting: WaitingRow[];
+  spares: number;
   heldBack: HeldBack;
+}
+
+/** 75 as "1m15s", 4000 as "1h06m". */
+function waited(seconds: number): string {
+  if (seconds < 60) return `${seconds}s`;
+  if (seconds < 3600) return `${Math.floor(seconds / 60)}m${String(seconds % 60).padStart(2, "0")}s`;
+  return `${Math.floor(seconds / 3600)}h${String(Math.floor((seconds % 3600) / 60)).padStart(2, "0")}m`;
+}
+
+/** The waiting line, first in line first, with how long each has waited. */
+function writeWaiting(s: PortalStatus, out: Output): void {
+  if (s.waiting.length === 0) {
+    out.write("\nnobody is waiting for a lab\n");
+    return;
+  }
+  out.write(`\n${s.waiting.length} waiting for a lab (the next free lab goes to #1):\n`);
+  writeTable(
+    [
+      ["#", "name", "email", "waiting"],
+      ...s.waiting.map((w) => [String(w.number), w.name, w.email, waited(w.waitedSeconds)]),
+    ],
+    out,
+  );
 }
 
 /** "2026-11-30T10:40:00.000Z" as "10:40:00 UTC". */
@@ -193,7 +221,8 @@ export async function run(args: Args, out: Output): Promise<number> {
       const free = s.labs.filter((l) => l.status === "free").length;
       out.write(
         `portal ${clean(name)}: claiming ${s.portal.open ? "open" : s.portal.state === "open" ? "paused" : "closed"} · ` +
-          `${s.claims.length} claimed · ${free} free · ${s.labs.length} labs\n`,
+          `${s.claims.length} claimed · ${free} free · ${s.labs.length} labs` +
+          `${s.spares ? ` · ${s.spares} spare${s.spares === 1 ? "" : "s"} kept` : ""} · ${s.waiting.length} waiting\n`,
       );
       const byLab = new Map(s.claims.map((c) => [c.lab, c]));
       const failing = new Map((s.health ?? []).filter((h) => h.health === "failing").map((h) => [h.lab, h]));
@@ -225,6 +254,7 @@ export async function run(args: Args, out: Output): Promise<number> {
               : ""),
         );
       }
+      writeWaiting(s, out);
       writeHeldBack(name, s.heldBack, out);
       return 0;
     }
@@ -301,6 +331,12 @@ export async function run(args: Args, out: Output): Promise<number> {
       const r = await client.call<{ unlocked: boolean }>("POST", `${path}/unlock`, { email: rest[0] });
       if (json) print(r);
       else out.write("unlocked: the student can get their lab back with email and PIN again\n");
+      return 0;
+    }
+    case "unqueue": {
+      const r = await client.call<{ removed: boolean }>("POST", `${path}/unqueue`, { email: rest[0] });
+      if (json) print(r);
+      else out.write("removed from the waiting line: the others moved up\n");
       return 0;
     }
     case "invite": {

@@ -13,6 +13,7 @@ import { unfinishedRuns } from "../../shared/fleet/runs.ts";
 import { runDueSchedules } from "../../shared/fleet/schedules.ts";
 import { managedPublicKey, transportFactory } from "../../shared/fleet/transports.ts";
 import { listHosts } from "../../shared/fleet/workshops.ts";
+import { serveAllQueues } from "../../shared/portal/queue.ts";
 import { LocalProvider } from "../../shared/providers/local.ts";
 import { StaticProvider } from "../../shared/providers/static.ts";
 import { withActor } from "../../shared/runtime/actor.ts";
@@ -171,7 +172,12 @@ export async function startLocalRuntime(opts: LocalRuntimeOptions): Promise<Loca
 
     let ticking: Promise<number> | undefined;
     const tick = () => {
-      ticking ??= withActor({ type: "system", id: "scheduler" }, () => runDueSchedules()).finally(() => {
+      // Due schedules, then every waiting line (the fallback for a lab freed where no serving pass followed).
+      ticking ??= withActor({ type: "system", id: "scheduler" }, async () => {
+        const fired = await runDueSchedules();
+        await serveAllQueues();
+        return fired;
+      }).finally(() => {
         ticking = undefined;
       });
       return ticking;

@@ -1,3 +1,4 @@
+import { serveAllQueues } from "../portal/queue.ts";
 import type { Provider, SweptInstance } from "../providers/types.ts";
 import { assertActor } from "../runtime/actor.ts";
 import { isoNow } from "../runtime/clock.ts";
@@ -16,6 +17,8 @@ import { runDueSchedules } from "./schedules.ts";
  *    passed. Each one is logged (ids and times only) and, when the store still holds a live host record for that
  *    instance, the host is marked `failed` with why, so status and the portal stop offering it;
  * 3. the in-use health pass (shared/fleet/health.ts): every ready lab whose check is due runs `lab.health`.
+ * 4. every workshop's waiting line is served (shared/portal/queue.ts), the fallback for a lab freed where no
+ *    serving pass followed.
  * A failing step or item is logged and reported in the summary; it never stops the rest of the pass.
  */
 
@@ -26,6 +29,8 @@ export interface SweptRecord extends SweptInstance {
 export interface SweepSummary {
   /** Due schedules fired (teardown runs started). */
   fired: number;
+  /** Students in a waiting line handed a lab (shared/portal/queue.ts). */
+  served: number;
   /** Every expired instance a provider acted on, terminated or not. */
   swept: SweptRecord[];
   /** The in-use health checks of this pass. */
@@ -37,13 +42,21 @@ export interface SweepSummary {
 export async function sweep(): Promise<SweepSummary> {
   assertActor("system");
   const { providers, clock } = useDeps();
-  const summary: SweepSummary = { fired: 0, swept: [], errors: [] };
+  const summary: SweepSummary = { fired: 0, served: 0, swept: [], errors: [] };
 
   try {
     summary.fired = await runDueSchedules();
   } catch (err) {
     log.error("sweeper: running due schedules failed", { error: errorMessage(err) });
     summary.errors.push({ step: "schedules", error: errorMessage(err) });
+  }
+
+  try {
+    // The fallback for the waiting line: labs freed where no serving pass ran (a process that stopped).
+    summary.served = await serveAllQueues();
+  } catch (err) {
+    log.error("sweeper: serving the waiting lines failed", { error: errorMessage(err) });
+    summary.errors.push({ step: "queues", error: errorMessage(err) });
   }
 
   for (const provider of Object.values(providers)) {

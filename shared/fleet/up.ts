@@ -1,4 +1,6 @@
 import { openWhenReady } from "../portal/portal.ts";
+import { serveQueueAfter } from "../portal/queue.ts";
+import { forgetStudentReads } from "../portal/reads.ts";
 import { hostIdsOf, type Provider } from "../providers/types.ts";
 import { isoNow } from "../runtime/clock.ts";
 import { mapLimit } from "../runtime/concurrency.ts";
@@ -412,11 +414,13 @@ export async function pollFleet(workshop: string, runId: string, deadline: strin
   // shared/runtime/deadline.ts), the hosts it did not reach are the first the next poll checks.
   const hosts = (await runHosts(workshop, runId)).sort((a, b) => a.updatedAt.localeCompare(b.updatedAt));
   const redact = await secretRedactor(spec);
+  let becameReady = 0;
   const states = await mapLimit(hosts, POLL_CONCURRENCY, async (h) => {
     if (h.state !== "deploying") return h.state;
     if (timeLeft() < POLL_MIN_HOST_MS) return h.state;
     const state = await checkHost(spec, provider, h, redact);
     if (state === "ready" || state === "failed") await hostEvent(workshop, h.hostId, state, runId);
+    if (state === "ready") becameReady++;
     return state;
   });
   const count = (s: string) => states.filter((x) => x === s).length;
@@ -428,6 +432,11 @@ export async function pollFleet(workshop: string, runId: string, deadline: strin
   if (spec.portal.enabled) {
     const all = (await listHosts(workshop)).filter((h) => h.state !== "torn_down");
     await openWhenReady(spec, all.filter((h) => h.state === "ready").length, all.length);
+    // A lab that became ready (a first deploy, a rebuild, a scale-up) goes to the first in line.
+    if (becameReady > 0) {
+      forgetStudentReads(workshop);
+      await serveQueueAfter(workshop);
+    }
   }
   return {
     done: unfinished === 0,

@@ -1,3 +1,5 @@
+import { serveQueueAfter } from "../portal/queue.ts";
+import { forgetStudentReads } from "../portal/reads.ts";
 import type { PlanItem, Provider } from "../providers/types.ts";
 import { assertActor } from "../runtime/actor.ts";
 import { isoNow } from "../runtime/clock.ts";
@@ -140,6 +142,9 @@ export async function submitWorkshop(
     const countKept = keptCount(existing, old, spec);
     if (countKept) spec = { ...spec, provider: { ...spec.provider, count: countKept.kept } } as Workshop;
     await store.workshop.patch({ name: spec.name }).set({ spec, yaml, updatedAt: now }).go();
+    // portal.spares may have changed: labs it no longer keeps go to the waiting line.
+    forgetStudentReads(spec.name);
+    await serveQueueAfter(spec.name);
     return { name: spec.name, created: false, ...(countKept ? { countKept } : {}) };
   }
   await store.workshop

@@ -11,6 +11,7 @@ import type { ClaimItem } from "../store/entities.ts";
 import type { Workshop } from "../workshop/schema.ts";
 import { codeHash, emailHash, linkHash } from "./codes.ts";
 import { MAX_PIN_FAILURES } from "./constants.ts";
+import { anyoneWaiting, byNumber, freeLabs, sparesOf } from "./free-labs.ts";
 import { hashPin, pinProblem, verifyPin } from "./pins.ts";
 import { getPortal } from "./portal.ts";
 import { assertAttemptAllowed, type ClientLike, recordFailure, recordWrongCode } from "./rate-limit.ts";
@@ -38,7 +39,7 @@ export interface CodeAccess {
  * Student-supplied text goes on the instructor's screen (`labfleet portal status`, the CSV export): a field
  * with a control character is refused, naming the field, before anything is looked up or counted.
  */
-function refuseControlChars(code: string, fields: Record<string, string>): void {
+export function refuseControlChars(code: string, fields: Record<string, string>): void {
   const details = Object.entries(fields).flatMap(([path, value]) => {
     const problem = controlCharProblem(value);
     return problem ? [{ path, message: `${FIELD_NAMES[path] ?? path} ${problem}` }] : [];
@@ -93,15 +94,17 @@ export interface BoardLab {
   firstName?: string;
 }
 
-const byNumber = (a: string, b: string) => a.localeCompare(b, undefined, { numeric: true });
-
 function firstName(name: string): string {
   return name.trim().split(/\s+/)[0] ?? "";
 }
 
-export async function board(
-  workshop: string,
-): Promise<{ open: boolean; labs: BoardLab[]; expiry: string | null }> {
+export async function board(workshop: string): Promise<{
+  open: boolean;
+  labs: BoardLab[];
+  expiry: string | null;
+  /** Free ready labs kept off the board for swaps (`portal.spares`). */
+  spares: number;
+}> {
   const [hosts, claims, portal, w] = await Promise.all([
     labStates(workshop),
     claimRows(workshop),
@@ -109,8 +112,9 @@ export async function board(
     workshopRecord(workshop),
   ]);
   const claimed = new Map(claims.map((c) => [c.hostId, c]));
+  const kept = new Set(freeLabs(hosts, claims, sparesOf(w?.spec)).spares);
   const labs = hosts
-    .filter((h) => h.state !== "torn_down")
+    .filter((h) => h.state !== "torn_down" && !kept.has(h.hostId))
     .map((h): BoardLab => {
       const c = claimed.get(h.hostId);
       if (c) return { lab: h.hostId, status: "claimed", firstName: firstName(c.name) };
@@ -124,6 +128,7 @@ export async function board(
     open: portal?.state === "open" && !portal.paused && portal.mode !== "roster",
     labs,
     expiry: w?.expiry ?? null,
+    spares: kept.size,
   };
 }
 
@@ -135,7 +140,7 @@ export interface ClaimInput {
 
 const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
 
-function checkClaimInput(input: ClaimInput) {
+export function checkClaimInput(input: ClaimInput) {
   refuseControlChars("portal.claim_invalid", { name: input.name, email: input.email, pin: input.pin });
   const details = [];
   const name = input.name.trim();
@@ -155,8 +160,11 @@ function checkClaimInput(input: ClaimInput) {
 }
 
 /**
- * Gives the student the lowest-numbered free ready lab. Candidates come from a read, the guarantee from the
- * transaction: on a lost race the claims are read again and the next free lab is tried.
+ * Gives the student the lowest-numbered free ready lab (spares excepted, shared/portal/free-labs.ts).
+ * Candidates come from a read, the guarantee from the transaction: on a lost race the claims are read again
+ * and the next free lab is tried. Nobody jumps the waiting line: while anyone is in it (a strongly consistent
+ * read) the claim is refused with `portal.line_waiting`, and the portal's form puts the student in line
+ * instead (shared/portal/queue.ts, claimOrWait).
  */
 export async function claimLab(
   workshop: string,
@@ -167,7 +175,12 @@ export async function claimLab(
   // finding every lab taken, must not lock the others out.
   checkClaimInput(input);
   const { store, clock, accessKey } = useDeps();
-  const [, portal] = await Promise.all([assertAttemptAllowed(client), getPortal(workshop)]);
+  const [, portal, waiting, w] = await Promise.all([
+    assertAttemptAllowed(client),
+    getPortal(workshop),
+    anyoneWaiting(workshop),
+    workshopRecord(workshop),
+  ]);
   if (portal?.state !== "open" || portal.paused) {
     throw new VisibleError("conflict", "portal.closed", "Claiming is closed right now. Ask your instructor.");
   }
@@ -177,6 +190,8 @@ export async function claimLab(
       "portal.roster_only",
       "This workshop hands out labs by invitation: use the link you were sent.",
     );
+  if (waiting) throw lineWaiting();
+  const spares = sparesOf(w?.spec);
   const eHash = emailHash(workshop, input.email);
   const token = randomBytes(24).toString("base64url");
   const lHash = linkHash(token);
@@ -202,13 +217,7 @@ export async function claimLab(
         : [labStates.fresh(workshop), claimRows.fresh(workshop)],
     );
     if (claims.some((c) => c.emailHash === eHash)) throw alreadyHasLab();
-    const taken = new Set(claims.map((c) => c.hostId));
-    const free = hosts
-      .filter(
-        (h) => h.state === "ready" && h.health !== "failing" && !taken.has(h.hostId) && !tried.has(h.hostId),
-      )
-      .map((h) => h.hostId)
-      .sort(byNumber);
+    const free = freeLabs(hosts, claims, spares).forStudents.filter((id) => !tried.has(id));
     // The lowest free lab first, skipping labs another claim in this process is trying right now. When
     // all of them are, wait for one of those claims to end and look again: a classroom pressing the button
     // at once then hashes PINs and writes transactions only for the labs there are. After a lost race
@@ -246,10 +255,15 @@ export async function claimLab(
     }
     const hashed = pinHash;
     const r = await store.service.transaction
-      .write(({ claim, claimEmail, claimLink }) => [
+      .write(({ claim, claimEmail, claimLink, queueEmail }) => [
         claim.create({ ...claimBase, pinHash: hashed, hostId: lab, claimedAt: isoNow(clock) }).commit(),
         claimEmail.create({ workshop, emailHash: eHash, hostId: lab, failedPins: 0, locked: false }).commit(),
         claimLink.create({ linkHash: lHash, workshop, hostId: lab }).commit(),
+        // An email holds a lab or a place in line, never both.
+        queueEmail
+          .check({ workshop, emailHash: eHash })
+          .where((a, op) => op.notExists(a.place))
+          .commit(),
       ])
       .go()
       .finally(release);
@@ -258,8 +272,9 @@ export async function claimLab(
       await recordEvent({ workshop, type: "lab.claimed", hostId: lab, detail: { how: "open" } });
       return { lab, token };
     }
-    const [labLost, emailLost] = r.data.map((d) => d.rejected);
+    const [labLost, emailLost, , inLine] = r.data.map((d) => d.rejected);
     if (emailLost) throw alreadyHasLab();
+    if (inLine) throw alreadyInLine();
     if (labLost)
       tried.add(lab); // the next round reads the claims again
     else throw new VisibleError("conflict", "portal.busy", "The portal is busy. Try again.");
@@ -303,14 +318,24 @@ function attempt(workshop: string, lab: string): () => void {
   };
 }
 
-const alreadyHasLab = () =>
+export const lineWaiting = () =>
+  new VisibleError("conflict", "portal.line_waiting", "Students are waiting for a lab: join the line.");
+
+export const alreadyInLine = () =>
+  new VisibleError(
+    "conflict",
+    "portal.email_in_line",
+    "This email is already in line for a lab. Use “Get it back” with your email and PIN.",
+  );
+
+export const alreadyHasLab = () =>
   new VisibleError(
     "conflict",
     "portal.email_has_lab",
     "This email already has a lab. Use “Get it back” with your email and PIN.",
   );
 
-const lockedError = () =>
+export const lockedError = () =>
   new VisibleError(
     "forbidden",
     "portal.locked",
@@ -328,7 +353,8 @@ export async function linkLab(token: string): Promise<{ workshop: string; lab: s
   return claim?.linkHash === hash ? { workshop: link.workshop, lab: link.hostId } : undefined;
 }
 
-const DUMMY_PIN_HASH = "scrypt$16384$8$1$AAAAAAAAAAAAAAAAAAAAAA$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
+export const DUMMY_PIN_HASH =
+  "scrypt$16384$8$1$AAAAAAAAAAAAAAAAAAAAAA$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
 
 /** `ssh -p PORT user@host` for a lab: its public IP when it has one, the login user of its address. */
 export function studentSsh(

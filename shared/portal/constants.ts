@@ -91,3 +91,9 @@ export const RETENTION = {
  * made through another process reach the pages within this time. Claims themselves decide by transaction.
  */
 export const STUDENT_READ_TTL_MS = 1000;
+
+/**
+ * How often the waiting page reloads itself (a meta refresh, no script): each load serves the line first, so
+ * a student handed a lab sees it within this time.
+ */
+export const WAITING_REFRESH_SECONDS = 10;

@@ -10,6 +10,7 @@ import type { PortalItem } from "../store/entities.ts";
 import type { Workshop } from "../workshop/schema.ts";
 import { codeHash, emailHash, generateCode, linkHash } from "./codes.ts";
 import { csvLine } from "./csv.ts";
+import { purgeQueue, serveQueueAfter } from "./queue.ts";
 import { forgetStudentReads } from "./reads.ts";
 
 /** The instructor's side of the portal: the claim window, the code, the claims and what to do with them. */
@@ -85,6 +86,7 @@ export async function openPortal(
     .set({ state, mode: spec.portal.mode, updatedAt: isoNow(clock) })
     .go();
   forgetStudentReads(workshop);
+  if (state === "open") await serveQueueAfter(workshop); // claiming opens again: the line first
   return portalInfo(workshop);
 }
 
@@ -211,6 +213,7 @@ export async function releaseLab(workshop: string, hostId: string): Promise<{ la
     .go();
   forgetStudentReads(workshop);
   await recordEvent({ workshop, type: "lab.released", hostId });
+  await serveQueueAfter(workshop); // the first in line gets it (spares first)
   return { lab: hostId };
 }
 
@@ -221,6 +224,15 @@ export async function revokeEmail(workshop: string, email: string): Promise<{ la
 
 export async function unlockEmail(workshop: string, email: string): Promise<{ unlocked: boolean }> {
   assertActor("instructor", "system");
+  const { store } = useDeps();
+  const inLine = (await store.queueEmail.get({ workshop, emailHash: emailHash(workshop, email) }).go()).data;
+  if (inLine) {
+    await store.queueEmail
+      .patch({ workshop, emailHash: inLine.emailHash })
+      .set({ failedPins: 0, locked: false })
+      .go();
+    return { unlocked: true };
+  }
   const e = await claimOfEmail(workshop, email);
   await useDeps()
     .store.claimEmail.patch({ workshop, emailHash: e.emailHash })
@@ -268,6 +280,7 @@ export async function reassign(
     .go();
   forgetStudentReads(workshop);
   if (r.canceled) throw new VisibleError("conflict", "portal.lab_taken", `lab ${hostId} is already claimed`);
+  await serveQueueAfter(workshop); // the lab the student left is free
   return { lab: hostId, token };
 }
 
@@ -284,11 +297,12 @@ export async function newAdminLink(workshop: string): Promise<{ token: string }>
 }
 
 /**
- * Teardown forgets the portal: its code, every claim, email record and personal link. Old links and cookies
+ * Teardown forgets the portal: its code, every claim, email record and personal link, and the waiting line. Old links and cookies
  * then lead nowhere, and a workshop brought up again under the same name starts with an empty board.
  */
 export async function purgePortal(workshop: string): Promise<void> {
   const { store } = useDeps();
+  await purgeQueue(workshop);
   const [portal, claims, emails] = await Promise.all([
     getPortal(workshop),
     store.claim.query.byWorkshop({ workshop }).go({ pages: "all" }),
@@ -409,7 +423,7 @@ export async function inviteRoster(
     const token = randomBytes(24).toString("base64url");
     const hash = linkHash(token);
     const r = await store.service.transaction
-      .write(({ claim, claimEmail, claimLink }) => [
+      .write(({ claim, claimEmail, claimLink, queueEmail }) => [
         claim
           .create({
             workshop,
@@ -425,6 +439,11 @@ export async function inviteRoster(
           .commit(),
         claimEmail.create({ workshop, emailHash: eHash, hostId: lab, failedPins: 0, locked: false }).commit(),
         claimLink.create({ linkHash: hash, workshop, hostId: lab }).commit(),
+        // An email holds a lab or a place in line, never both.
+        queueEmail
+          .check({ workshop, emailHash: eHash })
+          .where((a, op) => op.notExists(a.place))
+          .commit(),
       ])
       .go();
     if (r.canceled) skipped.push({ email: row.email, reason: "claimed meanwhile; run invite again" });

@@ -25,6 +25,8 @@ export const EVENT_TYPES = [
   "lab.unhealthy",
   "lab.healthy",
   "lab.swapped",
+  "queue.joined",
+  "queue.left",
   "workshop.torn_down",
 ] as const;
 export const EVENT_RETENTION_DAYS = 30;
@@ -269,7 +271,7 @@ function entities(client: DynamoDBDocumentClient, table: string) {
         emailSealed: { type: "string", required: true },
         pinHash: { type: "string", required: true },
         linkHash: { type: "string", required: true },
-        how: { type: ["open", "roster", "reassign"] as const, required: true },
+        how: { type: ["open", "roster", "reassign", "queue"] as const, required: true },
         claimedAt: { type: "string", required: true },
         firstOpenedAt: { type: "string" },
       },
@@ -312,6 +314,72 @@ function entities(client: DynamoDBDocumentClient, table: string) {
         linkHash: { type: "string", required: true },
         workshop: { type: "string", required: true },
         hostId: { type: "string", required: true },
+      },
+      indexes: {
+        byHash: { pk: { field: "pk", composite: ["linkHash"] }, sk: { field: "sk", composite: [] } },
+      },
+    },
+    config,
+  );
+
+  /**
+   * A place in a workshop's waiting line (shared/portal/queue.ts). The sort key is the join time and a random
+   * tie-break, so a query of the workshop's entries reads the line in order. It holds what the claim will
+   * hold once a lab is handed over, in the same transaction that removes it.
+   */
+  const queueEntry = new Entity(
+    {
+      model: { entity: "queueEntry", version: "1", service },
+      attributes: {
+        workshop: { type: "string", required: true },
+        /** `<join time, ISO>#<random>`: the entry's place in the line. */
+        place: { type: "string", required: true },
+        name: { type: "string", required: true },
+        emailHash: { type: "string", required: true },
+        emailSealed: { type: "string", required: true },
+        pinHash: { type: "string", required: true },
+        linkHash: { type: "string", required: true },
+        joinedAt: { type: "string", required: true },
+      },
+      indexes: {
+        byWorkshop: {
+          pk: { field: "pk", composite: ["workshop"] },
+          sk: { field: "sk", composite: ["place"] },
+        },
+      },
+    },
+    config,
+  );
+
+  /** An email's place in the line: at most one (the key), with its failed PIN count and lock, as claimEmail. */
+  const queueEmail = new Entity(
+    {
+      model: { entity: "queueEmail", version: "1", service },
+      attributes: {
+        workshop: { type: "string", required: true },
+        emailHash: { type: "string", required: true },
+        place: { type: "string", required: true },
+        failedPins: { type: "number", default: 0 },
+        locked: { type: "boolean", default: false },
+      },
+      indexes: {
+        byWorkshop: {
+          pk: { field: "pk", composite: ["workshop"] },
+          sk: { field: "sk", composite: ["emailHash"] },
+        },
+      },
+    },
+    config,
+  );
+
+  /** A personal link (SHA-256 only) of a student in line; when a lab is handed over it becomes a claimLink. */
+  const queueLink = new Entity(
+    {
+      model: { entity: "queueLink", version: "1", service },
+      attributes: {
+        linkHash: { type: "string", required: true },
+        workshop: { type: "string", required: true },
+        place: { type: "string", required: true },
       },
       indexes: {
         byHash: { pk: { field: "pk", composite: ["linkHash"] }, sk: { field: "sk", composite: [] } },
@@ -487,6 +555,9 @@ function entities(client: DynamoDBDocumentClient, table: string) {
     claim,
     claimEmail,
     claimLink,
+    queueEntry,
+    queueEmail,
+    queueLink,
     rateCounter,
     rateHold,
     session,
@@ -512,6 +583,7 @@ export type RunItem = EntityItem<Entities["run"]>;
 export type ScheduleItem = EntityItem<Entities["schedule"]>;
 export type PortalItem = EntityItem<Entities["portal"]>;
 export type ClaimItem = EntityItem<Entities["claim"]>;
+export type QueueEntryItem = EntityItem<Entities["queueEntry"]>;
 export type SessionItem = EntityItem<Entities["session"]>;
 export type ApiTokenItem = EntityItem<Entities["apiToken"]>;
 export type DeviceLoginItem = EntityItem<Entities["deviceLogin"]>;

@@ -259,6 +259,11 @@ export const Portal = z.strictObject({
     .describe(
       "When a claimed lab is flagged failing its health check, move its student to a free ready lab (the same personal link), and rebuild the broken one.",
     ),
+  spares: int("a number of labs", 0, 1000)
+    .default(0)
+    .describe(
+      "How many ready labs to keep off the board, for swaps: the highest-numbered free labs stay out of claims and the waiting line, and free labs fill the spares before the line is served.",
+    ),
 });
 
 /**
@@ -334,6 +339,7 @@ export const Workshop = z
       mode: "open",
       student_ssh: false,
       auto_swap: false,
+      spares: 0,
     }),
   })
   // Cross-field rules run even when other fields failed, so every error is reported at once; the

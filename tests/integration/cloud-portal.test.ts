@@ -161,6 +161,43 @@ describe("the claim portal on its own function", { timeout: 240_000 }, () => {
     expect(JSON.stringify(status)).toContain("Ada Cloudwright");
   });
 
+  it("a full room waits in line through the portal's function; a released lab goes to the first", async () => {
+    const b = student();
+    const info = (await cloud.api(`/${W}/portal/info`)).body;
+    await b.get("/");
+    await b.post("/code", { code: info.code });
+    await b.get("/board");
+    const bea = await b.post("/claim", { name: "Bea Cloudwright", email: "bea@example.test", pin: "615283" });
+    expect(bea.status, bea.text).toBe(303);
+
+    const join = async (name: string, email: string) => {
+      const s = student();
+      await s.get("/");
+      await s.post("/code", { code: info.code });
+      const board = await s.get("/board");
+      expect(board.text).toContain("Join the line");
+      const joined = await s.post("/claim", { name, email, pin: "730914" });
+      expect(joined.status, joined.text).toBe(303);
+      return { s, path: joined.location };
+    };
+    const cy = await join("Cy Waiting", "cy@example.test");
+    const dee = await join("Dee Waiting", "dee@example.test");
+    expect((await cy.s.get(cy.path)).text).toContain("You are number 1 in line");
+    expect((await dee.s.get(dee.path)).text).toContain("You are number 2 in line");
+    const left = await dee.s.post(`${dee.path}/leave`, {});
+    expect(left.status, left.text).toBe(303);
+    expect((await dee.s.get(dee.path)).status).toBe(404);
+
+    const status = (await cloud.api(`/${W}/portal/status`)).body;
+    expect(status.waiting.map((w: { name: string }) => w.name)).toEqual(["Cy Waiting"]);
+    const beasLab = status.claims.find((c: { name: string }) => c.name === "Bea Cloudwright").lab;
+    expect((await cloud.api(`/${W}/portal/release`, { lab: beasLab })).status).toBe(200);
+    const served = await cy.s.get(cy.path);
+    expect(served.status).toBe(200);
+    expect(served.text).toContain(`Your lab: ${beasLab}`);
+    expect((await cloud.api(`/${W}/portal/status`)).body.waiting).toEqual([]);
+  });
+
   it("counts the portal's rate limits against the address API Gateway saw, whatever X-Forwarded-For says", async () => {
     refill();
     const s = student();

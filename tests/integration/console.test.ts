@@ -503,7 +503,13 @@ describe("the portal panel", () => {
     expect(p.text).toContain("claimed by Grace");
     expect(p.text).toContain('<label class="sr-only" for="move-student-01">');
     const regions = json((await signedIn.get(`/console/w/${WS}/portal/live`)).text).regions;
-    expect(Object.keys(regions).sort()).toEqual(["live-board", "live-claims", "live-held", "live-portal"]);
+    expect(Object.keys(regions).sort()).toEqual([
+      "live-board",
+      "live-claims",
+      "live-held",
+      "live-portal",
+      "live-waiting",
+    ]);
     expect(regions["live-claims"]).toContain(STUDENT.email);
   });
 

@@ -20,6 +20,7 @@ import {
   rotateCode,
   unlockEmail,
 } from "../../shared/portal/portal.ts";
+import { listQueue, unqueueEmail } from "../../shared/portal/queue.ts";
 import { HeldAddress, heldBack, unblock } from "../../shared/portal/rate-limit.ts";
 import { scaleDownUnclaimed } from "../../shared/portal/scale-down.ts";
 import { swapLab } from "../../shared/portal/swap.ts";
@@ -125,6 +126,15 @@ const ClaimRow = z
     locked: z.boolean().meta({ description: "too many wrong PINs: `unlock` lets the student in again" }),
   })
   .meta({ id: "Claim" });
+const WaitingRow = z
+  .object({
+    number: z.number().int().meta({ description: "1 for the first in line" }),
+    name: z.string(),
+    email: z.string(),
+    joinedAt: z.string().meta({ description: "when the student joined the line (ISO 8601)" }),
+    waitedSeconds: z.number().int(),
+  })
+  .meta({ id: "Waiting" });
 const Hold = z
   .object({
     address: z.string().meta({ description: "the network address held back", example: "198.51.100.7" }),
@@ -222,7 +232,7 @@ const statusRoute = createRoute({
   tags,
   summary: "Read the portal, its board and its claims",
   description:
-    "The portal without its code, every lab on the board, every claim with its email, and who the rate limits hold back.",
+    "The portal without its code, every lab on the board, every claim with its email, the waiting line in order, the spares kept, and who the rate limits hold back.",
   request: { params: NameParams },
   responses: {
     200: json(
@@ -233,6 +243,8 @@ const statusRoute = createRoute({
         labs: z.array(BoardLab),
         claims: z.array(ClaimRow),
         health: z.array(LabHealth).meta({ description: "the labs checked while in use (lab.health)" }),
+        waiting: z.array(WaitingRow).meta({ description: "students waiting for a lab, first in line first" }),
+        spares: z.number().int().meta({ description: "free ready labs kept off the board (portal.spares)" }),
         heldBack: HeldBack,
       }),
       "The portal's state.",
@@ -335,6 +347,17 @@ const unlockRoute = createRoute({
   responses: { 200: json(z.object({ unlocked: z.boolean() }), "Unlocked."), ...errors(400, 401, 404) },
 });
 
+const unqueueRoute = createRoute({
+  method: "post",
+  path: "/{name}/portal/unqueue",
+  tags,
+  summary: "Take a student out of the waiting line",
+  description: "Their place, their email's record and their personal link go; the others move up.",
+  middleware: [readJson] as const,
+  request: { params: NameParams, body: jsonBody(EmailBody, "The student's email.", true) },
+  responses: { 200: json(z.object({ removed: z.boolean() }), "Removed."), ...errors(400, 401, 404) },
+});
+
 const unblockRoute = createRoute({
   method: "post",
   path: "/{name}/portal/unblock",
@@ -414,9 +437,10 @@ export const portalApi = apiRouter()
   .openapi(statusRoute, async (c) => {
     const { name } = c.req.valid("param");
     const { code: _code, ...portal } = await portalInfo(name); // the code only where asked for: info
-    const [b, claims, held, hosts] = await Promise.all([
+    const [b, claims, waiting, held, hosts] = await Promise.all([
       board(name),
       listClaims(name),
+      listQueue(name),
       heldBack(),
       listHosts(name),
     ]);
@@ -432,7 +456,18 @@ export const portalApi = apiRouter()
           ]
         : [],
     );
-    return c.json({ portal: { ...portal, open: b.open }, labs: b.labs, claims, health, heldBack: held }, 200);
+    return c.json(
+      {
+        portal: { ...portal, open: b.open },
+        labs: b.labs,
+        claims,
+        health,
+        waiting,
+        spares: b.spares,
+        heldBack: held,
+      },
+      200,
+    );
   })
   .openapi(exportRoute, async (c) => {
     const { name } = c.req.valid("param");
@@ -464,6 +499,9 @@ export const portalApi = apiRouter()
   })
   .openapi(unlockRoute, async (c) =>
     c.json(await unlockEmail(c.req.valid("param").name, c.req.valid("json").email), 200),
+  )
+  .openapi(unqueueRoute, async (c) =>
+    c.json(await unqueueEmail(c.req.valid("param").name, c.req.valid("json").email), 200),
   )
   .openapi(unblockRoute, async (c) => {
     await getWorkshop(c.req.valid("param").name);

@@ -64,8 +64,15 @@ export function eventSentence(e: EventView): string {
     }
     case "lab.claimed": {
       const by = text(d.firstName);
+      if (d.how === "queue") return `Lab ${host} went to the first in the waiting line.`;
       return `Lab ${host} was claimed${by ? ` by ${clip(by, 40)}` : ""}.`;
     }
+    case "queue.joined":
+      return "A student joined the waiting line.";
+    case "queue.left":
+      return d.how === "removed"
+        ? "A student was taken out of the waiting line."
+        : "A student left the waiting line.";
     case "lab.released":
       return `Lab ${host} was released and is free again.`;
     case "lab.unhealthy": {

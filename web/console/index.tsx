@@ -39,6 +39,7 @@ import {
   rotateCode,
   unlockEmail,
 } from "../../shared/portal/portal.ts";
+import { listQueue, unqueueEmail } from "../../shared/portal/queue.ts";
 import { HeldAddress, heldBack, unblock } from "../../shared/portal/rate-limit.ts";
 import { swapLab } from "../../shared/portal/swap.ts";
 import { withActor } from "../../shared/runtime/actor.ts";
@@ -100,6 +101,7 @@ import {
   TokenCreatedPage,
   TokensPage,
   type Viewer,
+  WaitingRows,
   WorkshopPage,
   type WorkshopRow,
   WorkshopRows,
@@ -187,6 +189,7 @@ const NOTICES: Record<string, string> = {
     "The student was moved to a new lab: their personal link and cookie now open it. The old lab is being rebuilt.",
   "swapped-no-rebuild":
     "The student was moved to a new lab: their personal link and cookie now open it. The old lab could not be rebuilt now (another run holds the workshop): retry it later.",
+  unqueued: "The student was taken out of the waiting line; the others moved up.",
   unblocked: "Let in again: the address's wrong attempts start from zero.",
   "unblock-none": "That address was no longer held back: nothing to lift.",
   "token-revoked": "The token was revoked: anything still using it is refused from now on.",
@@ -306,11 +309,12 @@ async function portalData(name: string): Promise<PortalData> {
     if (err instanceof VisibleError && err.code === "portal.not_found") return undefined;
     throw err;
   });
-  const [b, claims, hosts, held] = await Promise.all([
+  const [b, claims, hosts, held, waiting] = await Promise.all([
     board(name),
     listClaims(name),
     listHosts(name),
     heldBack(),
+    listQueue(name),
   ]);
   const taken = new Set(claims.map((c) => c.lab));
   const free = hosts
@@ -322,7 +326,7 @@ async function portalData(name: string): Promise<PortalData> {
       .filter((h) => h.state === "ready" && h.health === "failing")
       .map((h) => [h.hostId, h.healthError ?? null]),
   );
-  return { name, info, board: b, claims, free, failing, heldBack: held };
+  return { name, info, board: b, claims, waiting, free, failing, heldBack: held };
 }
 
 async function claimOf(name: string, lab: string): Promise<ClaimRow> {
@@ -690,6 +694,7 @@ export function consoleRoutes(auth: InstructorAuth, opts: ConsoleOptions = {}) {
       "live-portal": <PortalSummary data={data} />,
       "live-board": <BoardItems labs={data.board.labs} />,
       "live-claims": <ClaimRows data={data} csrf={viewer(c).csrf} />,
+      "live-waiting": <WaitingRows data={data} csrf={viewer(c).csrf} />,
       "live-held": <HeldBackSection data={data} csrf={viewer(c).csrf} />,
     });
   });
@@ -832,6 +837,13 @@ export function consoleRoutes(auth: InstructorAuth, opts: ConsoleOptions = {}) {
     }
     const r = await swapLab(name, { hostId: f.lab });
     return done(c, name, r.rebuildRunId ? "swapped" : "swapped-no-rebuild", "/portal");
+  });
+
+  app.post("/w/:name/portal/unqueue", async (c) => {
+    const name = nameOf(c);
+    const f = RevokeForm.parse(await c.req.parseBody());
+    await unqueueEmail(name, f.email);
+    return done(c, name, "unqueued", "/portal");
   });
   app.post("/w/:name/portal/unlock", async (c) => {
     const name = nameOf(c);

@@ -9,8 +9,17 @@ import { html } from "hono/html";
 import type { Child } from "hono/jsx";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { z } from "zod";
-import { board, claimLab, enterCode, labForLink, linkLab, recoverLab } from "../../shared/portal/claims.ts";
+import { board, enterCode, labForLink, linkLab } from "../../shared/portal/claims.ts";
 import { COOKIES } from "../../shared/portal/constants.ts";
+import { serveQueue, waitingCount } from "../../shared/portal/queue.ts";
+import {
+  claimOrWait,
+  isWaitingLink,
+  leaveLine,
+  recoverLabOrPlace,
+  waitingForLink,
+  workshopOfWaitingLink,
+} from "../../shared/portal/waiting.ts";
 import { useDeps } from "../../shared/runtime/deps.ts";
 import { VisibleError } from "../../shared/runtime/errors.ts";
 import { RateLimited } from "../../shared/runtime/failure-counters.ts";
@@ -44,6 +53,7 @@ import {
   PrivacyPage,
   RecoverPage,
   type RememberedLab,
+  WaitingView,
 } from "./views.tsx";
 
 /**
@@ -108,7 +118,8 @@ async function remembered(c: Ctx): Promise<RememberedLab | undefined> {
   const token = readLabCookie(c);
   if (!token) return undefined;
   const found = await linkLab(token); // looking, not opening: firstOpenedAt stays as it is
-  return found ? { lab: found.lab, token } : undefined;
+  if (found) return { lab: found.lab, token };
+  return (await isWaitingLink(token)) ? { token, waiting: true } : undefined;
 }
 
 async function showBoard(
@@ -121,13 +132,15 @@ async function showBoard(
     values?: { name?: string; email?: string };
   } = {},
 ) {
-  const [b, known] = await Promise.all([board(workshop), remembered(c)]);
+  const [b, known, waiting] = await Promise.all([board(workshop), remembered(c), waitingCount(workshop)]);
   return render(
     c,
     <BoardPage
       csrf={csrfField(c)}
       open={b.open}
       labs={b.labs}
+      spares={b.spares}
+      waiting={waiting}
       expiry={b.expiry}
       now={useDeps().clock.now()}
       remembered={known}
@@ -141,7 +154,8 @@ async function showBoard(
 
 /** Where a claim error is shown: next to the field it is about, else above the form. */
 function claimErrors(err: VisibleError): { errors: FieldErrors; message?: string } {
-  if (err.code === "portal.email_has_lab") return { errors: { email: err.message } };
+  if (err.code === "portal.email_has_lab" || err.code === "portal.email_in_line")
+    return { errors: { email: err.message } };
   const errors: FieldErrors = {};
   for (const d of err.details) {
     if (d.path === "name" || d.path === "email" || d.path === "pin") errors[d.path] = d.message;
@@ -196,8 +210,8 @@ export const portal = new Hono<PortalEnv>()
     if (!form.success)
       return showBoard(c, access.workshop, { status: 400, message: "Fill in your name, email and PIN." });
     try {
-      const { lab, token } = await claimLab(access.workshop, form.data, portalClient(c));
-      log.info("lab claimed", { workshop: access.workshop, lab });
+      const { lab, token } = await claimOrWait(access.workshop, form.data, portalClient(c));
+      if (lab) log.info("lab claimed", { workshop: access.workshop, lab });
       setLabCookie(c, token);
       return c.redirect(`/l/${token}`, 303);
     } catch (err) {
@@ -210,12 +224,32 @@ export const portal = new Hono<PortalEnv>()
     }
   })
   .get("/l/:token", async (c) => {
-    const page = await labForLink(c.req.param("token"));
-    if (!page) return render(c, <LinkGone />, 404);
+    const token = c.req.param("token");
+    let page = await labForLink(token);
+    if (!page) {
+      // A place in line: serve the line first (cheap when nothing is free), then show the lab or the place.
+      const workshop = await workshopOfWaitingLink(token);
+      if (workshop) {
+        await serveQueue(workshop);
+        page = await labForLink(token);
+      }
+      if (!page) {
+        const waiting = workshop ? await waitingForLink(token) : undefined;
+        if (!waiting) return render(c, <LinkGone />, 404);
+        return render(c, <WaitingView page={waiting} token={token} csrf={csrfField(c)} />);
+      }
+    }
     // The guide is framed beside the lab's details: its origin, and only it, may be framed here.
     const guide = guideOrigin(page.guideUrl);
     if (guide) c.header("Content-Security-Policy", cspWith([guide]));
     return render(c, <LabView page={page} now={useDeps().clock.now()} />);
+  })
+  .post("/l/:token/leave", ...post, async (c) => {
+    const token = c.req.param("token");
+    const left = await leaveLine(token);
+    if (readLabCookie(c) === token) clearLabCookie(c);
+    if (!left) return render(c, <LinkGone />, 404);
+    return c.redirect("/", 303);
   })
   .get("/recover", async (c) => {
     if (!(await needAccess(c))) return c.redirect("/", 303);
@@ -228,13 +262,13 @@ export const portal = new Hono<PortalEnv>()
     if (!form.success)
       return render(c, <RecoverPage csrf={csrfField(c)} error="Enter your email and PIN." />, 400);
     try {
-      const { lab, token } = await recoverLab(
+      const { lab, token } = await recoverLabOrPlace(
         access.workshop,
         form.data.email,
         form.data.pin,
         portalClient(c),
       );
-      log.info("lab recovered", { workshop: access.workshop, lab });
+      log.info(lab ? "lab recovered" : "place in line recovered", { workshop: access.workshop, lab });
       setLabCookie(c, token);
       return c.redirect(`/l/${token}`, 303);
     } catch (err) {

@@ -4,8 +4,9 @@
 /** @jsxImportSource hono/jsx */
 import type { Child } from "hono/jsx";
 import type { BoardLab, LabPage } from "../../shared/portal/claims.ts";
-import { COOKIES, RATE, RETENTION } from "../../shared/portal/constants.ts";
+import { COOKIES, RATE, RETENTION, WAITING_REFRESH_SECONDS } from "../../shared/portal/constants.ts";
 import { type TimeLeft, timeLeft } from "../../shared/portal/time-left.ts";
+import type { WaitingPage } from "../../shared/portal/waiting.ts";
 import { CSRF_FIELD } from "./security.ts";
 
 /** The student pages: plain HTML forms, no script, readable on a phone. */
@@ -49,12 +50,12 @@ function Alert(props: { message?: string | undefined }) {
 }
 
 /** "Continue to your lab" and "Not you? Forget this device", for a browser that remembers a lab. */
-function Remembered(props: { csrf: string; lab: string; token: string }) {
+function Remembered(props: { csrf: string; lab?: string | undefined; token: string; waiting?: boolean }) {
   return (
     <section class="notice" aria-labelledby="remembered">
       <h2 id="remembered">Welcome back</h2>
       <a class="button" href={`/l/${props.token}`}>
-        Continue to your lab ({props.lab})
+        {props.waiting ? "Continue to your place in line" : `Continue to your lab (${props.lab})`}
       </a>
       <form class="inline-form" method="post" action="/forget">
         <Csrf token={props.csrf} />
@@ -70,8 +71,10 @@ function Remembered(props: { csrf: string; lab: string; token: string }) {
 }
 
 export interface RememberedLab {
-  lab: string;
+  /** The lab, or none for a place in the waiting line (`waiting`). */
+  lab?: string;
   token: string;
+  waiting?: boolean;
 }
 
 export function FrontPage(props: { csrf: string; error?: string | undefined; remembered?: RememberedLab }) {
@@ -148,6 +151,10 @@ export function BoardPage(props: {
   csrf: string;
   open: boolean;
   labs: BoardLab[];
+  /** Free labs kept off the board for swaps. */
+  spares?: number;
+  /** Students in the waiting line. */
+  waiting?: number;
   /** When the workshop's labs are removed, if a teardown is set. */
   expiry?: string | null | undefined;
   now: Date;
@@ -158,6 +165,9 @@ export function BoardPage(props: {
 }) {
   const errors = props.errors ?? {};
   const free = props.labs.filter((l) => l.status === "free").length;
+  const waiting = props.waiting ?? 0;
+  // Nobody jumps the line: with students waiting, or no lab free, the form joins the line.
+  const joins = waiting > 0 || free === 0;
   const invalid = (id: keyof FieldErrors) => (errors[id] ? "true" : undefined);
   // No refresh here: it would wipe a claim form being filled in. The lab page refreshes itself.
   const left = props.expiry ? timeLeft(props.expiry, props.now) : undefined;
@@ -167,6 +177,8 @@ export function BoardPage(props: {
       <h1>Workshop labs</h1>
       <p>
         {free} of {props.labs.length} labs free.
+        {props.spares ? ` ${props.spares} more ${props.spares === 1 ? "is" : "are"} kept as spares.` : ""}
+        {waiting ? ` ${waiting} ${waiting === 1 ? "student is" : "students are"} waiting for a lab.` : ""}
       </p>
       {left ? <EndNotice left={left} what="workshop" /> : null}
       <ul class="board" aria-label="Labs">
@@ -181,7 +193,13 @@ export function BoardPage(props: {
       </ul>
       {props.open ? (
         <section aria-labelledby="claim">
-          <h2 id="claim">Claim a lab</h2>
+          <h2 id="claim">{joins ? "Join the line for a lab" : "Claim a lab"}</h2>
+          {joins ? (
+            <p class="hint">
+              No lab is free for you right now. Join the line: the next lab that comes free is yours, in the
+              order students joined, on the page you get.
+            </p>
+          ) : null}
           <form method="post" action="/claim" novalidate>
             <Csrf token={props.csrf} />
             <Alert message={props.message} />
@@ -231,7 +249,7 @@ export function BoardPage(props: {
                 aria-describedby={describedBy("pin", errors, true)}
               />
             </Field>
-            <button type="submit">Claim my lab</button>
+            <button type="submit">{joins ? "Join the line" : "Claim my lab"}</button>
           </form>
         </section>
       ) : (
@@ -429,6 +447,43 @@ export function LabView(props: { page: LabPage; now: Date }) {
   );
 }
 
+/** A student in the waiting line: their number, reloading itself until their lab is handed over. */
+export function WaitingView(props: { page: WaitingPage; token: string; csrf: string }) {
+  const p = props.page;
+  const others = p.waiting - 1;
+  return (
+    <Layout title={`Number ${p.number} in line`} refreshSeconds={WAITING_REFRESH_SECONDS}>
+      <h1>You are number {p.number} in line</h1>
+      <p>
+        Hello {p.name}. {p.number === 1 ? "You are next: the" : "The"} next lab that comes free is handed to
+        the first in line. This page checks every {WAITING_REFRESH_SECONDS} seconds and shows your lab here,
+        at this same address, as soon as it is yours.
+      </p>
+      <ul class="facts">
+        <li>
+          {others === 0
+            ? "Nobody else is"
+            : `${others} ${others === 1 ? "other student is" : "other students are"}`}{" "}
+          waiting.
+        </li>
+        <li>
+          The workshop has {p.labs} {p.labs === 1 ? "lab" : "labs"}
+          {p.building ? `, ${p.building} of them still being built` : ""}.
+        </li>
+      </ul>
+      <p class="hint">
+        Keep this page open, or come back with your email and PIN on any device (“Get it back”).
+      </p>
+      <form class="inline-form" method="post" action={`/l/${props.token}/leave`}>
+        <Csrf token={props.csrf} />
+        <button type="submit" class="secondary">
+          Leave the line
+        </button>
+      </form>
+    </Layout>
+  );
+}
+
 export function LinkGone() {
   return (
     <Layout title="This link no longer works">
@@ -449,7 +504,8 @@ export function RecoverPage(props: { csrf: string; error?: string | undefined; e
     <Layout title="Get your lab back">
       <h1>Get your lab back</h1>
       <p>
-        Enter the email and PIN you claimed your lab with. You get a new personal link; the old one stops.
+        Enter the email and PIN you claimed your lab (or joined the line) with. You get a new personal link;
+        the old one stops.
       </p>
       <form method="post" action="/recover" novalidate>
         <Csrf token={props.csrf} />

@@ -4,6 +4,7 @@
 /** @jsxImportSource hono/jsx */
 import type { BoardLab } from "../../../shared/portal/claims.ts";
 import type { ClaimRow, PortalView } from "../../../shared/portal/portal.ts";
+import type { WaitingRow } from "../../../shared/portal/queue.ts";
 import type { HeldBack, Hold } from "../../../shared/portal/rate-limit.ts";
 import { when } from "../format.ts";
 import { Csrf, DataTable, Layout, Notice, State, Tabs, type Viewer } from "./layout.tsx";
@@ -13,8 +14,10 @@ import { Csrf, DataTable, Layout, Notice, State, Tabs, type Viewer } from "./lay
 export interface PortalData {
   name: string;
   info?: PortalView | undefined;
-  board: { open: boolean; labs: BoardLab[] };
+  board: { open: boolean; labs: BoardLab[]; spares?: number };
   claims: ClaimRow[];
+  /** The waiting line, first in line first. */
+  waiting: WaitingRow[];
   /** Ready labs nobody holds (and not failing their health check): where a student can be moved. */
   free: string[];
   /** Claimed or free labs failing their in-use health check, with the last check's output. */
@@ -52,6 +55,13 @@ export function PortalSummary(props: { data: PortalData }) {
         <dt class="sr-only">Claims</dt>
         <dd>
           {claims.length} claimed, {free} free of {board.labs.length}
+          {board.spares ? `, ${board.spares} spare${board.spares === 1 ? "" : "s"} kept off the board` : ""}
+        </dd>
+      </div>
+      <div>
+        <dt class="sr-only">Waiting line</dt>
+        <dd>
+          {props.data.waiting.length ? `${props.data.waiting.length} waiting for a lab` : "Nobody waiting"}
         </dd>
       </div>
     </dl>
@@ -165,6 +175,47 @@ export function ClaimRows(props: { data: PortalData; csrf: string }) {
                 </button>
               </form>
             ) : null}
+          </td>
+        </tr>
+      ))}
+    </>
+  );
+}
+
+/** 75 as "1 min", 4000 as "1 h 6 min". */
+function waitedText(seconds: number): string {
+  if (seconds < 60) return `${seconds} s`;
+  const m = Math.floor(seconds / 60);
+  return m < 60 ? `${m} min` : `${Math.floor(m / 60)} h ${m % 60} min`;
+}
+
+/** The waiting line in order, with how long each has waited and a button that takes them out. */
+export function WaitingRows(props: { data: PortalData; csrf: string }) {
+  const { name, waiting } = props.data;
+  if (waiting.length === 0)
+    return (
+      <tr>
+        <td colspan={5}>Nobody is waiting.</td>
+      </tr>
+    );
+  return (
+    <>
+      {waiting.map((w) => (
+        <tr>
+          <th scope="row" class="num">
+            {w.number}
+          </th>
+          <td>{w.name}</td>
+          <td>{w.email}</td>
+          <td class="num">{waitedText(w.waitedSeconds)}</td>
+          <td>
+            <form method="post" action={`/console/w/${name}/portal/unqueue`}>
+              <Csrf token={props.csrf} />
+              <input type="hidden" name="email" value={w.email} />
+              <button type="submit" class="danger secondary" aria-label={`Remove ${w.name} from the line`}>
+                Remove
+              </button>
+            </form>
           </td>
         </tr>
       ))}
@@ -302,6 +353,18 @@ export function PortalPage(props: { viewer: Viewer; data: PortalData; notice?: s
       >
         <ClaimRows data={props.data} csrf={csrf} />
       </DataTable>
+      <h2 id="waiting-h">Waiting line</h2>
+      <DataTable
+        labelledBy="waiting-h"
+        columns={["#", "Name", "Email", "Waiting", "Actions"]}
+        bodyId="live-waiting"
+      >
+        <WaitingRows data={props.data} csrf={csrf} />
+      </DataTable>
+      <p class="hint">
+        Students who found no lab free wait here in order; the next lab that comes free (released, rebuilt,
+        added, or a spare no longer kept) goes to the first in line, on the link they already have.
+      </p>
       <h2 id="held-h">Held back by the rate limits</h2>
       <div id="live-held" aria-live="polite">
         <HeldBackSection data={props.data} csrf={csrf} />

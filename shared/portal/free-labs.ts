@@ -1,0 +1,40 @@
+import { useDeps } from "../runtime/deps.ts";
+
+/**
+ * Which free labs students may have: every ready lab without a claim, lowest number first, except the
+ * `portal.spares` highest-numbered of them, kept off the board for swaps. A lab failing its in-use health check
+ * (shared/fleet/health.ts) is free for nobody until a check passes again. Free labs fill the spares first;
+ * only the rest go to claims and to the waiting line. Used by the claim, the line and the board alike.
+ */
+export const byNumber = (a: string, b: string) => a.localeCompare(b, undefined, { numeric: true });
+
+export function freeLabs(
+  hosts: readonly { hostId: string; state: string; health?: string }[],
+  claims: readonly { hostId: string }[],
+  spares: number,
+): { forStudents: string[]; spares: string[] } {
+  const taken = new Set(claims.map((c) => c.hostId));
+  const free = hosts
+    .filter((h) => h.state === "ready" && h.health !== "failing" && !taken.has(h.hostId))
+    .map((h) => h.hostId)
+    .sort(byNumber);
+  const kept = Math.min(Math.max(0, spares), free.length);
+  return { forStudents: free.slice(0, free.length - kept), spares: free.slice(free.length - kept) };
+}
+
+/** `portal.spares` of a workshop's spec (0 for a spec written before spares existed). */
+export function sparesOf(spec: unknown): number {
+  const n = (spec as { portal?: { spares?: unknown } } | undefined)?.portal?.spares;
+  return typeof n === "number" && Number.isInteger(n) && n > 0 ? n : 0;
+}
+
+/**
+ * Whether anyone is in the waiting line: a strongly consistent read of its first entry, so a student who
+ * joined a moment ago is seen by every claim that starts after that join returned.
+ */
+export async function anyoneWaiting(workshop: string): Promise<boolean> {
+  const r = await useDeps()
+    .store.queueEntry.query.byWorkshop({ workshop })
+    .go({ consistent: true, count: 1, attributes: ["place"] });
+  return r.data.length > 0;
+}
