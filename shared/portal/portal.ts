@@ -8,6 +8,7 @@ import { VisibleError } from "../runtime/errors.ts";
 import { controlCharProblem } from "../runtime/text.ts";
 import type { PortalItem } from "../store/entities.ts";
 import type { Workshop } from "../workshop/schema.ts";
+import { forgetChecks } from "./checks.ts";
 import { codeHash, emailHash, generateCode, linkHash } from "./codes.ts";
 import { csvLine } from "./csv.ts";
 import { forgetStudentReads } from "./reads.ts";
@@ -210,6 +211,7 @@ export async function releaseLab(workshop: string, hostId: string): Promise<{ la
     ])
     .go();
   forgetStudentReads(workshop);
+  await forgetChecks(workshop, hostId);
   await recordEvent({ workshop, type: "lab.released", hostId });
   return { lab: hostId };
 }
@@ -284,7 +286,7 @@ export async function newAdminLink(workshop: string): Promise<{ token: string }>
 }
 
 /**
- * Teardown forgets the portal: its code, every claim, email record and personal link. Old links and cookies
+ * Teardown forgets the portal: its code, every claim, email record and personal link, every check result. Old links and cookies
  * then lead nowhere, and a workshop brought up again under the same name starts with an empty board.
  */
 export async function purgePortal(workshop: string): Promise<void> {
@@ -299,6 +301,7 @@ export async function purgePortal(workshop: string): Promise<void> {
     await store.claim.delete({ workshop, hostId: c.hostId }).go();
   }
   for (const e of emails.data) await store.claimEmail.delete({ workshop, emailHash: e.emailHash }).go();
+  await forgetChecks(workshop);
   if (portal) {
     await store.portalCode.delete({ codeHash: portal.codeHash }).go();
     await store.portal.delete({ workshop }).go();

@@ -306,6 +306,60 @@ function entities(client: DynamoDBDocumentClient, table: string) {
     config,
   );
 
+  /**
+   * The last result of one check of a lab's claim ("Check my work", shared/portal/checks.ts). `claimedAt` names
+   * the claim it belongs to: a result of an earlier claim of the lab is never shown, and is deleted when the lab
+   * is released and at teardown. `output` is a short tail of what the check printed, operator secrets redacted,
+   * shown only to the lab's student and the instructor.
+   */
+  const checkResult = new Entity(
+    {
+      model: { entity: "checkResult", version: "1", service },
+      attributes: {
+        workshop: { type: "string", required: true },
+        hostId: { type: "string", required: true },
+        check: { type: "string", required: true },
+        claimedAt: { type: "string", required: true },
+        passed: { type: "boolean", required: true },
+        timedOut: { type: "boolean", default: false },
+        ranAt: { type: "string", required: true },
+        attempts: { type: "number", required: true },
+        output: { type: "string", default: "" },
+      },
+      indexes: {
+        byWorkshop: {
+          pk: { field: "pk", composite: ["workshop"] },
+          sk: { field: "sk", composite: ["hostId", "check"] },
+        },
+      },
+    },
+    config,
+  );
+
+  /**
+   * A lab's last "Check my work" press: one item per lab, written with a condition so that one claim runs its
+   * checks at most once per window, whichever process the presses reach.
+   */
+  const checkPress = new Entity(
+    {
+      model: { entity: "checkPress", version: "1", service },
+      attributes: {
+        workshop: { type: "string", required: true },
+        hostId: { type: "string", required: true },
+        claimedAt: { type: "string", required: true },
+        /** Epoch ms of the press. */
+        at: { type: "number", required: true },
+      },
+      indexes: {
+        byWorkshop: {
+          pk: { field: "pk", composite: ["workshop"] },
+          sk: { field: "sk", composite: ["hostId"] },
+        },
+      },
+    },
+    config,
+  );
+
   /** A failure counter for rate limits: one item per scope and 10-minute window, gone by TTL. */
   const rateCounter = new Entity(
     {
@@ -473,6 +527,8 @@ function entities(client: DynamoDBDocumentClient, table: string) {
     claim,
     claimEmail,
     claimLink,
+    checkResult,
+    checkPress,
     rateCounter,
     rateHold,
     session,
@@ -498,6 +554,7 @@ export type RunItem = EntityItem<Entities["run"]>;
 export type ScheduleItem = EntityItem<Entities["schedule"]>;
 export type PortalItem = EntityItem<Entities["portal"]>;
 export type ClaimItem = EntityItem<Entities["claim"]>;
+export type CheckResultItem = EntityItem<Entities["checkResult"]>;
 export type SessionItem = EntityItem<Entities["session"]>;
 export type ApiTokenItem = EntityItem<Entities["apiToken"]>;
 export type DeviceLoginItem = EntityItem<Entities["deviceLogin"]>;
