@@ -22,6 +22,7 @@ import {
   submitWorkshop,
   workshopStatus,
 } from "../../shared/fleet/workshops.ts";
+import { checksMatrix } from "../../shared/portal/checks.ts";
 import { board } from "../../shared/portal/claims.ts";
 import {
   type ClaimRow,
@@ -295,18 +296,19 @@ async function portalData(name: string): Promise<PortalData> {
     if (err instanceof VisibleError && err.code === "portal.not_found") return undefined;
     throw err;
   });
-  const [b, claims, hosts, held] = await Promise.all([
+  const [b, claims, hosts, held, checks] = await Promise.all([
     board(name),
     listClaims(name),
     listHosts(name),
     heldBack(),
+    checksMatrix(name),
   ]);
   const taken = new Set(claims.map((c) => c.lab));
   const free = hosts
     .filter((h) => h.state === "ready" && !taken.has(h.hostId))
     .map((h) => h.hostId)
     .sort(byNumber);
-  return { name, info, board: b, claims, free, heldBack: held };
+  return { name, info, board: b, claims, free, heldBack: held, checks };
 }
 
 async function claimOf(name: string, lab: string): Promise<ClaimRow> {

@@ -9,6 +9,7 @@ import { html } from "hono/html";
 import type { Child } from "hono/jsx";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { z } from "zod";
+import { checkMyWork, checksForLink, type LabChecks } from "../../shared/portal/checks.ts";
 import { board, claimLab, enterCode, labForLink, linkLab, recoverLab } from "../../shared/portal/claims.ts";
 import { COOKIES } from "../../shared/portal/constants.ts";
 import { useDeps } from "../../shared/runtime/deps.ts";
@@ -158,6 +159,35 @@ async function needAccess(c: Ctx) {
   return access;
 }
 
+/** A student's lab page, with their checks ("Check my work") when the lab has any. */
+async function showLab(
+  c: Ctx,
+  token: string,
+  extra: { checks?: LabChecks; checked?: boolean; message?: string; status?: ContentfulStatusCode } = {},
+) {
+  const [page, checks] = await Promise.all([
+    labForLink(token),
+    extra.checks ? extra.checks : checksForLink(token),
+  ]);
+  if (!page) return render(c, <LinkGone />, 404);
+  // The guide is framed beside the lab's details: its origin, and only it, may be framed here.
+  const guide = guideOrigin(page.guideUrl);
+  if (guide) c.header("Content-Security-Policy", cspWith([guide]));
+  return render(
+    c,
+    <LabView
+      page={page}
+      now={useDeps().clock.now()}
+      checks={checks?.checks ?? []}
+      csrf={checks?.checks.length ? csrfField(c) : undefined}
+      token={token}
+      checked={extra.checked === true}
+      checkMessage={extra.message}
+    />,
+    extra.status,
+  );
+}
+
 export const portal = new Hono<PortalEnv>()
   .get("/", async (c) => {
     if (await needAccess(c)) return c.redirect("/board", 303);
@@ -209,13 +239,17 @@ export const portal = new Hono<PortalEnv>()
       });
     }
   })
-  .get("/l/:token", async (c) => {
-    const page = await labForLink(c.req.param("token"));
-    if (!page) return render(c, <LinkGone />, 404);
-    // The guide is framed beside the lab's details: its origin, and only it, may be framed here.
-    const guide = guideOrigin(page.guideUrl);
-    if (guide) c.header("Content-Security-Policy", cspWith([guide]));
-    return render(c, <LabView page={page} now={useDeps().clock.now()} />);
+  .get("/l/:token", (c) => showLab(c, c.req.param("token")))
+  .post("/l/:token/check", ...post, async (c) => {
+    const token = c.req.param("token");
+    try {
+      const checks = await checkMyWork(token);
+      return showLab(c, token, { checks, checked: true });
+    } catch (err) {
+      const e = visible(c, err);
+      if (e.code === "portal.link_gone") return render(c, <LinkGone />, 404);
+      return showLab(c, token, { message: e.message, status: statusOf(e.kind) });
+    }
   })
   .get("/recover", async (c) => {
     if (!(await needAccess(c))) return c.redirect("/", 303);
