@@ -119,6 +119,7 @@ export default $config({
       [CLOUD_ENV.schedulerRoleArn]: schedulerRole.arn,
       [CLOUD_ENV.scheduleTargetArn]: sweepArn,
       [CLOUD_ENV.eventBus]: named.eventBus,
+      [CLOUD_ENV.checksFunction]: named.checksFunction,
     };
 
     const fn = (
@@ -219,6 +220,8 @@ export default $config({
     });
 
     // The web: the portal (students) and the instructor API and console, each with its own Function URL.
+    // "Check my work": the portal invokes RunChecks by its fixed name (infra/permissions.ts, invokeChecks).
+    fn("RunChecks");
     const portal = fn("Portal");
     const api = fn("Api", { [CLOUD_ENV.portalUrl]: portal.url });
 

@@ -24,6 +24,8 @@ export const CLOUD_ENV = {
   eventBus: "LABFLEET_EVENT_BUS",
   /** The portal function's URL: the instructor function sends students there. */
   portalUrl: "LABFLEET_PORTAL_URL",
+  /** The RunChecks function's name: the portal invokes it for "Check my work". */
+  checksFunction: "LABFLEET_CHECKS_FUNCTION",
 } as const;
 
 /** The `sst.Secret`s, by the name they are linked under (`npx sst secret set <Name> ...`). */

@@ -57,7 +57,7 @@ export const Component = z.strictObject({
 
 /** How long one check may run by default, and at most: the portal waits for every check of a press at once. */
 export const CHECK_TIMEOUT_DEFAULT_SECONDS = 10;
-export const CHECK_TIMEOUT_MAX_SECONDS = 20;
+export const CHECK_TIMEOUT_MAX_SECONDS = 15;
 export const CHECKS_MAX = 20;
 const CHECK_NAME = /^[A-Za-z0-9][A-Za-z0-9 ._()/:+-]{0,59}$/;
 const CHECK_TIMEOUT_ERROR = `expected seconds: a whole number from 1 to ${CHECK_TIMEOUT_MAX_SECONDS} (the student's page waits for its checks)`;

@@ -253,7 +253,7 @@ describe("check my work, on the local runtime", () => {
       expect.arrayContaining(["lab.checks[0].timeout_seconds", "lab.checks[1].run", "lab.checks[1].name"]),
     );
     const msg = body.error.details.map((d: { message: string }) => d.message).join("\n");
-    expect(msg).toContain("a whole number from 1 to 20");
+    expect(msg).toContain("a whole number from 1 to 15");
     expect(msg).toContain('"same" is already used by checks[0]');
   });
 });
