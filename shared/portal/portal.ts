@@ -270,6 +270,8 @@ export async function reassign(
     .go();
   forgetStudentReads(workshop);
   if (r.canceled) throw new VisibleError("conflict", "portal.lab_taken", `lab ${hostId} is already claimed`);
+  // The work was done on the old lab: its check results go with it (the new claim starts with none).
+  await forgetChecks(workshop, old.hostId);
   return { lab: hostId, token };
 }
 

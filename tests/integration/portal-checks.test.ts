@@ -230,6 +230,58 @@ describe("check my work, on the local runtime", () => {
     expect(m.students).toEqual([]);
   });
 
+  it("a student moved to another lab starts there with no results; the old lab's are forgotten", async () => {
+    const moved = await claim(code, { name: "Moe Mover", email: "moe@example.test", pin: "141421" });
+    const from = (await checksForLink(moved.token))?.lab ?? "";
+    clock.advance(31_000);
+    expect((await moved.b.post(`/l/${moved.token}/check`)).status).toBe(200);
+    expect(
+      (await useDeps().store.checkResult.query.byWorkshop({ workshop: WS, hostId: from }).go()).data,
+    ).toHaveLength(5);
+    const to = from === "student-01" ? "student-02" : "student-01";
+    const r = await app.request(`/api/workshops/${WS}/portal/reassign`, {
+      method: "POST",
+      headers: auth,
+      body: JSON.stringify({ email: "moe@example.test", lab: to }),
+    });
+    expect(r.status, await r.clone().text()).toBe(200);
+    const token = (await j(r)).token as string;
+    const now = await checksForLink(token);
+    expect(now?.lab).toBe(to);
+    expect(now?.checks.map((c) => c.passed)).toEqual([null, null, null, null, null]);
+    expect(
+      (await useDeps().store.checkResult.query.byWorkshop({ workshop: WS, hostId: from }).go()).data,
+    ).toEqual([]);
+  });
+
+  it("offers nothing, and refuses a press, when the workshop has no checks", async () => {
+    const none = "pchk-none";
+    const yaml = workshopYaml({ name: none, count: 1, extraLab: "portal:\n  enabled: true\n" });
+    expect(
+      (await app.request("/api/workshops", { method: "POST", headers: auth, body: JSON.stringify({ yaml }) }))
+        .status,
+    ).toBe(201);
+    await app.request(`/api/workshops/${none}/up`, { method: "POST", headers: auth, body: "{}" });
+    await rt.executor.idle();
+    const opened = await app.request(`/api/workshops/${none}/portal/open`, { method: "POST", headers: auth });
+    const other = await claim((await j(opened)).code, {
+      name: "No Checks",
+      email: "nc@example.test",
+      pin: "161803",
+    });
+    const page = await other.b.get(`/l/${other.token}`);
+    expect(page.status).toBe(200);
+    expect(page.text).not.toContain("Check my work");
+    expect(page.text).not.toContain("/check");
+    const pressed = await other.b.post(`/l/${other.token}/check`);
+    expect(pressed.status).toBe(404);
+    expect(pressed.text).toContain("This lab has no checks.");
+    const m = await j(await app.request(`/api/workshops/${none}/portal/checks`, { headers: auth }));
+    expect(m.checks).toEqual([]);
+    // A link that leads nowhere is the portal's 404, checks or not.
+    expect((await other.b.post("/l/AAAAAAAAAAAAAAAAAAAAAAAA/check")).status).toBe(404);
+  });
+
   it("refuses bad checks in workshop.yaml with the field paths", async () => {
     const yaml = workshopYaml({
       name: "pchk-bad",

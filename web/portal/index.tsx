@@ -248,6 +248,8 @@ export const portal = new Hono<PortalEnv>()
     } catch (err) {
       const e = visible(c, err);
       if (e.code === "portal.link_gone") return render(c, <LinkGone />, 404);
+      if (e.code === "checks.none")
+        return render(c, <ErrorPage title="No checks" message={e.message} back={`/l/${token}`} />, 404);
       return showLab(c, token, { message: e.message, status: statusOf(e.kind) });
     }
   })
