@@ -6,7 +6,6 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { localClient } from "../../cli/local/dynamodb.ts";
 import { createStore } from "../../shared/store/entities.ts";
 import { awsWorkshopYaml, type Cloud, startCloud } from "../harness/aws/cloud.ts";
-import type { PolicyDocument } from "../harness/aws/core.ts";
 import { cookieHeader, storeCookies } from "../harness/cookies.ts";
 
 /**
