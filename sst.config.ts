@@ -120,6 +120,7 @@ export default $config({
       [CLOUD_ENV.schedulerRoleArn]: schedulerRole.arn,
       [CLOUD_ENV.scheduleTargetArn]: sweepArn,
       [CLOUD_ENV.eventBus]: named.eventBus,
+      [CLOUD_ENV.checksFunction]: named.checksFunction,
     };
 
     const fn = (
@@ -218,6 +219,8 @@ export default $config({
       filters: [structuredClone(infra.EVENT_RECORDS_FILTER) as Record<string, unknown>],
     });
 
+    // "Check my work": the portal invokes RunChecks by its fixed name (infra/permissions.ts, invokeChecks).
+    fn("RunChecks");
     // The web: the portal (students) and the instructor API and console, each behind an HTTP API of its own
     // (infra/web.ts): its stage's throttling in front of the function, a custom domain when the stage sets one.
     const domains = web.domainsFrom(process.env);

@@ -449,6 +449,7 @@ export const COMMANDS: readonly CommandSpec[] = [
     usage: [
       [`portal open|close|publish ${W}`, "open or close the claim window; publish the board"],
       [`portal info|status ${W}`, "the URL and code; labs and claims"],
+      [`portal checks ${W}`, 'students x checks: each student\'s latest "Check my work" results'],
       [`portal slide ${W}`, "the URL, the code and a QR code of the URL, to show the room"],
       [`portal rotate-code ${W}`, "a new code (personal links keep working)"],
       [`portal export ${W} [--csv FILE]`, "claims as CSV, to stdout or a 0600 file"],
@@ -471,6 +472,11 @@ export const COMMANDS: readonly CommandSpec[] = [
       {
         name: "status",
         summary: "every lab and every claim (with emails), and who the rate limits hold back",
+      },
+      {
+        name: "checks",
+        summary:
+          'students x checks: each student\'s latest "Check my work" result per check, and how many passed',
       },
       { name: "rotate-code", summary: "a new workshop code; personal links keep working" },
       {

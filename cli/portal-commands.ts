@@ -1,5 +1,6 @@
 import { closeSync, fchmodSync, openSync, readFileSync, writeSync } from "node:fs";
 import { renderUnicodeCompact } from "uqr";
+import type { ChecksMatrix } from "../shared/portal/checks.ts";
 import type { BoardLab } from "../shared/portal/claims.ts";
 import { csvLine } from "../shared/portal/csv.ts";
 import type { ClaimRow, PortalView } from "../shared/portal/portal.ts";
@@ -20,6 +21,7 @@ export const PORTAL_USAGE = `usage: labfleet portal SUBCOMMAND (-f workshop.yaml
   slide                       the same with a QR code of the address, to show the room (the console's
                               Portal tab has a page to project)
   status                      every lab and every claim (with emails), the waiting line in order, spares
+  checks                      students x checks: each student's latest "Check my work" result per check
   export [--csv FILE]         claims as CSV (lab, name, email, how, claimed at, first opened); FILE is 0600
   admin-link                  a new secret link to the instructor page (the previous one stops working)
   release LAB | revoke EMAIL | reassign EMAIL LAB | unlock EMAIL
@@ -39,6 +41,7 @@ const ARGS: Record<string, string[]> = {
   info: [],
   slide: [],
   status: [],
+  checks: [],
   export: [],
   "admin-link": [],
   release: ["LAB"],
@@ -256,6 +259,32 @@ export async function run(args: Args, out: Output): Promise<number> {
       }
       writeWaiting(s, out);
       writeHeldBack(name, s.heldBack, out);
+      return 0;
+    }
+    case "checks": {
+      const m = await client.call<ChecksMatrix>("GET", `${path}/checks`);
+      if (json) {
+        print(m);
+        return 0;
+      }
+      if (m.checks.length === 0) {
+        out.write(`workshop ${clean(name)} has no checks (lab.checks in workshop.yaml)\n`);
+        return 0;
+      }
+      const mark = (r: boolean | null) => (r === null ? "-" : r ? "pass" : "FAIL");
+      writeTable(
+        [
+          ["lab", "name", ...m.checks.map((k) => k.name), "last checked"],
+          ...m.students.map((s) => [
+            s.lab,
+            s.name,
+            ...s.results.map(mark),
+            s.lastRanAt ? clock(s.lastRanAt) : "",
+          ]),
+          ["", "passed", ...m.checks.map((k) => `${k.passed}/${m.students.length}`), ""],
+        ],
+        out,
+      );
       return 0;
     }
     case "unblock": {

@@ -15,6 +15,7 @@ import { handler as poll } from "./poll.ts";
 import { handler as provision } from "./provision.ts";
 import { handler as reconcileRun } from "./reconcile-run.ts";
 import { handler as recordHostFailure } from "./record-host-failure.ts";
+import { handler as runChecks } from "./run-checks.ts";
 import { handler as sweep } from "./sweep.ts";
 
 /**
@@ -49,6 +50,8 @@ export const Deprovision = cloud(deprovision);
 export const FinishTeardown = cloud(finishTeardown);
 /** Fails a run whose execution ended (failed, timed out, aborted) without recording it: the EventBridge rule's target. */
 export const ReconcileRun = cloud(reconcileRun);
+/** Runs a lab's checks on its host for the portal's "Check my work" (the portal invokes it by name). */
+export const RunChecks = cloud(runChecks);
 /** The rate(5 minutes) sweeper, and the target of each workshop's one-time TTL schedule. */
 export const Sweep = cloud(sweep);
 /** Needs no store and no Deps: it only turns stream records into EventBridge entries. */

@@ -56,6 +56,8 @@ export function names(app: string, stage: string) {
     scheduleGroup: base,
     /** The sweeper: the cron's target and every TTL schedule's target. */
     sweepFunction: `${base}-sweep`,
+    /** "Check my work": the portal invokes it by name (the portal reaches no host itself). */
+    checksFunction: `${base}-checks`,
     /** The bus workshop events go to (host ready/failed, lab claimed, torn down). */
     eventBus: `${base}-events`,
   };
@@ -286,6 +288,18 @@ export const GRANTS = {
     },
   ],
 
+  /**
+   * The portal's one way to a host: invoke the RunChecks function, which runs only the checks workshop.yaml
+   * gives (the portal sends a workshop and a lab, never a command).
+   */
+  invokeChecks: [
+    {
+      sid: "InvokeRunChecks",
+      actions: ["lambda:InvokeFunction"],
+      resources: ["arn:{partition}:lambda:{region}:{account}:function:{app}-{stage}-checks"],
+    },
+  ],
+
   /** The account's Lambda concurrency, which bounds how many hosts a run deploys at once. */
   lambdaSettings: [{ sid: "LambdaConcurrency", actions: ["lambda:GetAccountSettings"], resources: ["*"] }],
 
@@ -464,6 +478,7 @@ const GRANT_ENV: Partial<Record<GrantName, string[]>> = {
   hostsLaunch: [CLOUD_ENV.hostInstanceProfileArn],
   schedules: [CLOUD_ENV.scheduleGroup, CLOUD_ENV.schedulerRoleArn, CLOUD_ENV.scheduleTargetArn],
   eventsPut: [CLOUD_ENV.eventBus],
+  invokeChecks: [CLOUD_ENV.checksFunction],
 };
 
 export interface FunctionSpec {
@@ -484,7 +499,7 @@ export interface FunctionSpec {
   /** The portal function: its own Deps (shared/cloud/portal-deps.ts) and only the portal's environment. */
   portal?: boolean;
   /** A fixed function name (its ARN is known before it exists: the TTL schedules' target). */
-  fixedName?: "sweepFunction";
+  fixedName?: "sweepFunction" | "checksFunction";
 }
 
 /** What every function that reaches hosts has: the table, SSM commands and the SSH key (read when needed). */
@@ -495,7 +510,7 @@ const reachesHosts = {
 
 /**
  * Every Lambda. The task functions are keyed by the X of `${XFunction}` in the ASL (stepfunctions/handlers.ts
- * lists the same ten); `Sweep`, `Api` and `Portal` are the others.
+ * lists the same ten); `Sweep`, `Api`, `Portal`, `ForwardEvents`, `ReconcileRun` and `RunChecks` are the others.
  */
 export const FUNCTIONS = {
   BeginUp: {
@@ -670,13 +685,26 @@ export const FUNCTIONS = {
     grants: ["tableStream", "eventsPut"],
     secrets: [],
   },
+  RunChecks: {
+    handler: "functions/lambda.RunChecks",
+    source: "functions/run-checks.ts",
+    description: "labfleet portal: run a lab's checks (lab.checks) on its host for Check my work",
+    // The portal waits for it within its own 30 seconds: half of this is the checks' deadline (25 s), more
+    // than the slowest check may take (15 s) with SSM's delivery and polling.
+    timeout: "50 seconds",
+    memory: "512 MB",
+    // The checks' output is redacted with the operator secrets before it leaves the function.
+    grants: [...reachesHosts.grants, "operatorSecrets"],
+    secrets: reachesHosts.secrets as LinkedSecretName[],
+    fixedName: "checksFunction",
+  },
   Portal: {
     handler: "web/portal-lambda.portal",
     source: "web/portal-lambda.ts",
-    description: "labfleet student portal (table items only)",
+    description: "labfleet student portal (table items, and invoking RunChecks)",
     timeout: "30 seconds",
     memory: "1024 MB",
-    grants: ["portalTable"],
+    grants: ["portalTable", "invokeChecks"],
     secrets: ["AccessKey"],
     web: true,
     portal: true,
@@ -687,7 +715,7 @@ export type FunctionName = keyof typeof FUNCTIONS;
 
 /** The functions Step Functions invokes: every one but the sweeper, the web's two and the event consumers. */
 export const TASK_FUNCTIONS = (Object.keys(FUNCTIONS) as FunctionName[]).filter(
-  (n) => !["Sweep", "Api", "Portal", "ForwardEvents", "ReconcileRun"].includes(n),
+  (n) => !["Sweep", "Api", "Portal", "ForwardEvents", "ReconcileRun", "RunChecks"].includes(n),
 );
 
 /** The state machines' role: invoke the task functions (and their versions and aliases), nothing else. */
@@ -770,7 +798,7 @@ export function functionPolicy(name: FunctionName, refs: Refs): string {
 /** The environment variable names a function gets (values: sst.config.ts). */
 export function envNamesOf(name: FunctionName): string[] {
   const spec = specOf(name);
-  if (spec.portal) return [CLOUD_ENV.table, CLOUD_ENV.stage];
+  if (spec.portal) return [CLOUD_ENV.table, CLOUD_ENV.stage, CLOUD_ENV.checksFunction];
   const common: string[] = [
     CLOUD_ENV.table,
     CLOUD_ENV.stage,

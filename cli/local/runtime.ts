@@ -9,6 +9,7 @@ import { serve } from "@hono/node-server";
 import { instructorAuth } from "../../shared/auth/tokens.ts";
 import { healthPass } from "../../shared/fleet/health.ts";
 import { stopLab } from "../../shared/fleet/lab.ts";
+import { runLabChecks } from "../../shared/fleet/lab-checks.ts";
 import { unfinishedRuns } from "../../shared/fleet/runs.ts";
 import { runDueSchedules } from "../../shared/fleet/schedules.ts";
 import { managedPublicKey, transportFactory } from "../../shared/fleet/transports.ts";
@@ -139,6 +140,7 @@ export async function startLocalRuntime(opts: LocalRuntimeOptions): Promise<Loca
       }),
       workflows: executor,
       accessKey: loadOrCreateKey(join(dataDir, "access.key")),
+      checks: { run: (workshop, hostId) => runLabChecks(workshop, hostId) },
     });
 
     const token = opts.token ?? randomBytes(24).toString("base64url");

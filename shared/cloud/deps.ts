@@ -5,6 +5,7 @@ import { SchedulerClient } from "@aws-sdk/client-scheduler";
 import { ServiceQuotasClient } from "@aws-sdk/client-service-quotas";
 import { SFNClient } from "@aws-sdk/client-sfn";
 import { SSMClient } from "@aws-sdk/client-ssm";
+import { runLabChecks } from "../fleet/lab-checks.ts";
 import { AwsProvider } from "../providers/aws.ts";
 import { StaticProvider } from "../providers/static.ts";
 import { type Clock, systemClock } from "../runtime/clock.ts";
@@ -146,6 +147,7 @@ export function cloudDeps(env: Env, options: CloudDepsOptions = {}): Deps {
     secretParameters: new SsmSecretParameters({ client: clients.ssm, stage: config.stage }),
     gitSourcesOnly: true,
     taskConcurrency: lambdaConcurrency(clients.lambda),
+    checks: { run: (workshop, hostId) => runLabChecks(workshop, hostId) },
     sshPublicKey: async () => publicKeyLine(sshIdentity()),
     ...(config.schedules
       ? {

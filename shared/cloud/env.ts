@@ -27,6 +27,8 @@ export const CLOUD_ENV = {
    * students there and prints it (`portal info`, `portal slide`, the console's slide).
    */
   portalUrl: "LABFLEET_PORTAL_URL",
+  /** The RunChecks function's name: the portal invokes it for "Check my work". */
+  checksFunction: "LABFLEET_CHECKS_FUNCTION",
 } as const;
 
 /** The `sst.Secret`s, by the name they are linked under (`npx sst secret set <Name> ...`). */

@@ -28,7 +28,7 @@ export function stateDir(workshop: string): string {
  * `lab.dir` as the host's shell names it. On a local host it is resolved here, and refused unless it stays
  * inside the host's own folder, links followed (shared/providers/local.ts).
  */
-function labDir(spec: Workshop, t: Transport): string {
+export function labDir(spec: Workshop, t: Transport): string {
   if (t instanceof LocalTransport) {
     try {
       return shq(localLabDir(t.home, spec.lab.dir));
@@ -245,6 +245,12 @@ export async function probeLab(
   }
 }
 
+/** The lab contract's variables, as shell assignments, for a command run like the health check (and checks). */
+export function labEnv(spec: Workshop, hostId: string): string {
+  const d = stateDir(spec.name);
+  return `LABFLEET_STATUS=${d}/status.jsonl LABFLEET_ACCESS=${d}/access.json LABFLEET_SECRETS=${d}/secrets.env LABFLEET_WORKSHOP=${shq(spec.name)} LABFLEET_HOST_ID=${shq(hostId)}`;
+}
+
 /** Runs `lab.health` on a host (exit 0: healthy), within `timeoutMs` (the deploy's gate allows a minute). */
 export async function runHealth(
   t: Transport,
@@ -260,9 +266,10 @@ export async function runHealth(
     if (!(err instanceof LabStepError)) throw err;
     return { exitCode: 1, stdout: "", stderr: err.message }; // a failed check, with its reason
   }
-  const d = stateDir(spec.name);
-  const env = `LABFLEET_STATUS=${d}/status.jsonl LABFLEET_ACCESS=${d}/access.json LABFLEET_SECRETS=${d}/secrets.env LABFLEET_WORKSHOP=${shq(spec.name)} LABFLEET_HOST_ID=${shq(hostId)}`;
-  return t.exec(`cd ${dir} && ${env} bash -c ${shq(spec.lab.health)}`, { timeoutMs, step: "health check" });
+  return t.exec(`cd ${dir} && ${labEnv(spec, hostId)} bash -c ${shq(spec.lab.health)}`, {
+    timeoutMs,
+    step: "health check",
+  });
 }
 
 /** The largest `$LABFLEET_ACCESS` file labfleet reads. */

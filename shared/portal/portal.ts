@@ -8,6 +8,7 @@ import { VisibleError } from "../runtime/errors.ts";
 import { controlCharProblem } from "../runtime/text.ts";
 import type { PortalItem } from "../store/entities.ts";
 import type { Workshop } from "../workshop/schema.ts";
+import { forgetChecks } from "./checks.ts";
 import { codeHash, emailHash, generateCode, linkHash } from "./codes.ts";
 import { csvLine } from "./csv.ts";
 import { purgeQueue, serveQueueAfter } from "./queue.ts";
@@ -212,6 +213,7 @@ export async function releaseLab(workshop: string, hostId: string): Promise<{ la
     ])
     .go();
   forgetStudentReads(workshop);
+  await forgetChecks(workshop, hostId);
   await recordEvent({ workshop, type: "lab.released", hostId });
   await serveQueueAfter(workshop); // the first in line gets it (spares first)
   return { lab: hostId };
@@ -280,6 +282,8 @@ export async function reassign(
     .go();
   forgetStudentReads(workshop);
   if (r.canceled) throw new VisibleError("conflict", "portal.lab_taken", `lab ${hostId} is already claimed`);
+  // The work was done on the old lab: its check results go with it (the new claim starts with none).
+  await forgetChecks(workshop, old.hostId);
   await serveQueueAfter(workshop); // the lab the student left is free
   return { lab: hostId, token };
 }
@@ -297,7 +301,8 @@ export async function newAdminLink(workshop: string): Promise<{ token: string }>
 }
 
 /**
- * Teardown forgets the portal: its code, every claim, email record and personal link, and the waiting line. Old links and cookies
+ * Teardown forgets the portal: its code, every claim, email record and personal link, every check result,
+ * and the waiting line. Old links and cookies
  * then lead nowhere, and a workshop brought up again under the same name starts with an empty board.
  */
 export async function purgePortal(workshop: string): Promise<void> {
@@ -313,6 +318,7 @@ export async function purgePortal(workshop: string): Promise<void> {
     await store.claim.delete({ workshop, hostId: c.hostId }).go();
   }
   for (const e of emails.data) await store.claimEmail.delete({ workshop, emailHash: e.emailHash }).go();
+  await forgetChecks(workshop);
   if (portal) {
     await store.portalCode.delete({ codeHash: portal.codeHash }).go();
     await store.portal.delete({ workshop }).go();

@@ -1,3 +1,4 @@
+import type { CheckOutcome } from "../fleet/lab-checks.ts";
 import type { Workflows } from "../fleet/workflows.ts";
 import type { Provider } from "../providers/types.ts";
 import type { Store } from "../store/entities.ts";
@@ -82,6 +83,11 @@ export interface Deps {
    * deploys at most half that many hosts at once, so the API, the portal and other runs keep the rest.
    */
   taskConcurrency?: () => Promise<number | undefined>;
+  /**
+   * Runs a lab's `lab.checks` on one of its hosts ("Check my work"): in-process where the runtime reaches hosts,
+   * through the RunChecks function from the cloud's portal (which reaches none). Without it, checks are refused.
+   */
+  checks?: { run(workshop: string, hostId: string): Promise<CheckOutcome[]> };
 }
 
 let current: Deps | undefined;

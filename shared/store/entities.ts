@@ -323,6 +323,60 @@ function entities(client: DynamoDBDocumentClient, table: string) {
   );
 
   /**
+   * The last result of one check of a lab's claim ("Check my work", shared/portal/checks.ts). `claimedAt` names
+   * the claim it belongs to: a result of an earlier claim of the lab is never shown, and is deleted when the lab
+   * is released and at teardown. `output` is a short tail of what the check printed, operator secrets redacted,
+   * shown only to the lab's student and the instructor.
+   */
+  const checkResult = new Entity(
+    {
+      model: { entity: "checkResult", version: "1", service },
+      attributes: {
+        workshop: { type: "string", required: true },
+        hostId: { type: "string", required: true },
+        check: { type: "string", required: true },
+        claimedAt: { type: "string", required: true },
+        passed: { type: "boolean", required: true },
+        timedOut: { type: "boolean", default: false },
+        ranAt: { type: "string", required: true },
+        attempts: { type: "number", required: true },
+        output: { type: "string", default: "" },
+      },
+      indexes: {
+        byWorkshop: {
+          pk: { field: "pk", composite: ["workshop"] },
+          sk: { field: "sk", composite: ["hostId", "check"] },
+        },
+      },
+    },
+    config,
+  );
+
+  /**
+   * A lab's last "Check my work" press: one item per lab, written with a condition so that one claim runs its
+   * checks at most once per window, whichever process the presses reach.
+   */
+  const checkPress = new Entity(
+    {
+      model: { entity: "checkPress", version: "1", service },
+      attributes: {
+        workshop: { type: "string", required: true },
+        hostId: { type: "string", required: true },
+        claimedAt: { type: "string", required: true },
+        /** Epoch ms of the press. */
+        at: { type: "number", required: true },
+      },
+      indexes: {
+        byWorkshop: {
+          pk: { field: "pk", composite: ["workshop"] },
+          sk: { field: "sk", composite: ["hostId"] },
+        },
+      },
+    },
+    config,
+  );
+
+  /**
    * A place in a workshop's waiting line (shared/portal/queue.ts). The sort key is the join time and a random
    * tie-break, so a query of the workshop's entries reads the line in order. It holds what the claim will
    * hold once a lab is handed over, in the same transaction that removes it.
@@ -558,6 +612,8 @@ function entities(client: DynamoDBDocumentClient, table: string) {
     queueEntry,
     queueEmail,
     queueLink,
+    checkResult,
+    checkPress,
     rateCounter,
     rateHold,
     session,
@@ -584,6 +640,7 @@ export type ScheduleItem = EntityItem<Entities["schedule"]>;
 export type PortalItem = EntityItem<Entities["portal"]>;
 export type ClaimItem = EntityItem<Entities["claim"]>;
 export type QueueEntryItem = EntityItem<Entities["queueEntry"]>;
+export type CheckResultItem = EntityItem<Entities["checkResult"]>;
 export type SessionItem = EntityItem<Entities["session"]>;
 export type ApiTokenItem = EntityItem<Entities["apiToken"]>;
 export type DeviceLoginItem = EntityItem<Entities["deviceLogin"]>;

@@ -55,6 +55,63 @@ export const Component = z.strictObject({
   description: z.string().optional(),
 });
 
+/** How long one check may run by default, and at most: the portal waits for every check of a press at once. */
+export const CHECK_TIMEOUT_DEFAULT_SECONDS = 10;
+export const CHECK_TIMEOUT_MAX_SECONDS = 15;
+export const CHECKS_MAX = 20;
+const CHECK_NAME = /^[A-Za-z0-9][A-Za-z0-9 ._()/:+-]{0,59}$/;
+const CHECK_TIMEOUT_ERROR = `expected seconds: a whole number from 1 to ${CHECK_TIMEOUT_MAX_SECONDS} (the student's page waits for its checks)`;
+
+export const Check = z
+  .strictObject({
+    name: z.string({ error: "expected a check name (a string)" }).trim().regex(CHECK_NAME, {
+      error:
+        "expected a check name: 1 to 60 letters, digits, spaces and . _ ( ) / : + -, starting with a letter or digit",
+    }),
+    run: text("the shell command that checks the student's work (exit 0: passed)")
+      .max(2000, {
+        error: "expected a command of at most 2,000 characters (put longer checks in a script of the lab)",
+      })
+      .describe(
+        "A shell command run with bash on the student's own host, in lab.dir, as the account that runs the lab; exit code 0 passes.",
+      ),
+    hint: z
+      .string({ error: "expected a hint (a string)" })
+      .trim()
+      .max(500, { error: "expected a hint of at most 500 characters" })
+      .optional()
+      .describe("Shown to the student when the check fails."),
+    timeout_seconds: z
+      .number({ error: CHECK_TIMEOUT_ERROR })
+      .int({ error: CHECK_TIMEOUT_ERROR })
+      .min(1, { error: CHECK_TIMEOUT_ERROR })
+      .max(CHECK_TIMEOUT_MAX_SECONDS, { error: CHECK_TIMEOUT_ERROR })
+      .default(CHECK_TIMEOUT_DEFAULT_SECONDS),
+  })
+  .describe('One "Check my work" test of the lab page.');
+
+const Checks = z
+  .array(Check)
+  .max(CHECKS_MAX, { error: `expected at most ${CHECKS_MAX} checks` })
+  .superRefine((checks, ctx) => {
+    const seen = new Map<string, number>();
+    checks.forEach((c, i) => {
+      const key = c.name.toLowerCase();
+      const first = seen.get(key);
+      if (first !== undefined) {
+        ctx.addIssue({
+          code: "custom",
+          path: [i, "name"],
+          message: `expected a unique check name; "${c.name}" is already used by checks[${first}]`,
+        });
+      } else seen.set(key, i);
+    });
+  })
+  .default([])
+  .describe(
+    "The lab page's \"Check my work\": each check runs on the student's own host, at the same time as the others, each bounded by its timeout_seconds.",
+  );
+
 // The deploy step is an inline Map whose MaxConcurrency is lab.concurrency; Step Functions runs at most 40
 // of its iterations at once, so a larger value would promise what the cloud does not do.
 const CONCURRENCY_ERROR = `expected how many hosts deploy at once: a whole number from 1 to ${INLINE_MAP_MAX_CONCURRENCY} (Step Functions runs at most ${INLINE_MAP_MAX_CONCURRENCY} iterations of the deploy step's inline Map at once)`;
@@ -101,6 +158,7 @@ export const Lab = z
     operator_secrets: z
       .array(z.string().regex(SECRET_NAME, { error: "expected an UPPER_SNAKE_CASE secret name" }))
       .default([]),
+    checks: Checks,
   })
   .superRefine(
     (value, ctx) => {
@@ -396,6 +454,7 @@ export const Workshop = z
 export type Workshop = z.output<typeof Workshop>;
 export type WorkshopInput = z.input<typeof Workshop>;
 export type HostEntry = z.output<typeof HostEntry>;
+export type Check = z.output<typeof Check>;
 
 /** The keys `hosts[].host_key` gives a host (the schema checked every line), as `type base64` blobs. */
 export function hostKeysOf(entry: { host_key?: string | string[] | undefined } | undefined): HostKey[] {

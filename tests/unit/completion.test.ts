@@ -60,6 +60,7 @@ describe("bash completion", () => {
     expect(complete(["portal", ""])).toEqual(
       [
         "admin-link",
+        "checks",
         "close",
         "export",
         "info",

@@ -122,7 +122,7 @@ describe("every Task state has its function", () => {
     expect([...used].sort()).toEqual([...TASK_FUNCTIONS].sort());
     const lambda = await import("../../functions/lambda.ts");
     expect(Object.keys(lambda).sort()).toEqual(
-      [...TASK_FUNCTIONS, "Sweep", "ForwardEvents", "ReconcileRun"].sort(),
+      [...TASK_FUNCTIONS, "Sweep", "ForwardEvents", "ReconcileRun", "RunChecks"].sort(),
     );
     const web = await import("../../web/lambda.ts");
     expect(Object.keys(web).sort()).toEqual(["api"]);
@@ -515,10 +515,19 @@ describe("the grants and roles of the run's edges", () => {
 describe("the portal function", () => {
   const portal = statementsOf("Portal");
 
-  it("has DynamoDB item actions on the table, limited to the portal's partitions, and nothing else", () => {
-    expect(specOf("Portal").grants).toEqual(["portalTable"]);
+  it("has DynamoDB item actions on the table, limited to the portal's partitions, and invoking RunChecks", () => {
+    expect(specOf("Portal").grants).toEqual(["portalTable", "invokeChecks"]);
     expect(specOf("Portal").secrets).toEqual(["AccessKey"]);
-    for (const s of portal) {
+    // Its one way towards a host: invoke the RunChecks function of this stage, by its fixed name.
+    expect(portal.filter((s) => s.sid === "InvokeRunChecks")).toEqual([
+      {
+        sid: "InvokeRunChecks",
+        actions: ["lambda:InvokeFunction"],
+        resources: ["arn:{partition}:lambda:{region}:{account}:function:{app}-{stage}-checks"],
+      },
+    ]);
+    expect(names("labfleet", "prod").checksFunction).toBe("labfleet-prod-checks");
+    for (const s of portal.filter((s) => s.sid !== "InvokeRunChecks")) {
       expect(
         s.actions.every((a) => a.startsWith("dynamodb:")),
         s.sid,
@@ -532,7 +541,7 @@ describe("the portal function", () => {
         ["ForAllValues:StringLike", "dynamodb:LeadingKeys"],
       ]);
     }
-    expect(envNamesOf("Portal")).toEqual([CLOUD_ENV.table, CLOUD_ENV.stage]);
+    expect(envNamesOf("Portal")).toEqual([CLOUD_ENV.table, CLOUD_ENV.stage, CLOUD_ENV.checksFunction]);
   });
 
   it("reaches the partitions of every record the portal reads and writes, and writes no workshop or code", () => {

@@ -3,6 +3,7 @@ import { type Context, Hono } from "hono";
 import { html, raw } from "hono/html";
 import { studentsWaiting } from "../../shared/fleet/scale.ts";
 import { getWorkshop, hostAccess, listHosts, workshopStatus } from "../../shared/fleet/workshops.ts";
+import { checksMatrix } from "../../shared/portal/checks.ts";
 import { board } from "../../shared/portal/claims.ts";
 import {
   checkAdminLink,
@@ -423,6 +424,38 @@ const scaleDownRoute = createRoute({
 function withUrl<T extends { path: string }>(c: Context, view: T): T & { url?: string } {
   return portalBase(c) ? { ...view, url: studentUrl(c, view.path) } : view;
 }
+const ChecksMatrix = z
+  .object({
+    workshop: z.string(),
+    checks: z.array(
+      z.object({
+        name: z.string().meta({ description: "the check's name (lab.checks[].name)" }),
+        passed: z.number().int().meta({ description: "how many students passed it" }),
+      }),
+    ),
+    students: z.array(
+      z.object({
+        lab: z.string(),
+        name: z.string().meta({ description: "the student's name as they typed it" }),
+        results: z.array(z.boolean().nullable()).meta({
+          description: "per check, in the order of `checks`: true passed, false failed, null not run yet",
+        }),
+        lastRanAt: z.string().nullable().meta({ description: "when the student last checked (ISO 8601)" }),
+      }),
+    ),
+  })
+  .meta({ id: "ChecksMatrix" });
+
+const checksRoute = createRoute({
+  method: "get",
+  path: "/{name}/portal/checks",
+  tags,
+  summary: "Read the students x checks matrix",
+  description:
+    "Every claimed lab's latest result of each of the lab's checks (\"Check my work\" on the lab page), and how many students passed each check.",
+  request: { params: NameParams },
+  responses: { 200: json(ChecksMatrix, "The matrix."), ...errors(400, 401, 404) },
+});
 
 /**
  * Instructor routes for the claim portal, under /api/workshops/{name}/portal/ (bearer token, no-store, the
@@ -469,6 +502,7 @@ export const portalApi = apiRouter()
       200,
     );
   })
+  .openapi(checksRoute, async (c) => c.json(await checksMatrix(c.req.valid("param").name), 200))
   .openapi(exportRoute, async (c) => {
     const { name } = c.req.valid("param");
     const csv = await exportClaims(name);

@@ -23,6 +23,7 @@ import {
   submitWorkshop,
   workshopStatus,
 } from "../../shared/fleet/workshops.ts";
+import { checksMatrix } from "../../shared/portal/checks.ts";
 import { board } from "../../shared/portal/claims.ts";
 import {
   type ClaimRow,
@@ -309,12 +310,13 @@ async function portalData(name: string): Promise<PortalData> {
     if (err instanceof VisibleError && err.code === "portal.not_found") return undefined;
     throw err;
   });
-  const [b, claims, hosts, held, waiting] = await Promise.all([
+  const [b, claims, hosts, held, waiting, checks] = await Promise.all([
     board(name),
     listClaims(name),
     listHosts(name),
     heldBack(),
     listQueue(name),
+    checksMatrix(name),
   ]);
   const taken = new Set(claims.map((c) => c.lab));
   const free = hosts
@@ -326,7 +328,7 @@ async function portalData(name: string): Promise<PortalData> {
       .filter((h) => h.state === "ready" && h.health === "failing")
       .map((h) => [h.hostId, h.healthError ?? null]),
   );
-  return { name, info, board: b, claims, waiting, free, failing, heldBack: held };
+  return { name, info, board: b, claims, waiting, free, failing, heldBack: held, checks };
 }
 
 async function claimOf(name: string, lab: string): Promise<ClaimRow> {

@@ -9,6 +9,7 @@ import { html } from "hono/html";
 import type { Child } from "hono/jsx";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { z } from "zod";
+import { checkMyWork, checksForLink, type LabChecks } from "../../shared/portal/checks.ts";
 import { board, enterCode, labForLink, linkLab } from "../../shared/portal/claims.ts";
 import { COOKIES } from "../../shared/portal/constants.ts";
 import { serveQueue, waitingCount } from "../../shared/portal/queue.ts";
@@ -172,6 +173,48 @@ async function needAccess(c: Ctx) {
   return access;
 }
 
+/** A student's lab page, with their checks ("Check my work") when the lab has any. */
+async function showLab(
+  c: Ctx,
+  token: string,
+  extra: { checks?: LabChecks; checked?: boolean; message?: string; status?: ContentfulStatusCode } = {},
+) {
+  let [page, checks] = await Promise.all([
+    labForLink(token),
+    extra.checks ? extra.checks : checksForLink(token),
+  ]);
+  if (!page) {
+    // A place in line: serve the line first (cheap when nothing is free), then show the lab or the place.
+    const workshop = await workshopOfWaitingLink(token);
+    if (workshop) {
+      await serveQueue(workshop);
+      page = await labForLink(token);
+      if (page && !extra.checks) checks = await checksForLink(token);
+    }
+    if (!page) {
+      const waiting = workshop ? await waitingForLink(token) : undefined;
+      if (!waiting) return render(c, <LinkGone />, 404);
+      return render(c, <WaitingView page={waiting} token={token} csrf={csrfField(c)} />);
+    }
+  }
+  // The guide is framed beside the lab's details: its origin, and only it, may be framed here.
+  const guide = guideOrigin(page.guideUrl);
+  if (guide) c.header("Content-Security-Policy", cspWith([guide]));
+  return render(
+    c,
+    <LabView
+      page={page}
+      now={useDeps().clock.now()}
+      checks={checks?.checks ?? []}
+      csrf={checks?.checks.length ? csrfField(c) : undefined}
+      token={token}
+      checked={extra.checked === true}
+      checkMessage={extra.message}
+    />,
+    extra.status,
+  );
+}
+
 export const portal = new Hono<PortalEnv>()
   .get("/", async (c) => {
     if (await needAccess(c)) return c.redirect("/board", 303);
@@ -223,26 +266,19 @@ export const portal = new Hono<PortalEnv>()
       });
     }
   })
-  .get("/l/:token", async (c) => {
+  .get("/l/:token", (c) => showLab(c, c.req.param("token")))
+  .post("/l/:token/check", ...post, async (c) => {
     const token = c.req.param("token");
-    let page = await labForLink(token);
-    if (!page) {
-      // A place in line: serve the line first (cheap when nothing is free), then show the lab or the place.
-      const workshop = await workshopOfWaitingLink(token);
-      if (workshop) {
-        await serveQueue(workshop);
-        page = await labForLink(token);
-      }
-      if (!page) {
-        const waiting = workshop ? await waitingForLink(token) : undefined;
-        if (!waiting) return render(c, <LinkGone />, 404);
-        return render(c, <WaitingView page={waiting} token={token} csrf={csrfField(c)} />);
-      }
+    try {
+      const checks = await checkMyWork(token);
+      return showLab(c, token, { checks, checked: true });
+    } catch (err) {
+      const e = visible(c, err);
+      if (e.code === "portal.link_gone") return render(c, <LinkGone />, 404);
+      if (e.code === "checks.none")
+        return render(c, <ErrorPage title="No checks" message={e.message} back={`/l/${token}`} />, 404);
+      return showLab(c, token, { message: e.message, status: statusOf(e.kind) });
     }
-    // The guide is framed beside the lab's details: its origin, and only it, may be framed here.
-    const guide = guideOrigin(page.guideUrl);
-    if (guide) c.header("Content-Security-Policy", cspWith([guide]));
-    return render(c, <LabView page={page} now={useDeps().clock.now()} />);
   })
   .post("/l/:token/leave", ...post, async (c) => {
     const token = c.req.param("token");

@@ -46,6 +46,17 @@ main.lab { max-width: 40rem; }
 }
 button.copy { width: auto; min-height: 2.25rem; margin: 0 0 0 0.5rem; padding: 0.25rem 0.75rem; font-size: 0.95rem; background: #fff; color: #0b57d0; border: 2px solid #0b57d0; vertical-align: middle; }
 .sr-only { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0); white-space: nowrap; }
+ul.checks { list-style: none; padding: 0; margin: 0.5rem 0 0; }
+ul.checks li { padding: 0.6rem 0.75rem; margin: 0 0 0.5rem; border-radius: 6px; border: 2px solid #ccc; background: #fff; }
+ul.checks .check-name { font-weight: 600; }
+ul.checks .check-state { display: inline-block; width: 1.5rem; font-weight: 700; }
+ul.checks .passed { border-color: #0a6b2d; }
+ul.checks .passed .check-state, ul.checks .passed .check-status { color: #0a6b2d; }
+ul.checks .failed { border-color: #b00020; }
+ul.checks .failed .check-state, ul.checks .failed .check-status { color: #8a0016; }
+.check-hint { margin: 0.35rem 0 0; }
+.check-when { margin: 0.25rem 0 0; font-size: 0.95rem; color: #444; }
+pre { white-space: pre-wrap; overflow-wrap: anywhere; font-size: 0.9rem; background: #eee; padding: 0.5rem; border-radius: 4px; max-height: 12rem; overflow: auto; }
 footer { max-width: 40rem; margin: 0 auto; padding: 1rem; border-top: 1px solid #ddd; font-size: 0.95rem; }
 @media (prefers-color-scheme: dark) {
   body { background: #121212; color: #eee; }
@@ -61,5 +72,10 @@ footer { max-width: 40rem; margin: 0 auto; padding: 1rem; border-top: 1px solid 
   ul.board .free .status { color: #7ddc9b; }
   ul.board .building .status { color: #f1c75b; }
   ul.board .failed .status { color: #ffb3bd; }
+  ul.checks li { background: #1e1e1e; border-color: #888; }
+  ul.checks .passed .check-state, ul.checks .passed .check-status { color: #7ddc9b; }
+  ul.checks .failed .check-state, ul.checks .failed .check-status { color: #ffb3bd; }
+  .check-when { color: #bbb; }
+  pre { background: #2a2a2a; }
 }
 `;

@@ -3,6 +3,7 @@
 /** @jsxRuntime automatic */
 /** @jsxImportSource hono/jsx */
 import type { Child } from "hono/jsx";
+import type { CheckView } from "../../shared/portal/checks.ts";
 import type { BoardLab, LabPage } from "../../shared/portal/claims.ts";
 import { COOKIES, RATE, RETENTION, WAITING_REFRESH_SECONDS } from "../../shared/portal/constants.ts";
 import { type TimeLeft, timeLeft } from "../../shared/portal/time-left.ts";
@@ -323,7 +324,74 @@ function EndNotice(props: { left: TimeLeft; what: "lab" | "workshop" }) {
 /** How often a flagged lab's page reloads itself. */
 const HEALTH_REFRESH_SECONDS = 20;
 
-export function LabView(props: { page: LabPage; now: Date }) {
+const ranAtText = (iso: string) => `${iso.replace("T", " ").slice(0, 19)} UTC`;
+
+/** "Check my work": a plain POST form, and each check's last result for this claim, with its hint when it failed. */
+function ChecksSection(props: {
+  checks: CheckView[];
+  csrf: string;
+  token: string;
+  checked: boolean;
+  message?: string | undefined;
+}) {
+  const passed = props.checks.filter((c) => c.passed === true).length;
+  const ran = props.checks.some((c) => c.passed !== null);
+  return (
+    <section class="checks" id="checks" aria-labelledby="checks-h">
+      <h2 id="checks-h">Check my work</h2>
+      {props.message ? (
+        <p class="alert" role="alert">
+          {props.message}
+        </p>
+      ) : props.checked ? (
+        <p class={passed === props.checks.length ? "notice" : "warning"} role="status">
+          {passed === props.checks.length
+            ? `All ${props.checks.length} checks passed.`
+            : `${passed} of ${props.checks.length} checks passed.`}
+        </p>
+      ) : null}
+      <ul class="checks">
+        {props.checks.map((c) => (
+          <li class={c.passed === null ? "not-run" : c.passed ? "passed" : "failed"}>
+            <span class="check-state">{c.passed === null ? "–" : c.passed ? "✓" : "✗"}</span>{" "}
+            <span class="check-name">{c.name}</span>
+            <span class="check-status">
+              {c.passed === null
+                ? " not checked yet"
+                : c.passed
+                  ? " passed"
+                  : c.timedOut
+                    ? " did not finish in time"
+                    : " not yet"}
+            </span>
+            {c.passed === false && c.hint ? <p class="check-hint">Hint: {c.hint}</p> : null}
+            {c.ranAt ? <p class="check-when">Checked at {ranAtText(c.ranAt)}</p> : null}
+            {c.passed === false && c.output ? (
+              <details>
+                <summary>What the check printed</summary>
+                <pre>{c.output}</pre>
+              </details>
+            ) : null}
+          </li>
+        ))}
+      </ul>
+      <form method="post" action={`/l/${props.token}/check#checks`}>
+        <Csrf token={props.csrf} />
+        <button type="submit">{ran ? "Check my work again" : "Check my work"}</button>
+      </form>
+    </section>
+  );
+}
+
+export function LabView(props: {
+  page: LabPage;
+  now: Date;
+  checks?: CheckView[];
+  csrf?: string | undefined;
+  token?: string;
+  checked?: boolean;
+  checkMessage?: string | undefined;
+}) {
   const { page } = props;
   const urls = Object.entries(page.access?.urls ?? {});
   const credentials = Object.entries(page.access?.credentials ?? {});
@@ -414,6 +482,15 @@ export function LabView(props: { page: LabPage; now: Date }) {
                 </>
               ) : null}
             </>
+          ) : null}
+          {props.checks?.length && props.csrf && props.token ? (
+            <ChecksSection
+              checks={props.checks}
+              csrf={props.csrf}
+              token={props.token}
+              checked={props.checked === true}
+              message={props.checkMessage}
+            />
           ) : null}
           {page.guideUrl && !guide ? (
             <>

@@ -132,10 +132,10 @@ export class FakeAwsAccount {
     const stage = opts.stage ?? "test";
     this.stage = stage;
     const n = names(FAKE_APP, stage);
-    const functionName = (fn: FunctionName) =>
-      (FUNCTIONS[fn] as FunctionSpec).fixedName === "sweepFunction"
-        ? n.sweepFunction
-        : `${FAKE_APP}-${stage}-${fn}`;
+    const functionName = (fn: FunctionName) => {
+      const fixed = (FUNCTIONS[fn] as FunctionSpec).fixedName;
+      return fixed ? n[fixed] : `${FAKE_APP}-${stage}-${fn}`;
+    };
     this.deployed = {
       functionName,
       upStateMachineArn: arn.stateMachine(n.upStateMachine),
@@ -321,6 +321,38 @@ export class FakeAwsAccount {
         dynamodb: this.dynamodb,
         lambda: {
           operations: {
+            // Invoke (RequestResponse): IAM's lambda:InvokeFunction on the function's ARN (a qualifier, in the
+            // name or as Qualifier, names the version or alias ARN), then the function runs in its sandbox. A
+            // function's own failure is a 200 with X-Amz-Function-Error and the error object as the payload.
+            Invoke: async (
+              input: {
+                FunctionName?: string;
+                Payload?: Uint8Array;
+                InvocationType?: string;
+                Qualifier?: string;
+              },
+              call,
+            ) => {
+              const name = input.FunctionName ?? "";
+              const bare = name.startsWith("arn:") ? (name.split(":")[6] ?? "") : (name.split(":")[0] ?? "");
+              const qualifier =
+                input.Qualifier ?? (name.startsWith("arn:") ? name.split(":")[7] : name.split(":")[1]);
+              const target = `${arn.lambda(bare)}${qualifier ? `:${qualifier}` : ""}`;
+              await call.authorize([{ action: "lambda:InvokeFunction", resource: target }]);
+              if (input.InvocationType !== undefined && input.InvocationType !== "RequestResponse") {
+                throw new AwsError(
+                  "InvalidParameterValueException",
+                  "the AWS double answers RequestResponse only",
+                );
+              }
+              const out = await this.lambda.invoke(arn.lambda(bare), input.Payload ?? new Uint8Array());
+              return {
+                StatusCode: out.statusCode,
+                Payload: out.payload,
+                ExecutedVersion: out.executedVersion,
+                ...(out.functionError ? { FunctionError: out.functionError } : {}),
+              };
+            },
             GetAccountSettings: async (_input: unknown, call) => {
               await call.authorize([{ action: "lambda:GetAccountSettings", resource: "*" }]);
               const limit = opts.concurrencyLimit ?? 1000;
@@ -355,6 +387,7 @@ export class FakeAwsAccount {
       [CLOUD_ENV.schedulerRoleArn]: arn.role(n.schedulerRole),
       [CLOUD_ENV.scheduleTargetArn]: fnArn("Sweep"),
       [CLOUD_ENV.eventBus]: n.eventBus,
+      [CLOUD_ENV.checksFunction]: n.checksFunction,
     };
     // envNamesOf is the list sst.config.ts sets; the portal URL is set on the Api once the Portal has one.
     const out: Record<string, string> = {};
@@ -401,6 +434,33 @@ export class FakeAwsAccount {
     });
     this.httpApis[name] = deployed;
     return deployed;
+  }
+
+  /** The DynamoDB table the deployment uses. */
+  get table(): string {
+    return this.opts.table;
+  }
+
+  /**
+   * Runs `fn` with a function's role policy changed (a grant taken away, to see what AWS answers without it),
+   * then puts the policy back.
+   */
+  async withPolicy<T>(
+    principal: FunctionName,
+    change: (policy: PolicyDocument) => PolicyDocument,
+    fn: () => Promise<T>,
+  ): Promise<T> {
+    const p = this.server.principal(principal);
+    const kept = p.policy;
+    if (!kept) throw new Error(`${principal} has no policy`);
+    p.policy = change(structuredClone(kept));
+    this.iam.forget(principal);
+    try {
+      return await fn();
+    } finally {
+      p.policy = kept;
+      this.iam.forget(principal);
+    }
   }
 
   /** SDK client settings for the test itself, as the account's administrator. */

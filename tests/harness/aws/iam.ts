@@ -42,6 +42,12 @@ export class Iam {
   private readonly cache = new Map<string, Promise<boolean>>();
   private readonly keys = new Map<string, Set<string>>();
 
+  /** Forgets the decisions cached for a principal (its policy was changed by a test). */
+  forget(principal: string): void {
+    this.keys.delete(principal);
+    for (const key of [...this.cache.keys()]) if (JSON.parse(key)[0] === principal) this.cache.delete(key);
+  }
+
   /** Whether the principal may make this request; operators (no policy) may do anything. */
   async allowed(principal: Principal, req: AuthRequest): Promise<boolean> {
     const allowed = principal.policy ? await this.evaluate(principal, req) : true;

@@ -2,6 +2,7 @@
 // folder, and `labfleet dev` may run from any folder.
 /** @jsxRuntime automatic */
 /** @jsxImportSource hono/jsx */
+import type { ChecksMatrix } from "../../../shared/portal/checks.ts";
 import type { BoardLab } from "../../../shared/portal/claims.ts";
 import type { ClaimRow, PortalView } from "../../../shared/portal/portal.ts";
 import type { WaitingRow } from "../../../shared/portal/queue.ts";
@@ -24,6 +25,63 @@ export interface PortalData {
   failing: Record<string, string | null>;
   /** Who the portal's rate limits hold back now (the whole portal's limits, every workshop). */
   heldBack: HeldBack;
+  /** "Check my work": each student's latest result per check (no checks: an empty list of checks). */
+  checks?: ChecksMatrix | undefined;
+}
+
+/** The students x checks matrix: ✓ passed, ✗ failed, – not run yet; the last row counts who passed. */
+export function ChecksSection(props: { matrix: ChecksMatrix }) {
+  const { checks, students } = props.matrix;
+  const mark = (r: boolean | null) =>
+    r === null ? (
+      <span class="check-none" title="not run yet">
+        –
+      </span>
+    ) : r ? (
+      <span class="st-ready" title="passed">
+        ✓
+      </span>
+    ) : (
+      <span class="st-failed" title="failed">
+        ✗
+      </span>
+    );
+  return (
+    <>
+      <h2 id="checks-h">Check my work</h2>
+      {students.length === 0 ? (
+        <p>No lab is claimed yet.</p>
+      ) : (
+        <DataTable
+          labelledBy="checks-h"
+          columns={["Lab", "Name", ...checks.map((k) => k.name), "Last checked"]}
+        >
+          {students.map((s) => (
+            <tr>
+              <td>{s.lab}</td>
+              <td>{s.name}</td>
+              {s.results.map((r) => (
+                <td>{mark(r)}</td>
+              ))}
+              <td>{s.lastRanAt ? when(s.lastRanAt) : "never"}</td>
+            </tr>
+          ))}
+          <tr class="checks-total">
+            <th scope="row" colspan={2}>
+              Passed
+            </th>
+            {checks.map((k) => (
+              <td>
+                {k.passed} of {students.length}
+              </td>
+            ))}
+            <td />
+          </tr>
+        </DataTable>
+      )}
+      <p class="hint">Students run the checks from their lab page (at most once every 30 seconds each).</p>
+    </>
+  );
 }
 
 export function PortalSummary(props: { data: PortalData }) {
@@ -365,6 +423,7 @@ export function PortalPage(props: { viewer: Viewer; data: PortalData; notice?: s
         Students who found no lab free wait here in order; the next lab that comes free (released, rebuilt,
         added, or a spare no longer kept) goes to the first in line, on the link they already have.
       </p>
+      {props.data.checks?.checks.length ? <ChecksSection matrix={props.data.checks} /> : null}
       <h2 id="held-h">Held back by the rate limits</h2>
       <div id="live-held" aria-live="polite">
         <HeldBackSection data={props.data} csrf={csrf} />
