@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { waitingCount } from "../portal/queue.ts";
 import { hostIdsOf } from "../providers/types.ts";
 import { assertActor } from "../runtime/actor.ts";
 import { useDeps } from "../runtime/deps.ts";
@@ -43,14 +44,11 @@ export interface ScalePlan {
 }
 
 /**
- * How many students wait in the portal's waiting room for a lab. Every place where the instructor decides to
- * add or remove labs shows it: the console's scale form and its confirmation, `labfleet scale`'s output and
- * `labfleet down --unclaimed`'s (through the scale-down API's answer). It reads the waiting room's count,
- * waitingCount(workshop) of shared/portal/queue.ts; until that is wired in here it returns 0.
+ * How many students wait in the portal's waiting line for a lab (shared/portal/queue.ts). Every place where the
+ * instructor decides to add or remove labs shows it: the console's scale form and its confirmation,
+ * `labfleet scale`'s output and `labfleet down --unclaimed`'s (through the scale-down API's answer).
  */
-export async function studentsWaiting(_workshop: string): Promise<number> {
-  return 0;
-}
+export const studentsWaiting = (workshop: string): Promise<number> => waitingCount(workshop);
 
 /** What the console's Scale up form offers: whether the provider creates hosts, how many there are, the limit. */
 export interface ScaleOffer {

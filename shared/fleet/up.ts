@@ -432,11 +432,12 @@ export async function pollFleet(workshop: string, runId: string, deadline: strin
   if (spec.portal.enabled) {
     const all = (await listHosts(workshop)).filter((h) => h.state !== "torn_down");
     await openWhenReady(spec, all.filter((h) => h.state === "ready").length, all.length);
-    // A lab that became ready (a first deploy, a rebuild, a scale-up) goes to the first in line.
-    if (becameReady > 0) {
-      forgetStudentReads(workshop);
-      await serveQueueAfter(workshop);
-    }
+  }
+  // A lab that became ready (a first deploy, a rebuild, a scale-up) goes to the first in line, whether the
+  // portal was opened by the workflow or by the instructor.
+  if (becameReady > 0) {
+    forgetStudentReads(workshop);
+    await serveQueueAfter(workshop);
   }
   return {
     done: unfinished === 0,

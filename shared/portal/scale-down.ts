@@ -8,6 +8,7 @@ import { VisibleError } from "../runtime/errors.ts";
 import { log } from "../runtime/logger.ts";
 import type { RunItem, WorkshopItem } from "../store/entities.ts";
 import { getPortal, releaseLab } from "./portal.ts";
+import { waitingCount } from "./queue.ts";
 import { forgetStudentReads } from "./reads.ts";
 
 const byNumberDesc = (a: string, b: string) => b.localeCompare(a, undefined, { numeric: true });
@@ -65,10 +66,14 @@ async function pickAndRemove(
   const unclaimed = [...unready, ...free];
   const want = count === "all" ? unclaimed.length : count;
   if (want > unclaimed.length && !force) {
+    const waiting = await waitingCount(workshop);
+    const line = waiting
+      ? `; ${waiting} ${waiting === 1 ? "student is" : "students are"} waiting for a lab`
+      : "";
     throw new VisibleError(
       "conflict",
       "portal.would_take_claimed",
-      `only ${unclaimed.length} labs are unclaimed; taking ${want} would take claimed labs: add --force to do that`,
+      `only ${unclaimed.length} labs are unclaimed; taking ${want} would take claimed labs: add --force to do that${line}`,
     );
   }
   const picked = [...unclaimed, ...taken].slice(0, want);

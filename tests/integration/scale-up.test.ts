@@ -3,6 +3,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { listHosts, listRuns } from "../../shared/fleet/workshops.ts";
 import { claimLab } from "../../shared/portal/claims.ts";
+import { claimOrWait } from "../../shared/portal/waiting.ts";
 import type { HostItem } from "../../shared/store/entities.ts";
 import { runCli } from "../harness/cli.ts";
 import {
@@ -302,4 +303,40 @@ describe("scaling a workshop up", () => {
     expect(w?.removedHosts ?? []).toEqual([]);
     expect(await storedCount()).toBe(6);
   }, 60_000);
+
+  it("with students waiting, says so and hands the labs it adds to the first in line", async () => {
+    for (const [i, name] of ["Dee", "Eve", "Fay"].entries()) {
+      const r = await claimOrWait(
+        WS,
+        { name, email: `${name.toLowerCase()}@example.test`, pin: `50392${i}` },
+        "127.0.0.1",
+      );
+      expect(r.lab, name).toBeDefined();
+    }
+    // The room is full: the next two wait, in order.
+    const gus = await claimOrWait(WS, { name: "Gus", email: "gus@example.test", pin: "503930" }, "127.0.0.1");
+    const hal = await claimOrWait(WS, { name: "Hal", email: "hal@example.test", pin: "503931" }, "127.0.0.1");
+    expect([gus.lab, hal.lab]).toEqual([undefined, undefined]);
+
+    const cli = runCli(["scale", WS, "--count", "7"], { env });
+    await building(["student-07"]);
+    go("student-07", 1);
+    const r = await cli;
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain("2 students are waiting for a lab\n");
+    // The new lab went to the first in line; the second still waits.
+    await waitFor("Gus to hold the new lab", async () =>
+      (await labOf("Gus")) === "student-07" ? true : undefined,
+    );
+    expect(await labOf("Hal")).toBeUndefined();
+    const status = (await (await api(`/${WS}/portal/status`)).json()) as { waiting: { name: string }[] };
+    expect(status.waiting.map((w) => w.name)).toEqual(["Hal"]);
+    const down = await api(`/${WS}/portal/scale-down`, { unclaimed: 1 });
+    expect(down.status).toBe(409);
+    expect(await errorOf(down)).toMatchObject({
+      code: "portal.would_take_claimed",
+      message:
+        "only 0 labs are unclaimed; taking 1 would take claimed labs: add --force to do that; 1 student is waiting for a lab",
+    });
+  }, 90_000);
 });
