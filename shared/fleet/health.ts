@@ -1,3 +1,5 @@
+import { serveQueueAfter } from "../portal/queue.ts";
+import { forgetStudentReads } from "../portal/reads.ts";
 import { swapLab } from "../portal/swap.ts";
 import { assertActor } from "../runtime/actor.ts";
 import { isoNow } from "../runtime/clock.ts";
@@ -82,6 +84,9 @@ export async function healthPass(): Promise<HealthSummary> {
     redactors.set(spec.name, r);
     return r;
   };
+  /** Workshops where a lab was flagged or cleared (the board changes), and those where a free lab came back. */
+  const changed = new Set<string>();
+  const freed = new Set<string>();
   await mapLimit(due, POLL_CONCURRENCY, async ({ spec, host }) => {
     if (timeLeft() < POLL_MIN_HOST_MS) return;
     try {
@@ -91,6 +96,8 @@ export async function healthPass(): Promise<HealthSummary> {
       const id = `${spec.name}/${host.hostId}`;
       if (outcome === "flagged") summary.flagged.push(id);
       if (outcome === "recovered") summary.recovered.push(id);
+      if (outcome === "flagged" || outcome === "recovered") changed.add(spec.name);
+      if (outcome === "recovered") freed.add(spec.name);
       if (spec.portal.auto_swap && (outcome === "flagged" || outcome === "still_failing")) {
         const moved = await autoSwap(spec.name, host.hostId);
         if (moved) summary.swapped.push(`${spec.name}/${host.hostId}->${moved}`);
@@ -104,6 +111,9 @@ export async function healthPass(): Promise<HealthSummary> {
       summary.errors.push({ workshop: spec.name, hostId: host.hostId, error: errorMessage(err) });
     }
   });
+  for (const name of changed) forgetStudentReads(name);
+  // A lab healthy again is free for students again: the waiting line gets it.
+  for (const name of freed) await serveQueueAfter(name);
   if (summary.checked || summary.errors.length)
     log.info("health pass done", {
       checked: summary.checked,
