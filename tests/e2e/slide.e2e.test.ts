@@ -2,7 +2,7 @@ import type { Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { clearScreenshots, pageWidths, screenshot } from "../harness/browser.ts";
 import { type E2e, startE2e } from "../harness/e2e.ts";
-import { decodeQr } from "../harness/qr.ts";
+import { readQr } from "../harness/qr.ts";
 import { waitFor, workshopYaml } from "../harness/runtime.ts";
 
 /**
@@ -29,44 +29,6 @@ async function consolePage(viewport: { width: number; height: number }): Promise
   await p.goto(`/console#token=${encodeURIComponent(world().rt.token)}`);
   await p.getByRole("heading", { level: 1, name: "Workshops" }).waitFor();
   return p;
-}
-
-/**
- * What a camera would read: the page's SVG drawn on a canvas in a page of its own (no CSP there), its pixels
- * decoded. Returns the text of the QR code, or undefined when none is found.
- */
-async function readQr(p: Page): Promise<string | undefined> {
-  const svg = await p.locator(".slide-qr svg").evaluate((el) => el.outerHTML);
-  const blank = await world().browser.newPage();
-  try {
-    // Dark or light per pixel, as one string: an array of every channel would take seconds to pass over.
-    const size = 320;
-    const dark = await blank.evaluate<string>(
-      `new Promise((resolve, reject) => {
-        const img = new Image();
-        img.onload = () => {
-          const canvas = document.createElement("canvas");
-          canvas.width = ${size}; canvas.height = ${size};
-          const ctx = canvas.getContext("2d");
-          ctx.drawImage(img, 0, 0, ${size}, ${size});
-          const d = ctx.getImageData(0, 0, ${size}, ${size}).data;
-          let out = "";
-          for (let i = 0; i < d.length; i += 4) out += d[i] + d[i + 1] + d[i + 2] < 384 ? "1" : "0";
-          resolve(out);
-        };
-        img.onerror = () => reject(new Error("the SVG did not load as an image"));
-        img.src = "data:image/svg+xml;base64," + ${JSON.stringify(Buffer.from(svg).toString("base64"))};
-      })`,
-    );
-    const pixels = new Uint8ClampedArray(size * size * 4);
-    for (let i = 0; i < dark.length; i++) {
-      const v = dark[i] === "1" ? 0 : 255;
-      pixels.set([v, v, v, 255], i * 4);
-    }
-    return decodeQr(pixels, size, size);
-  } finally {
-    await blank.close();
-  }
 }
 
 beforeAll(async () => {
@@ -96,7 +58,7 @@ describe("the slide for the room", () => {
     await p.waitForURL((u) => u.pathname === `/console/w/${WS}/portal/slide`);
     expect((await p.locator(".slide-url").textContent())?.trim()).toBe(url());
     expect((await p.getByTestId("slide-code").textContent())?.trim()).toBe(opened.code);
-    expect(await readQr(p)).toBe(url());
+    expect(await readQr(world().browser, p)).toBe(url());
     // Large enough to project: the QR code takes a good part of a 1280 px screen, the code is big type.
     // Read in one step: the page's live update may replace the element between two steps.
     const qrWidth = await p.evaluate<number>(
@@ -118,7 +80,7 @@ describe("the slide for the room", () => {
         (await p.getByTestId("slide-code").textContent())?.trim() === rotated.code ? true : undefined,
       15_000,
     );
-    expect(await readQr(p)).toBe(url());
+    expect(await readQr(world().browser, p)).toBe(url());
   });
 
   it("fits a phone without scrolling sideways, and its QR code still reads", async () => {
@@ -127,7 +89,7 @@ describe("the slide for the room", () => {
     const widths = await pageWidths(p);
     expect(widths.innerWidth).toBe(390);
     expect(widths.scrollWidth).toBeLessThanOrEqual(widths.innerWidth);
-    expect(await readQr(p)).toBe(url());
+    expect(await readQr(world().browser, p)).toBe(url());
     await screenshot(p, SHOTS.phone);
   });
 

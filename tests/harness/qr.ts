@@ -1,4 +1,5 @@
 import jsQRModule from "jsqr";
+import type { Browser, Page } from "playwright-core";
 
 // jsqr is CommonJS: its module.exports is the function, and also carries it as `default`.
 const jsQR = jsQRModule.default;
@@ -33,4 +34,42 @@ export function decodeTerminalQr(text: string): string | undefined {
       px.set([v, v, v, 255], (y * width + x) * 4);
     }
   return decodeQr(px, width, height);
+}
+
+/**
+ * What a camera would read: the SVG of the page's `.slide-qr` drawn on a canvas in a page of its own (no CSP there), its pixels
+ * decoded. Returns the text of the QR code, or undefined when none is found.
+ */
+export async function readQr(browser: Browser, p: Page): Promise<string | undefined> {
+  const svg = await p.locator(".slide-qr svg").evaluate((el) => el.outerHTML);
+  const blank = await browser.newPage();
+  try {
+    // Dark or light per pixel, as one string: an array of every channel would take seconds to pass over.
+    const size = 320;
+    const dark = await blank.evaluate<string>(
+      `new Promise((resolve, reject) => {
+        const img = new Image();
+        img.onload = () => {
+          const canvas = document.createElement("canvas");
+          canvas.width = ${size}; canvas.height = ${size};
+          const ctx = canvas.getContext("2d");
+          ctx.drawImage(img, 0, 0, ${size}, ${size});
+          const d = ctx.getImageData(0, 0, ${size}, ${size}).data;
+          let out = "";
+          for (let i = 0; i < d.length; i += 4) out += d[i] + d[i + 1] + d[i + 2] < 384 ? "1" : "0";
+          resolve(out);
+        };
+        img.onerror = () => reject(new Error("the SVG did not load as an image"));
+        img.src = "data:image/svg+xml;base64," + ${JSON.stringify(Buffer.from(svg).toString("base64"))};
+      })`,
+    );
+    const pixels = new Uint8ClampedArray(size * size * 4);
+    for (let i = 0; i < dark.length; i++) {
+      const v = dark[i] === "1" ? 0 : 255;
+      pixels.set([v, v, v, 255], i * 4);
+    }
+    return decodeQr(pixels, size, size);
+  } finally {
+    await blank.close();
+  }
 }

@@ -346,8 +346,12 @@ function ChecksSection(props: {
       ) : props.checked ? (
         <p class={passed === props.checks.length ? "notice" : "warning"} role="status">
           {passed === props.checks.length
-            ? `All ${props.checks.length} checks passed.`
-            : `${passed} of ${props.checks.length} checks passed.`}
+            ? props.checks.length === 1
+              ? "The check passed."
+              : `All ${props.checks.length} checks passed.`
+            : props.checks.length === 1
+              ? "The check did not pass yet."
+              : `${passed} of ${props.checks.length} checks passed.`}
         </p>
       ) : null}
       <ul class="checks">
