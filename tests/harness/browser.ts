@@ -62,7 +62,10 @@ export function collectPageErrors(context: BrowserContext): string[] {
   });
   context.on("weberror", (e) => errors.push(`page error: ${e.error().message}`));
   context.on("requestfailed", (r) => {
-    if (!r.isNavigationRequest() && !ignored(r.url()))
+    // The pages' scripts never cancel their own requests: a fetch cancelled (ERR_ABORTED) was in flight when
+    // its page navigated away, as a console page's live poll is when the instructor follows a link.
+    const leftBehind = r.resourceType() === "fetch" && r.failure()?.errorText === "net::ERR_ABORTED";
+    if (!r.isNavigationRequest() && !ignored(r.url()) && !leftBehind)
       errors.push(`request failed: ${r.url()} ${r.failure()?.errorText ?? ""}`);
   });
   context.on("response", (r) => {
