@@ -76,6 +76,7 @@ describe("bash completion", () => {
         "swap",
         "unblock",
         "unlock",
+        "unqueue",
       ].sort(),
     );
     expect(complete(["portal", "re"])).toEqual(["reassign", "release", "revoke"]);
