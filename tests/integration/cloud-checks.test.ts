@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { localClient } from "../../cli/local/dynamodb.ts";
 import { createStore } from "../../shared/store/entities.ts";
 import { awsWorkshopYaml, type Cloud, startCloud } from "../harness/aws/cloud.ts";
-import { cookieHeader, storeCookies } from "../harness/cookies.ts";
+import { portalStudent } from "../harness/aws/student.ts";
 
 /**
  * "Check my work" in the cloud: the portal's function (which reaches no host) invokes RunChecks, whose role may
@@ -26,31 +26,7 @@ afterAll(async () => {
   await cloud?.close();
 });
 
-function student() {
-  const jar = new Map<string, string>();
-  let csrf = "";
-  const base = cloud.account.portalUrl.replace(/\/$/, "");
-  const take = async (res: Response) => {
-    storeCookies(jar, res);
-    const text = await res.text();
-    const m = /name="_csrf" value="([^"]+)"/.exec(text);
-    if (m?.[1]) csrf = m[1];
-    return { status: res.status, text, location: res.headers.get("location") ?? "" };
-  };
-  return {
-    get: async (path: string) =>
-      take(await fetch(`${base}${path}`, { headers: cookieHeader(jar), redirect: "manual" })),
-    post: async (path: string, fields: Record<string, string> = {}) =>
-      take(
-        await fetch(`${base}${path}`, {
-          method: "POST",
-          redirect: "manual",
-          headers: { ...cookieHeader(jar), "content-type": "application/x-www-form-urlencoded" },
-          body: new URLSearchParams({ _csrf: csrf, ...fields }),
-        }),
-      ),
-  };
-}
+const student = () => portalStudent(cloud.account);
 
 const CHECKS = `checks:
   - name: lab built

@@ -4,7 +4,7 @@ import type { SendCommandCommandInput } from "@aws-sdk/client-ssm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { SweepSummary } from "../../shared/fleet/sweeper.ts";
 import { awsWorkshopYaml, type Cloud, startCloud } from "../harness/aws/cloud.ts";
-import { cookieHeader, storeCookies } from "../harness/cookies.ts";
+import { portalStudent } from "../harness/aws/student.ts";
 import { waitFor } from "../harness/runtime.ts";
 
 /**
@@ -24,32 +24,7 @@ afterAll(async () => {
   await cloud?.close();
 });
 
-/** A student's browser without a browser: a cookie jar and the last form's CSRF field, on the portal's URL. */
-function student() {
-  const jar = new Map<string, string>();
-  let csrf = "";
-  const base = cloud.account.portalUrl.replace(/\/$/, "");
-  const take = async (res: Response) => {
-    storeCookies(jar, res);
-    const text = await res.text();
-    const m = /name="_csrf" value="([^"]+)"/.exec(text);
-    if (m?.[1]) csrf = m[1];
-    return { status: res.status, text, location: res.headers.get("location") ?? "" };
-  };
-  return {
-    get: async (path: string) =>
-      take(await fetch(`${base}${path}`, { headers: cookieHeader(jar), redirect: "manual" })),
-    post: async (path: string, fields: Record<string, string>) =>
-      take(
-        await fetch(`${base}${path}`, {
-          method: "POST",
-          redirect: "manual",
-          headers: { ...cookieHeader(jar), "content-type": "application/x-www-form-urlencoded" },
-          body: new URLSearchParams({ _csrf: csrf, ...fields }),
-        }),
-      ),
-  };
-}
+const student = () => portalStudent(cloud.account);
 
 async function sweep(): Promise<SweepSummary> {
   const aws = cloud.account;

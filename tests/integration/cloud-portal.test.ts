@@ -3,8 +3,8 @@ import type { SendCommandCommandInput } from "@aws-sdk/client-ssm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { HTTP_APIS } from "../../infra/web.ts";
 import { awsWorkshopYaml, type Cloud, startCloud } from "../harness/aws/cloud.ts";
+import { portalStudent } from "../harness/aws/student.ts";
 import { runCli } from "../harness/cli.ts";
-import { cookieHeader, storeCookies } from "../harness/cookies.ts";
 
 /**
  * The student portal in the cloud: its own function (web/portal-lambda.ts), reached through its HTTP API on the
@@ -30,41 +30,7 @@ afterAll(async () => {
   await cloud?.close();
 });
 
-/**
- * A student's browser without a browser: a cookie jar and the last form's CSRF field, on the portal's URL (the
- * test connects to the HTTP API's endpoint; the browser's Origin is the portal's public https origin).
- */
-function student() {
-  const jar = new Map<string, string>();
-  let csrf = "";
-  const base = cloud.account.portalEndpoint;
-  const origin = new URL(cloud.account.portalUrl).origin;
-  const take = async (res: Response) => {
-    const cookies = storeCookies(jar, res);
-    const text = await res.text();
-    const m = /name="_csrf" value="([^"]+)"/.exec(text);
-    if (m?.[1]) csrf = m[1];
-    return { status: res.status, text, location: res.headers.get("location") ?? "", cookies };
-  };
-  return {
-    get: async (path: string) =>
-      take(await fetch(`${base}${path}`, { headers: cookieHeader(jar), redirect: "manual" })),
-    post: async (path: string, fields: Record<string, string>, headers: Record<string, string> = {}) =>
-      take(
-        await fetch(`${base}${path}`, {
-          method: "POST",
-          redirect: "manual",
-          headers: {
-            ...cookieHeader(jar),
-            origin,
-            "content-type": "application/x-www-form-urlencoded",
-            ...headers,
-          },
-          body: new URLSearchParams({ _csrf: csrf, ...fields }),
-        }),
-      ),
-  };
-}
+const student = () => portalStudent(cloud.account);
 
 describe("the claim portal on its own function", { timeout: 240_000 }, () => {
   it("a student enters the code, claims a lab and sees its access details", async () => {

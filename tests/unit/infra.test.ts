@@ -622,6 +622,11 @@ describe("the portal function", () => {
       "rateCounter",
       "rateHold",
       "hostKey",
+      "queueEntry",
+      "queueEmail",
+      "queueLink",
+      "checkResult",
+      "checkPress",
     ];
     const inReach: string[] = [];
     for (const [name, entity] of Object.entries(store)) {
