@@ -3,11 +3,11 @@ import { Resource } from "sst/resource";
 import { instructorAuth } from "../shared/auth/tokens.ts";
 import { cloudConfig, cloudDeps } from "../shared/cloud/deps.ts";
 import { instructorTokenFrom, linkedFrom } from "../shared/cloud/secrets.ts";
-import { lambdaDeadline, withDeadline } from "../shared/runtime/deadline.ts";
+import { withDeadline } from "../shared/runtime/deadline.ts";
 import { configure } from "../shared/runtime/deps.ts";
 import { bootstrapAuth, createInstructorApp } from "./app.ts";
 import { authConfigFromEnv } from "./auth/config.ts";
-import { requestTimeMs } from "./limits.ts";
+import { requestWorkMs } from "./limits.ts";
 
 /**
  * The instructor side's Lambda entry, behind its API Gateway HTTP API (payload format 2.0 events, infra/web.ts). The student portal is a function of its own
@@ -48,5 +48,5 @@ export const api = (event: LambdaEvent, context?: LambdaContext) => {
   const remaining = context?.getRemainingTimeInMillis?.();
   return remaining === undefined
     ? handler(event, context)
-    : withDeadline(lambdaDeadline(requestTimeMs(remaining)), () => handler(event, context));
+    : withDeadline(Date.now() + requestWorkMs(remaining), () => handler(event, context));
 };

@@ -1,6 +1,7 @@
 import type { Context, MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { HTTP_API_INTEGRATION_TIMEOUT_MS } from "../shared/cloud/env.ts";
+import { WORK_SHARE } from "../shared/runtime/deadline.ts";
 import { WORKSHOP_YAML_MAX_BYTES } from "../shared/workshop/load.ts";
 
 /**
@@ -71,4 +72,18 @@ export function bodyLimits(): MiddlewareHandler {
  */
 export function requestTimeMs(remainingMs: number): number {
   return Math.min(remainingMs, HTTP_API_INTEGRATION_TIMEOUT_MS);
+}
+
+/** What a request keeps after its work, inside its time: the writes after the last step, and the answer. */
+export const REQUEST_HEADROOM_MS = 5_000;
+
+/**
+ * How long a request's work may take: its time (requestTimeMs) less the headroom, never less than half of it.
+ * Behind API Gateway that is 25 of the 30 seconds: a function's own timeout is no longer than the integration
+ * timeout, so half of it (what long-running functions keep, shared/runtime/deadline.ts) would leave an
+ * operation on a fleet (extend, refresh) 15 s.
+ */
+export function requestWorkMs(remainingMs: number): number {
+  const t = requestTimeMs(remainingMs);
+  return Math.max(t * WORK_SHARE, t - REQUEST_HEADROOM_MS);
 }

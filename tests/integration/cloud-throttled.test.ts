@@ -51,7 +51,7 @@ describe("the cloud path with 20 % of every API's calls throttled", { timeout: 2
     expect((await cloud.api(`/${W}/open-access`, {})).body).toMatchObject({ open: true, changed: true });
     const extended = await cloud.api(`/${W}/extend`, { hours: 1 });
     expect(extended.status).toBe(200);
-    expect(extended.body.ok).toBe(true);
+    expect(extended.body.ok, JSON.stringify(extended.body)).toBe(true);
   });
 
   it("teardown succeeds and ends every instance", async () => {

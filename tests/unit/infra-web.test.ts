@@ -15,7 +15,7 @@ import {
   type WebApiName,
 } from "../../infra/web.ts";
 import { HTTP_API_INTEGRATION_TIMEOUT_MS } from "../../shared/cloud/env.ts";
-import { requestTimeMs } from "../../web/limits.ts";
+import { requestTimeMs, requestWorkMs } from "../../web/limits.ts";
 import { durationMs } from "../harness/aws/lambda.ts";
 
 /**
@@ -51,6 +51,9 @@ describe("the web functions are reached through API Gateway HTTP APIs only", () 
     // The Lambda entry plans its work within the shorter of its remaining time and the integration timeout.
     expect(requestTimeMs(300_000)).toBe(30_000);
     expect(requestTimeMs(12_000)).toBe(12_000);
+    // Its work takes all of that but a 5 s headroom, and never less than half.
+    expect(requestWorkMs(300_000)).toBe(25_000);
+    expect(requestWorkMs(8_000)).toBe(4_000);
   });
 });
 
