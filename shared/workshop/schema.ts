@@ -297,7 +297,12 @@ export const HostEntry = z.strictObject({
   via: sshAddress("a bastion")
     .optional()
     .describe("Reach this host through this bastion (overrides defaults.ssh_options.proxy_jump)."),
-  public_ip: z.union([z.ipv4(), z.ipv6()], { error: "expected an IP address" }).optional(),
+  // The formats restated: the OpenAPI generator would write both as "ip", one schema twice in an anyOf.
+  public_ip: z
+    .union([z.ipv4().meta({ format: "ipv4" }), z.ipv6().meta({ format: "ipv6" })], {
+      error: "expected an IP address",
+    })
+    .optional(),
   host_key: HostKeys.optional().describe(
     "The host's SSH public key, or a list of its keys, obtained out of band (its /etc/ssh/ssh_host_*_key.pub, or ssh-keyscan over a network you trust): labfleet then trusts only these, never the key the network shows at first contact.",
   ),

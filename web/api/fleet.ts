@@ -137,6 +137,7 @@ const selectionErrors = errors(400, 401, 404, 409, 502);
 
 const doctorRoute = createRoute({
   method: "post",
+  operationId: "runDoctor",
   path: "/{name}/doctor",
   tags,
   summary: "Check the hosts against lab.requires",
@@ -157,6 +158,7 @@ const doctorRoute = createRoute({
 
 const refreshRoute = createRoute({
   method: "post",
+  operationId: "refreshHosts",
   path: "/{name}/refresh",
   tags,
   summary: "Refresh the hosts' states",
@@ -168,6 +170,7 @@ const refreshRoute = createRoute({
 
 const deployRoute = createRoute({
   method: "post",
+  operationId: "startDeploy",
   path: "/{name}/deploy",
   tags,
   summary: "Deploy the lab on hosts",
@@ -180,6 +183,7 @@ const deployRoute = createRoute({
 
 const retryRoute = createRoute({
   method: "post",
+  operationId: "retryFailed",
   path: "/{name}/retry",
   tags,
   summary: "Rebuild the failed labs",
@@ -201,6 +205,7 @@ const retryRoute = createRoute({
 
 const diagnoseRoute = createRoute({
   method: "post",
+  operationId: "diagnose",
   path: "/{name}/diagnose",
   tags,
   summary: "Download a diagnose archive",
@@ -219,6 +224,7 @@ const diagnoseRoute = createRoute({
 
 const accessRoute = createRoute({
   method: "get",
+  operationId: "getAccessSheet",
   path: "/{name}/access",
   tags,
   summary: "Read the access sheet",
@@ -252,6 +258,7 @@ const accessRoute = createRoute({
 
 const publicKeyRoute = createRoute({
   method: "get",
+  operationId: "getSshPublicKey",
   path: "/{name}/ssh-public-key",
   tags,
   summary: "Read labfleet's SSH public key",
@@ -297,6 +304,7 @@ const HostKeyParams = z.object({
 
 const hostKeysRoute = createRoute({
   method: "get",
+  operationId: "listHostKeys",
   path: "/{name}/host-keys",
   tags,
   summary: "List the trusted SSH host keys",
@@ -311,6 +319,7 @@ const hostKeysRoute = createRoute({
 
 const pinKeyRoute = createRoute({
   method: "put",
+  operationId: "pinHostKey",
   path: "/{name}/host-keys/{hostId}",
   tags,
   summary: "Pin a host's key, obtained out of band",
@@ -336,6 +345,7 @@ const pinKeyRoute = createRoute({
 
 const forgetKeyRoute = createRoute({
   method: "delete",
+  operationId: "forgetHostKey",
   path: "/{name}/host-keys/{hostId}",
   tags,
   summary: "Forget a host's pinned key",
@@ -354,6 +364,7 @@ const forgetKeyRoute = createRoute({
 
 const extendRoute = createRoute({
   method: "post",
+  operationId: "extendWorkshop",
   path: "/{name}/extend",
   tags,
   summary: "Extend the workshop's time to live",
@@ -365,6 +376,7 @@ const extendRoute = createRoute({
 
 const openAccessRoute = createRoute({
   method: "post",
+  operationId: "setOpenAccess",
   path: "/{name}/open-access",
   tags,
   summary: "Open or close the lab UIs to students",

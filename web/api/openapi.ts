@@ -22,12 +22,30 @@ export const SECURITY_SCHEME = "bearerAuth";
 /** GET /api/health is served by web/app.ts itself, without a token. */
 const health: RouteConfig = {
   method: "get",
+  operationId: "getHealth",
   path: "/api/health",
   tags: ["meta"],
   summary: "Health check",
-  description: "Answers without a token: the API is up.",
+  description:
+    "Answers without a token: 200 while the store answers, 503 (with `Retry-After`) while it is unreachable or answers with an error of its own.",
   security: [],
-  responses: { 200: json(z.object({ ok: z.literal(true) }), "Up.") },
+  responses: {
+    200: json(z.object({ ok: z.literal(true), store: z.literal("ok") }), "Up."),
+    421: {
+      description:
+        "The request's `Host` is not a name this runtime serves (DNS rebinding guard; `LABFLEET_PUBLIC_URL` adds one).",
+      content: { "text/plain": { schema: z.string() } },
+    },
+    503: json(
+      z.object({
+        ok: z.literal(false),
+        store: z.enum(["unreachable", "error"]).meta({
+          description: "unreachable: no answer (ask again after `Retry-After`); error: the store refused",
+        }),
+      }),
+      "The store does not answer.",
+    ),
+  },
 };
 
 const TokenId = z.string().meta({ description: "a token id", example: "tok_01J9ZK3M4R7S8T9V0W1X2Y3Z4A" });
@@ -40,6 +58,7 @@ const TokenView = TokenInfo.meta({ id: "Token" });
 const tokens: RouteConfig[] = [
   {
     method: "get",
+    operationId: "listTokens",
     path: "/api/tokens",
     tags: ["tokens"],
     summary: "List API tokens",
@@ -56,6 +75,7 @@ const tokens: RouteConfig[] = [
   },
   {
     method: "post",
+    operationId: "createToken",
     path: "/api/tokens",
     tags: ["tokens"],
     summary: "Create an API token",
@@ -68,18 +88,21 @@ const tokens: RouteConfig[] = [
   },
   {
     method: "get",
+    operationId: "getCurrentToken",
     path: "/api/tokens/current",
     tags: ["tokens"],
     summary: "Who the bearer is",
     description:
       "The instructor's id, and the token's info when the bearer is an API token (null otherwise).",
     responses: {
-      200: json(z.object({ owner: z.string(), token: TokenView.nullable() }), "The bearer."),
+      // A union, not .nullable(): the generator writes a nullable named schema as an allOf that null never passes.
+      200: json(z.object({ owner: z.string(), token: z.union([TokenView, z.null()]) }), "The bearer."),
       ...errors(401),
     },
   },
   {
     method: "delete",
+    operationId: "revokeCurrentToken",
     path: "/api/tokens/current",
     tags: ["tokens"],
     summary: "Revoke the bearer's own token",
@@ -91,6 +114,7 @@ const tokens: RouteConfig[] = [
   },
   {
     method: "delete",
+    operationId: "revokeToken",
     path: "/api/tokens/{id}",
     tags: ["tokens"],
     summary: "Revoke a token",
@@ -105,6 +129,7 @@ const tokens: RouteConfig[] = [
 /** /api/workshops/{name}/events (web/api/events.ts) validates its query itself; described here. */
 const events: RouteConfig = {
   method: "get",
+  operationId: "listEvents",
   path: "/api/workshops/{name}/events",
   tags: ["workshops"],
   summary: "Read a workshop's events",
@@ -179,7 +204,14 @@ export function apiDocument(): ApiDocument {
   });
   document = all.getOpenAPI31Document({
     openapi: "3.1.0",
-    info: { title: "labfleet instructor API", version: pkg.version, description: DESCRIPTION },
+    info: {
+      title: "labfleet instructor API",
+      version: pkg.version,
+      description: DESCRIPTION,
+      license: { name: pkg.license, identifier: pkg.license },
+    },
+    // Relative: the runtime that serves this document (local or cloud) is the API's server.
+    servers: [{ url: "/", description: "the labfleet runtime that serves this document" }],
     security: [{ [SECURITY_SCHEME]: [] }],
     tags: [
       {
@@ -472,6 +504,7 @@ const tags = ["reference"];
 
 const documentRoute = createRoute({
   method: "get",
+  operationId: "getOpenApiDocument",
   path: "/openapi.json",
   tags,
   summary: "The OpenAPI 3.1 document",
@@ -491,6 +524,7 @@ const documentRoute = createRoute({
 
 const docsRoute = createRoute({
   method: "get",
+  operationId: "getApiReference",
   path: "/docs",
   tags,
   summary: "The API reference page",

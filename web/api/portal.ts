@@ -185,9 +185,10 @@ const LinkPath = z
   .meta({ description: "a personal link: append to the portal's URL", example: "/l/3q2-..." });
 
 const tags = ["portal"];
-const portalAction = (path: string, summary: string, description: string) =>
+const portalAction = (operationId: string, path: string, summary: string, description: string) =>
   createRoute({
     method: "post",
+    operationId,
     path,
     tags,
     summary,
@@ -197,21 +198,25 @@ const portalAction = (path: string, summary: string, description: string) =>
   });
 
 const openRoute = portalAction(
+  "openPortal",
   "/{name}/portal/open",
   "Open claiming",
   "Creates the portal (and its code) if needed and lets students claim labs.",
 );
 const closeRoute = portalAction(
+  "closePortal",
   "/{name}/portal/close",
   "Close claiming",
   "Nobody can claim; claimed labs and personal links keep working.",
 );
 const publishRoute = portalAction(
+  "publishPortal",
   "/{name}/portal/publish",
   "Publish the board",
   "The board goes live before claiming opens; a portal already open or closed is left as it is.",
 );
 const rotateRoute = portalAction(
+  "rotateCode",
   "/{name}/portal/rotate-code",
   "Rotate the workshop code",
   "A new code: everyone on the board enters it again; personal links keep working.",
@@ -219,6 +224,7 @@ const rotateRoute = portalAction(
 
 const infoRoute = createRoute({
   method: "get",
+  operationId: "getPortalInfo",
   path: "/{name}/portal/info",
   tags,
   summary: "Read the portal with its code",
@@ -229,6 +235,7 @@ const infoRoute = createRoute({
 
 const statusRoute = createRoute({
   method: "get",
+  operationId: "getPortalStatus",
   path: "/{name}/portal/status",
   tags,
   summary: "Read the portal, its board and its claims",
@@ -256,6 +263,7 @@ const statusRoute = createRoute({
 
 const exportRoute = createRoute({
   method: "get",
+  operationId: "exportClaims",
   path: "/{name}/portal/export",
   tags,
   summary: "Export the claims as CSV",
@@ -272,6 +280,7 @@ const exportRoute = createRoute({
 
 const adminLinkRoute = createRoute({
   method: "post",
+  operationId: "createAdminLink",
   path: "/{name}/portal/admin-link",
   tags,
   summary: "Make a new instructor link",
@@ -292,6 +301,7 @@ const adminLinkRoute = createRoute({
 
 const releaseRoute = createRoute({
   method: "post",
+  operationId: "releaseLab",
   path: "/{name}/portal/release",
   tags,
   summary: "Release a claimed lab",
@@ -303,6 +313,7 @@ const releaseRoute = createRoute({
 
 const revokeRoute = createRoute({
   method: "post",
+  operationId: "revokeClaim",
   path: "/{name}/portal/revoke",
   tags,
   summary: "Revoke a student's claim",
@@ -314,6 +325,7 @@ const revokeRoute = createRoute({
 
 const reassignRoute = createRoute({
   method: "post",
+  operationId: "reassignStudent",
   path: "/{name}/portal/reassign",
   tags,
   summary: "Move a student to another lab",
@@ -328,6 +340,7 @@ const reassignRoute = createRoute({
 
 const swapRoute = createRoute({
   method: "post",
+  operationId: "swapLab",
   path: "/{name}/portal/swap",
   tags,
   summary: "Swap a student's lab, keeping their link",
@@ -340,6 +353,7 @@ const swapRoute = createRoute({
 
 const unlockRoute = createRoute({
   method: "post",
+  operationId: "unlockStudent",
   path: "/{name}/portal/unlock",
   tags,
   summary: "Unlock a student locked out by wrong PINs",
@@ -350,6 +364,7 @@ const unlockRoute = createRoute({
 
 const unqueueRoute = createRoute({
   method: "post",
+  operationId: "unqueueStudent",
   path: "/{name}/portal/unqueue",
   tags,
   summary: "Take a student out of the waiting line",
@@ -361,6 +376,7 @@ const unqueueRoute = createRoute({
 
 const unblockRoute = createRoute({
   method: "post",
+  operationId: "unblockAddress",
   path: "/{name}/portal/unblock",
   tags,
   summary: "Let a held-back address in again",
@@ -379,6 +395,7 @@ const unblockRoute = createRoute({
 
 const inviteRoute = createRoute({
   method: "post",
+  operationId: "inviteRoster",
   path: "/{name}/portal/invite",
   tags,
   summary: "Invite a roster",
@@ -400,6 +417,7 @@ const inviteRoute = createRoute({
 
 const scaleDownRoute = createRoute({
   method: "post",
+  operationId: "scaleDown",
   path: "/{name}/portal/scale-down",
   tags,
   summary: "Remove unclaimed labs",
@@ -448,6 +466,7 @@ const ChecksMatrix = z
 
 const checksRoute = createRoute({
   method: "get",
+  operationId: "getChecks",
   path: "/{name}/portal/checks",
   tags,
   summary: "Read the students x checks matrix",

@@ -95,6 +95,7 @@ const tags = ["workshops"];
 
 const list = createRoute({
   method: "get",
+  operationId: "listWorkshops",
   path: "/",
   tags,
   summary: "List workshops",
@@ -107,6 +108,7 @@ const list = createRoute({
 
 const submit = createRoute({
   method: "post",
+  operationId: "submitWorkshop",
   path: "/",
   tags,
   summary: "Create or update a workshop from workshop.yaml",
@@ -123,6 +125,7 @@ const submit = createRoute({
 
 const plan = createRoute({
   method: "post",
+  operationId: "planWorkshop",
   path: "/plan",
   tags,
   summary: "Plan a workshop (dry run)",
@@ -137,6 +140,7 @@ const plan = createRoute({
 
 const status = createRoute({
   method: "get",
+  operationId: "getWorkshop",
   path: "/{name}",
   tags,
   summary: "Read a workshop",
@@ -150,6 +154,7 @@ const status = createRoute({
 
 const up = createRoute({
   method: "post",
+  operationId: "startUp",
   path: "/{name}/up",
   tags,
   summary: "Start up: provision, deploy, wait until ready, publish",
@@ -164,6 +169,7 @@ const up = createRoute({
 
 const provision = createRoute({
   method: "post",
+  operationId: "startProvision",
   path: "/{name}/provision",
   tags,
   summary: "Start provision: create or reuse the hosts, deploy nothing",
@@ -179,6 +185,7 @@ const provision = createRoute({
 
 const scale = createRoute({
   method: "post",
+  operationId: "scaleUp",
   path: "/{name}/scale",
   tags,
   summary: "Scale up: add hosts to a running workshop",
@@ -194,6 +201,7 @@ const scale = createRoute({
 
 const teardown = createRoute({
   method: "post",
+  operationId: "startTeardown",
   path: "/{name}/teardown",
   tags,
   summary: "Tear the workshop down",
@@ -207,6 +215,7 @@ const teardown = createRoute({
 
 const access = createRoute({
   method: "get",
+  operationId: "getLabAccess",
   path: "/{name}/hosts/{hostId}/access",
   tags,
   summary: "Read a lab's access details",
@@ -228,6 +237,7 @@ const access = createRoute({
 
 const run = createRoute({
   method: "get",
+  operationId: "getRun",
   path: "/{name}/runs/{runId}",
   tags,
   summary: "Read a run",
