@@ -208,7 +208,7 @@ export function apiDocument(): ApiDocument {
       title: "labfleet instructor API",
       version: pkg.version,
       description: DESCRIPTION,
-      license: { name: pkg.license, identifier: pkg.license },
+      license: { name: pkg.license, url: "https://www.apache.org/licenses/LICENSE-2.0" },
     },
     // Relative: the runtime that serves this document (local or cloud) is the API's server.
     servers: [{ url: "/", description: "the labfleet runtime that serves this document" }],
