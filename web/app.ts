@@ -12,6 +12,7 @@ import { authRoutes, signInLinks } from "./auth/routes.ts";
 import { tokensApi } from "./auth/tokens-api.ts";
 import { baseApp } from "./base.ts";
 import { consoleRoutes } from "./console/index.tsx";
+import { currentSession } from "./console/session.ts";
 import { portal } from "./portal/index.tsx";
 import { portalAt } from "./portal-url.ts";
 
@@ -34,18 +35,34 @@ export function bootstrapAuth(token: string): InstructorAuth {
   };
 }
 
+/**
+ * What a signed-in console session may read under /api without a token: the API document and its reference page
+ * (GET only, so the session's CSRF secret is not needed), which the console links to. Everything else needs the
+ * bearer token.
+ */
+export const SESSION_READABLE = new Set(["/api/openapi.json", "/api/docs"]);
+
 /** The instructor's side: the JSON API behind the bearer token, the console, the portal's admin page. */
 function addInstructorRoutes(app: Hono, auth: InstructorAuth, authConfig: AuthConfig): void {
   const api = new Hono();
   api.use(async (c, next) => {
     const header = c.req.header("authorization") ?? "";
     const match = /^Bearer\s+(\S+)$/i.exec(header);
-    if (!match?.[1])
+    if (!match?.[1]) {
+      const session =
+        !header && c.req.method === "GET" && SESSION_READABLE.has(c.req.path)
+          ? await currentSession(c)
+          : undefined;
+      if (session) {
+        c.header("Cache-Control", "no-store");
+        return withActor({ type: "instructor", id: session.id }, () => next());
+      }
       throw new VisibleError(
         "auth",
         "auth.missing",
         "an instructor token is required (Authorization: Bearer ...)",
       );
+    }
     const who = await auth.verify(match[1]);
     if (!who) throw new VisibleError("auth", "auth.invalid", "the instructor token is not valid");
     c.header("Cache-Control", "no-store");
@@ -56,7 +73,7 @@ function addInstructorRoutes(app: Hono, auth: InstructorAuth, authConfig: AuthCo
   api.route("/workshops", portalApi);
   api.route("/workshops", events);
   api.route("/tokens", tokensApi);
-  api.route("/", apiReference); // GET /api/openapi.json and /api/docs, behind the token like all of /api
+  api.route("/", apiReference); // GET /api/openapi.json and /api/docs: the token, or a console session
   app.route("/api", api);
 
   app.route("/auth", authRoutes(authConfig));

@@ -4,6 +4,7 @@ import type { HtmlEscapedString } from "hono/utils/html";
 import pkg from "../../package.json" with { type: "json" };
 import { CreateTokenInput, TokenInfo } from "../../shared/auth/tokens.ts";
 import { EVENT_TYPES } from "../../shared/store/entities.ts";
+import { SESSION_COOKIE } from "../console/session.ts";
 import { fleet } from "./fleet.ts";
 import { portalApi } from "./portal.ts";
 import { apiRouter, errors, json, jsonBody, NameParams } from "./schemas.ts";
@@ -12,10 +13,13 @@ import { workshops } from "./workshops.ts";
 /**
  * The instructor API's OpenAPI 3.1 document, generated from the same zod schemas the routes validate with,
  * and a reference page rendered from it. Both are served behind the instructor token like the rest of /api
- * (web/app.ts mounts `apiReference` inside the authenticated sub-app); only /api/health is public.
+ * (web/app.ts mounts `apiReference` inside the authenticated sub-app), and open from a signed-in console session
+ * too; only /api/health is public.
  */
 
 export const SECURITY_SCHEME = "bearerAuth";
+/** The console's session cookie: it opens the document and the reference page (web/app.ts, SESSION_READABLE). */
+export const SESSION_SCHEME = "consoleSession";
 
 // --- routes served by code that does not describe itself --------------------------------------------------
 
@@ -202,6 +206,13 @@ export function apiDocument(): ApiDocument {
     description:
       "An instructor token: the local runtime's bootstrap token or an API token (`labfleet login`).",
   });
+  all.openAPIRegistry.registerComponent("securitySchemes", SESSION_SCHEME, {
+    type: "apiKey",
+    in: "cookie",
+    name: SESSION_COOKIE,
+    description:
+      "A signed-in console session (sign in at /console): it opens this document and the reference page only.",
+  });
   document = all.getOpenAPI31Document({
     openapi: "3.1.0",
     info: {
@@ -372,13 +383,19 @@ function content(doc: ApiDocument, media: Record<string, Media> | undefined, exp
 }
 
 function operation(doc: ApiDocument, method: string, path: string, op: Operation): Html {
-  const open = (op.security ?? doc.security ?? []).length === 0;
+  const security = op.security ?? doc.security ?? [];
+  const open = security.length === 0;
+  const session = security.some((s) => SESSION_SCHEME in s);
   const params = op.parameters ?? [];
   return html`<section class="op" id="${anchor(method, path)}">
     <h3><span class="method m-${method.toLowerCase()}">${method}</span> <code>${path}</code></h3>
     <p class="summary">${op.summary ?? ""}</p>
     ${op.description ? html`<p>${prose(op.description)}</p>` : ""}
-    <p class="auth">${open ? "Public: no token." : html`Needs <code>Authorization: Bearer &lt;token&gt;</code>.`}</p>
+    <p class="auth">${
+      open
+        ? "Public: no token."
+        : html`Needs <code>Authorization: Bearer &lt;token&gt;</code>${session ? ", or a signed-in console session" : ""}.`
+    }</p>
     ${
       params.length
         ? html`<h4>Parameters</h4>
@@ -463,7 +480,8 @@ export function renderReference(doc: ApiDocument): Html {
           <p>${prose(doc.info.description)}</p>
           <p>
             The machine-readable document: <a href="/api/openapi.json"><code>GET /api/openapi.json</code></a>
-            (OpenAPI ${doc.openapi}). Both need the same bearer token as the rest of the API.
+            (OpenAPI ${doc.openapi}). Both open with the same bearer token as the rest of the API, or from a signed-in
+            <a href="/console">console</a> session.
           </p>
         </header>
         <nav aria-label="Operations">
@@ -501,6 +519,8 @@ export function renderReference(doc: ApiDocument): Html {
 // --- the two routes -----------------------------------------------------------------------------------
 
 const tags = ["reference"];
+/** The bearer token, or the console's session cookie (either one). */
+const readable: Record<string, string[]>[] = [{ [SECURITY_SCHEME]: [] }, { [SESSION_SCHEME]: [] }];
 
 const documentRoute = createRoute({
   method: "get",
@@ -508,6 +528,7 @@ const documentRoute = createRoute({
   path: "/openapi.json",
   tags,
   summary: "The OpenAPI 3.1 document",
+  security: readable,
   description: "This API described for tools: generate a client, or validate requests.",
   responses: {
     200: json(
@@ -528,6 +549,7 @@ const docsRoute = createRoute({
   path: "/docs",
   tags,
   summary: "The API reference page",
+  security: readable,
   description: "Every operation with its parameters, body fields and answers, as one HTML page.",
   responses: {
     200: { description: "The page.", content: { "text/html": { schema: z.string() } } },

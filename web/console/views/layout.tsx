@@ -103,6 +103,7 @@ export function Layout(props: {
                 <a href="/console/tokens" aria-current={current("tokens")}>
                   API tokens
                 </a>
+                <a href="/api/docs">API docs</a>
               </nav>
               <div class="who">
                 <span>Signed in: {props.viewer.label}</span>
