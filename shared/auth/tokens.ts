@@ -22,7 +22,9 @@ export const TokenName = z
   .trim()
   .min(1, { error: "name the token" })
   .max(80)
-  .regex(/^[\p{L}\p{N} ._@()/:+-]+$/u, { error: "letters, digits, spaces and . _ @ ( ) / : + - only" });
+  .regex(/^[\p{L}\p{N} ._@()/:+-]+$/u, { error: "letters, digits, spaces and . _ @ ( ) / : + - only" })
+  // The pattern restated for the API document: the OpenAPI generator would write the regex's flags into it.
+  .meta({ pattern: "^[\\p{L}\\p{N} ._@()/:+-]+$" });
 export const TokenId = z.string().regex(/^tok_[0-9A-Z]{26}$/, { error: "expected a token id (tok_...)" });
 
 export const CreateTokenInput = z.strictObject({

@@ -285,6 +285,12 @@ describe("every operation answers as the document says", () => {
     const op = ops.get(call.op);
     expect(op, `${call.op} is not in the document`).toBeDefined();
     await call.before?.();
+    // A body the API accepts must pass the document's request schema too (what a generated client checks).
+    const requestSchema = op?.requestBody?.content?.["application/json"]?.schema;
+    if (call.status < 300 && call.body !== undefined && requestSchema) {
+      const validate = validator(`${call.op} request`, requestSchema);
+      expect(validate(call.body) ? [] : validate.errors, `${call.op}: the request body`).toEqual([]);
+    }
     const path = typeof call.path === "function" ? call.path() : (call.path ?? fill(template));
     const token = call.token === undefined ? rt.token : call.token?.();
     const headers: Record<string, string> = {
