@@ -55,10 +55,20 @@ export const ErrorBody = z
   .object({
     error: z.object({
       kind: z
-        .enum(["input", "auth", "forbidden", "not_found", "conflict", "rate_limited", "host", "internal"])
+        .enum([
+          "input",
+          "auth",
+          "forbidden",
+          "not_found",
+          "conflict",
+          "rate_limited",
+          "host",
+          "unavailable",
+          "internal",
+        ])
         .meta({
           description:
-            "decides the status: input 400, auth 401, forbidden 403, not_found 404, conflict 409, rate_limited 429, host 502, internal 500",
+            "decides the status: input 400, auth 401, forbidden 403, not_found 404, conflict 409, rate_limited 429, host 502, unavailable 503 (the store does not answer: ask again after Retry-After), internal 500",
         }),
       code: z.string().meta({ description: "a stable dotted code", example: "input.invalid" }),
       message: z
