@@ -1,6 +1,6 @@
 import type { Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { clearScreenshots, screenshotPath } from "../harness/browser.ts";
+import { clearScreenshots, pageWidths, screenshotPath } from "../harness/browser.ts";
 import { type E2e, startE2e } from "../harness/e2e.ts";
 
 /**
@@ -53,6 +53,19 @@ describe("the API docs from a console session", () => {
     }
     const post = await page.request.post("/api/tokens", { data: { name: "from a cookie" } });
     expect(post.status()).toBe(401);
+  });
+
+  it("fits the console's top bar, with its new link, on a 390 px phone", async () => {
+    const phone = await e.newContext({ viewport: { width: 390, height: 844 }, isMobile: true });
+    const p = await phone.newPage();
+    await p.goto(`/console#token=${encodeURIComponent(e.rt.token)}`);
+    await p.getByRole("heading", { level: 1, name: "Workshops" }).waitFor();
+    await p.getByRole("navigation", { name: "Console" }).getByRole("link", { name: "API docs" }).waitFor();
+    const { scrollWidth, innerWidth } = await pageWidths(p);
+    expect(scrollWidth).toBeLessThanOrEqual(innerWidth);
+    await p.goto("/api/docs");
+    await p.getByRole("heading", { level: 1, name: /labfleet instructor API/ }).waitFor();
+    await phone.close();
   });
 
   it("closes again when the instructor signs out", async () => {
