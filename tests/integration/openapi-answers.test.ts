@@ -10,8 +10,10 @@ import { removeDir, testRuntime, waitFor, workshopYaml } from "../harness/runtim
  * The API document says what the API really answers: every operation in it is called on the local runtime (over
  * HTTP, in the order a workshop lives: created, up, operated, its portal used, torn down; error cases where they
  * are cheap), and each answer's status must be one the operation documents and its body must pass the document's
- * schema for that status and content type (ajv, JSON Schema 2020-12 as OpenAPI 3.1 uses). An operation in the
- * document that no call reaches fails the last test: a new operation needs its entry in CALLS (one line).
+ * schema for that status and content type (ajv, JSON Schema 2020-12 as OpenAPI 3.1 uses), with no field the
+ * document does not mention; a request body the API accepts must pass the document's request schema. An operation
+ * in the document that no call reaches fails "called every operation": a new operation needs its entry in CALLS
+ * (one line).
  */
 
 type Runtime = Awaited<ReturnType<typeof testRuntime>>;
@@ -173,6 +175,17 @@ const CALLS: Call[] = [
   { op: "GET /api/tokens/current", status: 200, token: () => vars.apiToken ?? "" },
   { op: "DELETE /api/tokens/current", status: 200, token: () => vars.apiToken ?? "" },
   { op: "DELETE /api/tokens/current", status: 200 },
+  // Revoked by its own bearer: refused from then on.
+  { op: "DELETE /api/tokens/current", status: 401, token: () => vars.apiToken ?? "" },
+  {
+    op: "POST /api/tokens",
+    status: 201,
+    body: { name: "revoked by id" },
+    after: (b) => {
+      vars.id = b.info.id;
+    },
+  },
+  { op: "DELETE /api/tokens/{id}", status: 200 },
   { op: "DELETE /api/tokens/{id}", status: 404 },
   { op: "DELETE /api/tokens/{id}", status: 400, path: "/api/tokens/not-a-token-id" },
   { op: "POST /api/workshops/{name}/teardown", status: 202, after: runEnds },
@@ -240,7 +253,7 @@ function send(method: string, path: string, headers: Record<string, string>, bod
         resolve({
           status: res.statusCode ?? 0,
           type: String(res.headers["content-type"] ?? ""),
-          text: Buffer.concat(chunks).toString("latin1"),
+          text: Buffer.concat(chunks).toString("utf8"),
         }),
       );
       res.on("error", reject);
@@ -253,7 +266,7 @@ function send(method: string, path: string, headers: Record<string, string>, bod
 const called = new Set<string>();
 const fill = (template: string) =>
   template.replace(/\{([^}]+)\}/g, (_, p: string) => {
-    const v = vars[p] ?? (p === "id" ? "tok_01J00000000000000000000000" : undefined);
+    const v = vars[p];
     if (v === undefined) throw new Error(`no value for {${p}} yet`);
     return v;
   });
