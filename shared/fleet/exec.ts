@@ -9,10 +9,9 @@ import type { HostItem } from "../store/entities.ts";
 import { shq, type TransportName } from "../transports/types.ts";
 import { HostEntry, type Workshop } from "../workshop/schema.ts";
 import { recordEvent } from "./events.ts";
-import { MIN_STEP_MS, selectHosts, withTransport } from "./hosts.ts";
+import { MIN_STEP_MS, withTransport } from "./hosts.ts";
+import { selected } from "./ops.ts";
 import { secretRedactor } from "./secrets.ts";
-import { loadWorkshop } from "./up.ts";
-import { listHosts } from "./workshops.ts";
 
 /**
  * `labfleet exec`: one shell command on every selected host, as SSM Run Command, Ansible ad-hoc and parallel-ssh
@@ -254,10 +253,9 @@ const skippedResult = (host: string, reason: string): ExecHostResult => ({
   reason,
 });
 
-/** The selected hosts of the workshop: every known host that is not torn down. */
+/** The selected hosts: every known host that is not torn down (a static fleet before its first up: hosts[]). */
 export async function execTargets(name: string, sel: { hosts?: string[]; labels?: Record<string, string> }) {
-  const known = (await listHosts(name)).filter((h) => h.state !== "torn_down");
-  return selectHosts(known, sel);
+  return (await selected(name, sel)).hosts;
 }
 
 /** Runs the command on every selected host and answers one result per host, in the hosts' order. */
@@ -272,9 +270,8 @@ export async function execCommand(name: string, input: ExecInput): Promise<ExecR
 export async function prepareExec(name: string, input: ExecInput): Promise<() => Promise<ExecReport>> {
   const actor = assertActor("instructor", "system");
   const o = ExecInput.parse(input);
-  const { spec, provider } = await loadWorkshop(name);
   const sel = { ...(o.hosts ? { hosts: o.hosts } : {}), ...(o.labels ? { labels: o.labels } : {}) };
-  const hosts = await execTargets(name, sel);
+  const { spec, provider, hosts } = await selected(name, sel);
   if (hosts.length === 0) throw new VisibleError("input", "selection.empty", "no host matches the selection");
   const redact = await secretRedactor(spec);
   return () => run({ name, o, spec, provider, hosts, redact, actor });
