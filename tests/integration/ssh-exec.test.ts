@@ -95,7 +95,9 @@ describe("labfleet exec over SSH", () => {
     expect(h?.stdoutTruncated).toBe(true);
     expect(h?.stdout.length).toBe(65_536);
     expect(h?.stdout.startsWith("1\n2\n3\n")).toBe(true);
-    expect(h?.stdoutBytes).toBe(Buffer.byteLength(`${Array.from({ length: 40000 }, (_, i) => i + 1).join("\n")}\n`));
+    expect(h?.stdoutBytes).toBe(
+      Buffer.byteLength(`${Array.from({ length: 40000 }, (_, i) => i + 1).join("\n")}\n`),
+    );
   });
 
   it("a host that cannot be reached is an error of its own; the others still run", async () => {
