@@ -1,7 +1,9 @@
+import { readFileSync } from "node:fs";
 import type { SendCommandCommandInput } from "@aws-sdk/client-ssm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ExecReport } from "../../shared/fleet/exec.ts";
 import { awsWorkshopYaml, type Cloud, startCloud } from "../harness/aws/cloud.ts";
+import { processesUnder, waitFor } from "../harness/runtime.ts";
 
 /**
  * `labfleet exec` in the cloud: the Api function sends the command to each EC2 host through SSM Run Command
@@ -18,6 +20,14 @@ beforeAll(async () => {
 afterAll(async () => {
   await cloud?.close();
 });
+
+const cmdline = (pid: number) => {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, "utf8").replace(/\0/g, " ");
+  } catch {
+    return ""; // gone meanwhile
+  }
+};
 
 const exec = (body: Record<string, unknown>) => cloud.api(`/${W}/exec`, body);
 
@@ -66,6 +76,11 @@ describe("exec through the Api function and SSM", { timeout: 240_000 }, () => {
     expect(report.notes.join(" ")).toMatch(/this request has \d+ s for its work/);
     expect(report.hosts[0]).toMatchObject({ host: "student-02", status: "timeout", exitCode: null });
     expect(report.hosts[0]?.stdout).toBe("begun\n");
+    // Killed on the instance, not only given up on: no `sleep 600` is left there.
+    const home = cloud.account.ec2.instanceOf(W, "student-02").home;
+    await waitFor("the command to be gone from the host", () =>
+      processesUnder(home).every((pid) => !cmdline(pid).includes("sleep 600")) ? true : undefined,
+    );
   });
 
   it("IAM: the Api function's grant to send commands is what lets exec reach the hosts", async () => {
