@@ -63,8 +63,8 @@ function ResultRow(props: { h: ExecHostResult }) {
         </span>
       </td>
       <td>{h.exitCode ?? "-"}</td>
-      <td>{(h.durationMs / 1000).toFixed(1)} s</td>
-      <td>
+      <td class="nowrap">{(h.durationMs / 1000).toFixed(1)} s</td>
+      <td class="exec-output">
         {h.reason ? <p class="hint">{h.reason}</p> : null}
         <Output label="stdout" text={h.stdout} truncated={h.stdoutTruncated} bytes={h.stdoutBytes} />
         <Output label="stderr" text={h.stderr} truncated={h.stderrTruncated} bytes={h.stderrBytes} />
