@@ -96,12 +96,13 @@ describe("labfleet exec on local hosts", () => {
 
   it("runs -j hosts at once: three hosts meet only when three may run together", async () => {
     const meet = join(work, "meet");
-    const cmd = (dir: string) =>
-      `mkdir -p ${dir}; touch ${dir}/"$(basename "$PWD")"; for i in $(seq 40); do [ "$(ls ${dir} | wc -l)" -ge 3 ] && exit 0; sleep 0.1; done; exit 1`;
-    const together = await json(["-j", "3", "--", cmd(`${meet}-3`)]);
+    // Each host waits up to `tries` tenths of a second for all three marks.
+    const cmd = (dir: string, tries: number) =>
+      `mkdir -p ${dir}; touch ${dir}/"$(basename "$PWD")"; for i in $(seq ${tries}); do [ "$(ls ${dir} | wc -l)" -ge 3 ] && exit 0; sleep 0.1; done; exit 1`;
+    const together = await json(["-j", "3", "--", cmd(`${meet}-3`, 300)]);
     expect(together.report.hosts.map((h) => h.status)).toEqual(["ok", "ok", "ok"]);
     expect(together.report.concurrency).toBe(3);
-    const oneByOne = await json(["-j", "1", "--", cmd(`${meet}-1`)]);
+    const oneByOne = await json(["-j", "1", "--", cmd(`${meet}-1`, 20)]);
     // One at a time, the first two wait in vain; the third finds the other two's marks.
     expect(oneByOne.report.hosts.map((h) => h.status)).toEqual(["failed", "failed", "ok"]);
   });

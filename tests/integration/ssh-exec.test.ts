@@ -57,7 +57,7 @@ describe("labfleet exec over SSH", () => {
 
   it("-j runs hosts together, and --max-errors skips the rest after a failure", async () => {
     const meet = `/var/tmp/labfleet-exec-meet-${process.pid}`;
-    const cmd = `mkdir -p -m 777 ${meet} 2>/dev/null; touch ${meet}/"$(cat ~/.id 2>/dev/null || echo $$)"; for i in $(seq 40); do [ "$(ls ${meet} | wc -l)" -ge 3 ] && exit 0; sleep 0.1; done; exit 1`;
+    const cmd = `mkdir -p -m 777 ${meet} 2>/dev/null; mktemp -p ${meet} m.XXXXXXXX >/dev/null; for i in $(seq 300); do [ "$(ls ${meet} | wc -l)" -ge 3 ] && exit 0; sleep 0.1; done; exit 1`;
     try {
       const together = await report(["-j", "3", "--", cmd]);
       expect(together.report.hosts.map((h) => h.status)).toEqual(["ok", "ok", "ok"]);
