@@ -50,6 +50,14 @@ export const OPTIONS = {
     value: "N",
     help: "hosts worked on at once, 1 to 64 (default 8; deploy and retry: lab.concurrency, at most 40)",
   },
+  "max-errors": {
+    value: "N",
+    help: "exec: start no further host after N hosts failed (those not started are reported skipped)",
+  },
+  timeout: {
+    value: "SECONDS",
+    help: "exec: kill the command on a host after this long, 1 to 3600 (default 60; status timeout)",
+  },
   ref: { value: "REF", help: "deploy this git branch, tag or commit instead of lab.ref" },
   "failed-only": { help: "rebuild only the selected hosts that failed (the default)" },
   "all-selected": { help: "act on every selected host, not only the failed ones" },
@@ -287,6 +295,44 @@ export const COMMANDS: readonly CommandSpec[] = [
     examples: [{ command: "npx labfleet doctor -f workshop.yaml --label room=a -j 16", overview: true }],
     json: true,
     notes: ["Exit 1 when a host fails a check."],
+  },
+  {
+    name: "exec",
+    group: "workshops",
+    summary: "run a shell command on every selected host: per-host output, exit codes and a summary",
+    usage: [
+      [
+        `exec ${W} [--host ID] [--label K=V] [-j N] [--max-errors N] [--timeout SECONDS] -- CMD`,
+        "run CMD with bash on each selected host",
+      ],
+    ],
+    options: [
+      "file",
+      "host",
+      "label",
+      ["jobs", "hosts run at once, 1 to 64 (default 16)"],
+      "max-errors",
+      "timeout",
+      ["output", "text (lines prefixed `HOST | ` for stdout, `HOST ! ` for stderr) or json (one report)"],
+    ],
+    examples: [
+      { command: "npx labfleet exec my-workshop -- uptime", overview: true },
+      {
+        command:
+          "npx labfleet exec my-workshop --label room=a -j 32 --max-errors 3 --timeout 30 -- 'df -h /'",
+      },
+      {
+        command: "npx labfleet exec -f workshop.yaml --host student-07 --output json -- systemctl status lab",
+      },
+    ],
+    json: true,
+    notes: [
+      "The command runs in the login user's home (root's on EC2 hosts reached through SSM), without input.",
+      "Output per host: the first 64 KiB of stdout and of stderr (over SSM 20,000 and 6,800 bytes), 2 MiB in all; more is cut and marked.",
+      "Ends with a summary such as `12 ok, 1 failed (exit 2): student-07; 1 timeout: student-03`.",
+      "Exit 0 only when every selected host exited 0; 1 otherwise.",
+      "On AWS the whole exec has the API's request budget (25 s): timeouts are cut to it and hosts that cannot start in time are skipped.",
+    ],
   },
   {
     name: "deploy",

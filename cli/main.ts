@@ -39,6 +39,8 @@ export const options = {
   host: { type: "string", multiple: true },
   label: { type: "string", multiple: true },
   jobs: { type: "string", short: "j" },
+  "max-errors": { type: "string" },
+  timeout: { type: "string" },
   ref: { type: "string" },
   "failed-only": { type: "boolean" },
   "all-selected": { type: "boolean" },
@@ -71,6 +73,8 @@ export interface Args {
     host?: string[];
     label?: string[];
     jobs?: string;
+    "max-errors"?: string;
+    timeout?: string;
     ref?: string;
     "failed-only"?: boolean;
     "all-selected"?: boolean;
@@ -91,11 +95,20 @@ export interface Args {
     version?: boolean;
   };
   positionals: string[];
+  /** What follows `--` (`labfleet exec NAME -- CMD`); other commands take it as positionals. */
+  rest?: string[];
 }
 
 function parse(argv: string[]): Args {
   try {
-    const args = parseArgs({ args: argv, options, allowPositionals: true, strict: true }) as Args;
+    const cut = argv.indexOf("--");
+    const head = cut < 0 ? argv : argv.slice(0, cut);
+    const args = parseArgs({ args: head, options, allowPositionals: true, strict: true }) as Args;
+    if (cut >= 0) {
+      const rest = argv.slice(cut + 1);
+      if (args.positionals[0] === "exec") args.rest = rest;
+      else args.positionals.push(...rest);
+    }
     jsonOutput(args); // a bad --output is a usage error before anything runs
     return args;
   } catch (err) {
@@ -575,6 +588,8 @@ export async function main(argv: string[], out: Output = stdoutOutput()): Promis
         const fleetCommands = await import("./fleet-commands.ts");
         return await fleetCommands.run(command, args, out);
       }
+      case "exec":
+        return await (await import("./exec-command.ts")).cmdExec(args, out);
       case "login":
       case "logout":
       case "tokens": {

@@ -3,6 +3,7 @@ import { Hono } from "hono";
 import { withActor } from "../shared/runtime/actor.ts";
 import { VisibleError } from "../shared/runtime/errors.ts";
 import { events } from "./api/events.ts";
+import { execApi } from "./api/exec.ts";
 import { fleet } from "./api/fleet.ts";
 import { apiReference } from "./api/openapi.ts";
 import { adminPage, portalApi } from "./api/portal.ts";
@@ -70,6 +71,7 @@ function addInstructorRoutes(app: Hono, auth: InstructorAuth, authConfig: AuthCo
   });
   api.route("/workshops", workshops);
   api.route("/workshops", fleet);
+  api.route("/workshops", execApi);
   api.route("/workshops", portalApi);
   api.route("/workshops", events);
   api.route("/tokens", tokensApi);

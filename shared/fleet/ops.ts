@@ -52,7 +52,7 @@ function specHosts(spec: Workshop): HostItem[] {
   }));
 }
 
-async function selected(
+export async function selected(
   name: string,
   sel: Selection,
 ): Promise<{

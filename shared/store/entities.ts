@@ -28,6 +28,8 @@ export const EVENT_TYPES = [
   "queue.joined",
   "queue.left",
   "workshop.torn_down",
+  /** `labfleet exec`: who ran it, how many hosts, the summary and the command's start (redacted), never output. */
+  "exec",
 ] as const;
 export const EVENT_RETENTION_DAYS = 30;
 /**

@@ -5,6 +5,7 @@ import pkg from "../../package.json" with { type: "json" };
 import { CreateTokenInput, TokenInfo } from "../../shared/auth/tokens.ts";
 import { EVENT_TYPES } from "../../shared/store/entities.ts";
 import { SESSION_COOKIE } from "../console/session.ts";
+import { execApi } from "./exec.ts";
 import { fleet } from "./fleet.ts";
 import { portalApi } from "./portal.ts";
 import { apiRouter, errors, json, jsonBody, NameParams } from "./schemas.ts";
@@ -197,6 +198,7 @@ export function apiDocument(): ApiDocument {
   const all = new OpenAPIHono();
   all.route("/api/workshops", workshops);
   all.route("/api/workshops", fleet);
+  all.route("/api/workshops", execApi);
   all.route("/api/workshops", portalApi);
   all.route("/api", apiReference);
   for (const route of [health, events, ...tokens]) all.openAPIRegistry.registerPath(route);

@@ -102,6 +102,12 @@ export function eventSentence(e: EventView): string {
     }
     case "workshop.torn_down":
       return "The workshop was torn down: its hosts and portal are gone.";
+    case "exec": {
+      const n = typeof d.hosts === "number" ? d.hosts : undefined;
+      const cmd = text(d.command);
+      const summary = text(d.summary);
+      return `A command ran on ${n === undefined ? "the hosts" : `${n} host${n === 1 ? "" : "s"}`}${cmd ? `: ${clip(cmd, 80)}` : ""}${summary ? ` (${clip(summary)})` : "."}`;
+    }
     default:
       return eventLabel(type);
   }

@@ -60,6 +60,7 @@ import { clientAddress } from "../client-address.ts";
 import { BODY_LIMITS } from "../limits.ts";
 import { studentUrl } from "../portal-url.ts";
 import { eventsAfter, recentEvents } from "./activity.ts";
+import { execAction } from "./exec.tsx";
 import { hostList, when } from "./format.ts";
 import { consoleJs } from "./script.ts";
 import {
@@ -569,6 +570,8 @@ export function consoleRoutes(auth: InstructorAuth, opts: ConsoleOptions = {}) {
     await startDeploy(name, hosts.length ? { hosts } : {}, { force: f.force === "yes" });
     return done(c, name, "deploy");
   });
+  // --- Run a command on the selected hosts (labfleet exec): web/console/exec.tsx -----------------------
+  app.post("/w/:name/exec", async (c) => execAction(c, nameOf(c), viewer(c), (node) => page(c, node)));
   app.post("/w/:name/retry", async (c) => {
     const name = nameOf(c);
     const r = await startRetry(name, {});

@@ -109,4 +109,7 @@ pre.command { margin: 0.25rem 0; white-space: pre-wrap; overflow-wrap: anywhere;
 .slide-url { margin: 0 0 1.2rem; font-size: clamp(1.6rem, 4.5vw, 3.4rem); font-weight: 700; overflow-wrap: anywhere; }
 .slide-code { margin: 0; font: 700 clamp(2rem, 6vw, 4.8rem)/1.1 ui-monospace, SFMono-Regular, Menlo, monospace; letter-spacing: 0.05em; overflow-wrap: anywhere; }
 .slide-note { font-size: 1.2rem; }
+.exec-output { min-width: 14rem; }
+.exec-output pre.command { max-height: 20rem; overflow-y: auto; }
+td.nowrap { white-space: nowrap; }
 `;

@@ -8,6 +8,7 @@ import type { ScaleOffer, ScalePlan } from "../../../shared/fleet/scale.ts";
 import type { HostView, RunView, WorkshopSummary } from "../../../shared/fleet/workshops.ts";
 import { eventLabel, eventSentence } from "../activity.ts";
 import { duration, timeLeft, whenExact } from "../format.ts";
+import { ExecForm } from "./exec.tsx";
 import { Csrf, DataTable, Layout, Notice, ResultPage, State, Tabs, type Viewer } from "./layout.tsx";
 
 // ------------------------------------------------------------------------------------------ one workshop
@@ -421,6 +422,7 @@ export function WorkshopPage(
             ) : null}
             {props.scale ? <ScaleActions name={name} base={base} csrf={csrf} offer={props.scale} /> : null}
             <AccessActions base={base} csrf={csrf} access={props.access} />
+            <ExecForm base={base} csrf={csrf} />
             <div class="card">
               <h3 id="act-teardown">Tear down</h3>
               <p class="hint">
