@@ -86,6 +86,8 @@ const CALLS: Call[] = [
   { op: "POST /api/workshops/{name}/refresh", status: 200 },
   { op: "POST /api/workshops/{name}/deploy", status: 202, body: { hosts: ["student-02"] }, after: runEnds },
   { op: "POST /api/workshops/{name}/retry", status: 200 },
+  { op: "POST /api/workshops/{name}/exec", status: 200, body: { command: "echo hi", hosts: ["student-01"] } },
+  { op: "POST /api/workshops/{name}/exec", status: 400, body: { command: "" } },
   { op: "POST /api/workshops/{name}/diagnose", status: 200, body: { hosts: ["student-01"] } },
   { op: "GET /api/workshops/{name}/access", status: 200 },
   {
