@@ -4,6 +4,7 @@ import { withActor } from "../shared/runtime/actor.ts";
 import { VisibleError } from "../shared/runtime/errors.ts";
 import { events } from "./api/events.ts";
 import { fleet } from "./api/fleet.ts";
+import { fleetViewApi } from "./api/fleet-view.ts";
 import { apiReference } from "./api/openapi.ts";
 import { adminPage, portalApi } from "./api/portal.ts";
 import { workshops } from "./api/workshops.ts";
@@ -53,6 +54,7 @@ function addInstructorRoutes(app: Hono, auth: InstructorAuth, authConfig: AuthCo
   });
   api.route("/workshops", workshops);
   api.route("/workshops", fleet);
+  api.route("/workshops", fleetViewApi);
   api.route("/workshops", portalApi);
   api.route("/workshops", events);
   api.route("/tokens", tokensApi);

@@ -5,6 +5,7 @@ import pkg from "../../package.json" with { type: "json" };
 import { CreateTokenInput, TokenInfo } from "../../shared/auth/tokens.ts";
 import { EVENT_TYPES } from "../../shared/store/entities.ts";
 import { fleet } from "./fleet.ts";
+import { fleetViewApi } from "./fleet-view.ts";
 import { portalApi } from "./portal.ts";
 import { apiRouter, errors, json, jsonBody, NameParams } from "./schemas.ts";
 import { workshops } from "./workshops.ts";
@@ -168,6 +169,7 @@ export function apiDocument(): ApiDocument {
   const all = new OpenAPIHono();
   all.route("/api/workshops", workshops);
   all.route("/api/workshops", fleet);
+  all.route("/api/workshops", fleetViewApi);
   all.route("/api/workshops", portalApi);
   all.route("/api", apiReference);
   for (const route of [health, events, ...tokens]) all.openAPIRegistry.registerPath(route);
