@@ -7,7 +7,8 @@
  * them; the median "tail" after the last phase (the health gate and the poll that saw it); the median total.
  * A building host still needs, per phase of the profile: nothing when it reported that phase done, the phase's
  * median less the time it has run when it is running, the whole median when it has not started it; then the
- * tail. A host that has not started building needs the median total. The fleet is ready when its slowest
+ * tail. A building host that has reported no phase yet needs the median total less its time so far, and at
+ * least the phases' medians. A host that has not started building needs the median total. The fleet is ready when its slowest
  * unfinished host is; failed hosts are left out (they are not coming), and said so.
  */
 import type { TimedPhase } from "./timeline.ts";
@@ -95,6 +96,9 @@ export function remainingFor(host: EstimateHost, profile: Profile, now: Date): n
     iso === undefined ? 0 : Math.max(0, (now.getTime() - Date.parse(iso)) / 1000);
   const elapsed = since(host.deployStartedAt);
   if (profile.phases.length === 0) return Math.max(0, profile.totalSeconds - elapsed);
+  const phaseSum = profile.phases.reduce((sum, p) => sum + p.seconds, 0);
+  // No phase reported yet: the time before the first phase (syncing the source, starting the setup) is going.
+  if (host.phases.length === 0) return Math.max(phaseSum, profile.totalSeconds - elapsed);
   const seen = new Map(host.phases.map((p) => [p.name, p]));
   let left = 0;
   let lastEnd: string | undefined;

@@ -50,12 +50,9 @@ const FleetLab = z
       .meta({ description: "the in-use health check of a ready lab" }),
     healthError: z.string().nullable(),
     student: z.string().nullable().meta({ description: "the display name of the student who holds the lab" }),
-    checks: z
-      .object({ passed: z.number().int(), total: z.number().int() })
-      .nullable()
-      .meta({
-        description: "Check my work: checks the student passed; null when unclaimed or without checks",
-      }),
+    checks: z.object({ passed: z.number().int(), total: z.number().int() }).nullable().meta({
+      description: "Check my work: checks the student passed; null when unclaimed or without checks",
+    }),
     expiry: z.string().nullable(),
     deployStartedAt: z.string().nullable(),
     readyAt: z.string().nullable(),
