@@ -101,7 +101,7 @@ describe("the fleet view", () => {
     );
     // From here on the page is never reloaded: a marker on the window proves it.
     await p.evaluate(() => {
-      (window as unknown as { fleetMarker: number }).fleetMarker = 1;
+      (globalThis as unknown as { fleetMarker: number }).fleetMarker = 1;
     });
     const estimate = p.locator("#fleet-estimate");
     await waitFor(
@@ -156,7 +156,7 @@ describe("the fleet view", () => {
     expect(await count(p, "building")).toBe(0);
     expect(await p.locator('#live-hosts tr[data-state="ready"]').count()).toBe(COUNT);
     expect(Number(await p.locator("main").getAttribute("data-polls"))).toBeGreaterThan(polls);
-    expect(await p.evaluate(() => (window as unknown as { fleetMarker?: number }).fleetMarker)).toBe(1);
+    expect(await p.evaluate(() => (globalThis as unknown as { fleetMarker?: number }).fleetMarker)).toBe(1);
     await screenshot(p, SHOTS.ready);
     expect(world().pageErrors.flat()).toEqual([]);
   }, 120_000);
