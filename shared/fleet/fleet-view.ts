@@ -34,6 +34,8 @@ export interface FleetLab {
   expiry: string | null;
   deployStartedAt: string | null;
   readyAt: string | null;
+  /** Where its timeline ends: when it became ready, or when its failure was recorded; null while building. */
+  endedAt: string | null;
   error: string | null;
   /** Seconds it still needs by the estimate; null when it is not building or there is no estimate. */
   remainingSeconds: number | null;
@@ -118,6 +120,7 @@ export async function fleetView(name: string): Promise<FleetView> {
       expiry: h.expiry ?? w.expiry ?? null,
       deployStartedAt: h.deployStartedAt ?? null,
       readyAt: h.readyAt ?? null,
+      endedAt: h.state === "ready" ? (h.readyAt ?? null) : h.state === "failed" ? h.updatedAt : null,
       error: h.error ?? null,
       remainingSeconds: estimate.kind === "estimated" ? (estimate.hosts[h.hostId] ?? null) : null,
     };

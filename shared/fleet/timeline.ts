@@ -67,8 +67,9 @@ export function phaseBars(
   let cursor = 0;
   for (const p of phases) {
     const from = at(p.startedAt) ?? cursor;
-    const state = p.state === "done" ? "done" : p.state === "failed" || hostFailed ? "failed" : "running";
-    const to = state === "running" ? last : (at(p.endedAt) ?? from);
+    const reported = p.state === "done" ? "done" : p.state === "failed" ? "failed" : "running";
+    const to = reported === "running" ? last : (at(p.endedAt) ?? from);
+    const state = reported === "running" && hostFailed ? "failed" : reported;
     bars.push({ name: p.name, state, from, to: Math.max(from, to) });
     cursor = Math.max(cursor, to);
   }

@@ -56,6 +56,10 @@ const FleetLab = z
     expiry: z.string().nullable(),
     deployStartedAt: z.string().nullable(),
     readyAt: z.string().nullable(),
+    endedAt: z
+      .string()
+      .nullable()
+      .meta({ description: "where its timeline ends: ready, or its failure recorded; null while building" }),
     error: z.string().nullable(),
     remainingSeconds: z.number().nullable().meta({ description: "by the estimate, while building" }),
   })

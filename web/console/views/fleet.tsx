@@ -90,7 +90,7 @@ function barTitle(host: string, b: PhaseBar): string {
  */
 export function Timeline(props: { lab: FleetLab; scale: number; now: Date }) {
   const { lab } = props;
-  const end = lab.readyAt ? new Date(lab.readyAt) : props.now;
+  const end = lab.endedAt ? new Date(lab.endedAt) : props.now;
   const bars = phaseBars(lab.phases, lab.deployStartedAt ?? undefined, end, lab.state === "failed");
   if (!lab.deployStartedAt) return <span class="hint">not started</span>;
   const x = (s: number) => Math.round((s / props.scale) * W * 10) / 10;
@@ -166,7 +166,7 @@ export function timelineScale(fleet: FleetView, now: Date): number {
   let max = 60;
   for (const l of fleet.labs) {
     if (!l.deployStartedAt) continue;
-    const end = l.readyAt ? Date.parse(l.readyAt) : now.getTime();
+    const end = l.endedAt ? Date.parse(l.endedAt) : now.getTime();
     max = Math.max(max, (end - Date.parse(l.deployStartedAt)) / 1000 + (l.remainingSeconds ?? 0));
   }
   return max;
