@@ -5,6 +5,7 @@ import { VisibleError } from "../shared/runtime/errors.ts";
 import { events } from "./api/events.ts";
 import { execApi } from "./api/exec.ts";
 import { fleet } from "./api/fleet.ts";
+import { fleetViewApi } from "./api/fleet-view.ts";
 import { apiReference } from "./api/openapi.ts";
 import { adminPage, portalApi } from "./api/portal.ts";
 import { workshops } from "./api/workshops.ts";
@@ -72,6 +73,7 @@ function addInstructorRoutes(app: Hono, auth: InstructorAuth, authConfig: AuthCo
   api.route("/workshops", workshops);
   api.route("/workshops", fleet);
   api.route("/workshops", execApi);
+  api.route("/workshops", fleetViewApi);
   api.route("/workshops", portalApi);
   api.route("/workshops", events);
   api.route("/tokens", tokensApi);

@@ -29,10 +29,12 @@ import {
   stopLab,
   syncSource,
 } from "./lab.ts";
+import { recordBuild } from "./lab-timings.ts";
 import { openAccessWhenReady } from "./open-access.ts";
 import { checkSecrets, getRun, recordTransitions, releaseWorkshop } from "./runs.ts";
 import { ensureTeardownSchedule } from "./schedules.ts";
 import { publishSecretParameter, pushSecrets, removeSecretParameter, secretRedactor } from "./secrets.ts";
+import { timePhases } from "./timeline.ts";
 import { getWorkshop, listHosts } from "./workshops.ts";
 
 /**
@@ -340,8 +342,9 @@ export async function checkHost(
   const { accessKey } = useDeps();
   try {
     const probe = await probeLab(t, spec.name);
-    const { phases, current } = parsePhases(probe.statusLines);
+    const { phases: read, current } = parsePhases(probe.statusLines);
     const verdict = judge(probe);
+    const phases = timePhases(host.phases ?? [], read, isoNow(useDeps().clock));
     const progress = { phases, ...(current ? { phase: current } : {}) };
     // A lab already failed keeps its reason (a deadline, a failed health check) unless it has since
     // completed: a failed lab's wrapper is gone by then, and "died" would hide why it failed.
@@ -420,7 +423,10 @@ export async function pollFleet(workshop: string, runId: string, deadline: strin
     if (timeLeft() < POLL_MIN_HOST_MS) return h.state;
     const state = await checkHost(spec, provider, h, redact);
     if (state === "ready" || state === "failed") await hostEvent(workshop, h.hostId, state, runId);
-    if (state === "ready") becameReady++;
+    if (state === "ready") {
+      becameReady++;
+      await timeBuild(spec, h.hostId, runId);
+    }
     return state;
   });
   const count = (s: string) => states.filter((x) => x === s).length;
@@ -446,6 +452,12 @@ export async function pollFleet(workshop: string, runId: string, deadline: strin
     failed: count("failed"),
     deploying: unfinished,
   };
+}
+
+/** A host became ready: its build's phase durations, for the ready estimate of later runs of the lab. */
+async function timeBuild(spec: Workshop, hostId: string, runId: string) {
+  const h = (await useDeps().store.host.get({ workshop: spec.name, hostId }).go()).data;
+  if (h) await recordBuild(spec, h, runId);
 }
 
 /** A host reached ready or failed: an event, with the recorded (already redacted) reason of a failure. */

@@ -236,7 +236,8 @@ export function hostView(h: HostItem, now: Date): HostView {
     id: h.hostId,
     state: h.state,
     phase: h.phase ?? null,
-    phases: h.phases ?? [],
+    // The phases' times are the fleet view's (shared/fleet/fleet-view.ts); status keeps name and state.
+    phases: (h.phases ?? []).map((p) => ({ name: p.name, state: p.state })),
     error: h.error ?? null,
     ...(h.address ? { address: h.address } : {}),
     ...(h.providerId ? { providerId: h.providerId } : {}),

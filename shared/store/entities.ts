@@ -91,6 +91,9 @@ function entities(client: DynamoDBDocumentClient, table: string) {
             properties: {
               name: { type: "string", required: true },
               state: { type: "string", required: true },
+              /** When labfleet first saw the phase (a poll's time), and when it first saw it done or failed. */
+              startedAt: { type: "string" },
+              endedAt: { type: "string" },
             },
           },
         },
@@ -600,9 +603,50 @@ function entities(client: DynamoDBDocumentClient, table: string) {
     config,
   );
 
+  /**
+   * How long one finished build of a lab took, phase by phase (shared/fleet/lab-timings.ts): the basis of the
+   * ready estimate of later runs of the same lab. Keyed by the lab's identity (a hash of its source, ref and
+   * setup command), newest last; only the last LAB_TIMINGS_KEPT builds of an identity are kept.
+   */
+  const labTiming = new Entity(
+    {
+      model: { entity: "labTiming", version: "1", service },
+      attributes: {
+        identity: { type: "string", required: true },
+        finishedAt: { type: "string", required: true },
+        hostId: { type: "string", required: true },
+        workshop: { type: "string", required: true },
+        runId: { type: "string", required: true },
+        /** From the deploy's start to ready. */
+        totalSeconds: { type: "number", required: true },
+        phases: {
+          type: "list",
+          required: true,
+          items: {
+            type: "map",
+            properties: {
+              name: { type: "string", required: true },
+              seconds: { type: "number", required: true },
+            },
+          },
+        },
+        /** Epoch seconds: kept LAB_TIMING_RETENTION_DAYS at most, then the table's TTL removes them. */
+        expiresAt: { type: "number", required: true },
+      },
+      indexes: {
+        byIdentity: {
+          pk: { field: "pk", composite: ["identity"] },
+          sk: { field: "sk", composite: ["finishedAt", "hostId"] },
+        },
+      },
+    },
+    config,
+  );
+
   return {
     workshop,
     host,
+    labTiming,
     run,
     schedule,
     hostKey,
@@ -648,5 +692,6 @@ export type ApiTokenItem = EntityItem<Entities["apiToken"]>;
 export type DeviceLoginItem = EntityItem<Entities["deviceLogin"]>;
 export type EventItem = EntityItem<Entities["event"]>;
 export type HostKeyItem = EntityItem<Entities["hostKey"]>;
+export type LabTimingItem = EntityItem<Entities["labTiming"]>;
 export type HostState = (typeof HOST_STATES)[number];
 export type WorkshopState = (typeof WORKSHOP_STATES)[number];

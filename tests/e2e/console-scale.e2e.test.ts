@@ -82,7 +82,11 @@ describe("scaling up from the console", () => {
     await p.waitForURL((u) => u.pathname === `/console/w/${WS}` && u.search === "?notice=scale");
     await p.getByText("Scale up started: the new hosts are provisioned").waitFor();
     await allReadyOnPage(p, 4);
-    const s = await world().api("GET", `/${WS}`);
+    // The run ends once its last poll has recorded the new labs' builds: moments after the page shows them ready.
+    const s = await waitFor("the scale run to succeed", async () => {
+      const w = await world().api("GET", `/${WS}`);
+      return w.runs[0]?.state === "running" ? undefined : w;
+    });
     expect(s.spec.provider.count).toBe(4);
     expect(s.runs[0]).toMatchObject({ kind: "scale", state: "succeeded" });
     // The activity list says what the run did.

@@ -81,6 +81,8 @@ const CALLS: Call[] = [
   },
   { op: "GET /api/workshops/{name}", status: 200 },
   { op: "GET /api/workshops/{name}/hosts/{hostId}/access", status: 200 },
+  { op: "GET /api/workshops/{name}/fleet", status: 200 },
+  { op: "GET /api/workshops/{name}/fleet", status: 404, path: "/api/workshops/oa-none/fleet" },
   { op: "POST /api/workshops/{name}/doctor", status: 200 },
   { op: "POST /api/workshops/{name}/doctor", status: 400, body: { hosts: ["Not A Host"] } },
   { op: "POST /api/workshops/{name}/refresh", status: 200 },

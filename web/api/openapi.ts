@@ -7,6 +7,7 @@ import { EVENT_TYPES } from "../../shared/store/entities.ts";
 import { SESSION_COOKIE } from "../console/session.ts";
 import { execApi } from "./exec.ts";
 import { fleet } from "./fleet.ts";
+import { fleetViewApi } from "./fleet-view.ts";
 import { portalApi } from "./portal.ts";
 import { apiRouter, errors, json, jsonBody, NameParams } from "./schemas.ts";
 import { workshops } from "./workshops.ts";
@@ -199,6 +200,7 @@ export function apiDocument(): ApiDocument {
   all.route("/api/workshops", workshops);
   all.route("/api/workshops", fleet);
   all.route("/api/workshops", execApi);
+  all.route("/api/workshops", fleetViewApi);
   all.route("/api/workshops", portalApi);
   all.route("/api", apiReference);
   for (const route of [health, events, ...tokens]) all.openAPIRegistry.registerPath(route);

@@ -12,6 +12,7 @@ import { ZodError, z } from "zod";
 import { assertSignInAllowed, recordSignInFailure } from "../../shared/auth/sign-in-limit.ts";
 import { CreateTokenInput, createToken, listTokens, revokeToken, TokenId } from "../../shared/auth/tokens.ts";
 import { ExtendInput, extendWorkshop } from "../../shared/fleet/extend.ts";
+import { fleetView } from "../../shared/fleet/fleet-view.ts";
 import { notReadyProblem, setStudentAccess } from "../../shared/fleet/open-access.ts";
 import { diagnose, startDeploy, startRetry } from "../../shared/fleet/ops.ts";
 import { startRun } from "../../shared/fleet/runs.ts";
@@ -81,8 +82,9 @@ import {
   ClaimRows,
   ConfirmPage,
   ErrorPage,
+  FleetRows,
+  FleetSummary,
   HeldBackSection,
-  HostRows,
   type LabAccess,
   LoginPage,
   NewWorkshopPage,
@@ -273,10 +275,11 @@ async function workshopRows(): Promise<WorkshopRow[]> {
 }
 
 async function workshopView(name: string) {
-  const s = await workshopStatus(name);
+  const [s, fleet] = await Promise.all([workshopStatus(name), fleetView(name)]);
   return {
     summary: s,
     hosts: s.hostList,
+    fleet,
     activeRun: s.runs.find((r) => r.state === "running"),
     now: now(),
     // Offered whenever the workshop may have a teardown pending; extendWorkshop says so when it has none.
@@ -547,7 +550,8 @@ export function consoleRoutes(auth: InstructorAuth, opts: ConsoleOptions = {}) {
       c,
       {
         "live-summary": <Summary summary={v.summary} activeRun={v.activeRun} now={v.now} />,
-        "live-hosts": <HostRows hosts={v.hosts} />,
+        "live-fleet": <FleetSummary fleet={v.fleet} />,
+        "live-hosts": <FleetRows fleet={v.fleet} />,
       },
       {
         activity: {

@@ -3,8 +3,9 @@
  * nothing inline). Every page works without it; it adds three things:
  * - live updates: a page whose <main> names a JSON endpoint in data-live is polled every 2 s; the endpoint
  *   answers `{regions: {id: html}}`, server-rendered fragments that replace the element of that id. A region
- *   is left alone while it holds the focus or a form control someone has changed, so typing, choosing and
- *   keyboard navigation are never undone by an update. A page with an activity list (an element with
+ *   is left alone while it holds the focus or a form control someone has changed (a list whose choice is
+ *   still the one it came with, marked or first, is unchanged), so typing, choosing and keyboard navigation
+ *   are never undone by an update. A page with an activity list (an element with
  *   data-after, the newest event id it shows) asks for `?after=<that id>`; the answer's `activity.html` rows
  *   go at the top of the list and `activity.last` is where the next poll continues;
  * - sign-in from the link `labfleet dev` prints: its token travels in the URL fragment (never sent to a
@@ -43,10 +44,15 @@ export const consoleJs = `"use strict";
   const url = main.getAttribute("data-live");
   const status = document.getElementById("live-status");
   const say = (html) => { if (status) status.innerHTML = html; };
+  // The option a select shows untouched: the one marked selected, else (a single-choice list) the first.
+  const shown = (select) => {
+    for (const o of select.options) if (o.defaultSelected) return o.index;
+    return select.multiple || select.size > 1 ? -1 : 0;
+  };
   const changed = (el) => {
     for (const c of el.querySelectorAll("input, select, textarea")) {
       if (c.type === "checkbox" || c.type === "radio") { if (c.checked !== c.defaultChecked) return true; }
-      else if (c.tagName === "SELECT") { for (const o of c.options) if (o.selected !== o.defaultSelected) return true; }
+      else if (c.tagName === "SELECT") { if (c.selectedIndex !== shown(c)) return true; }
       else if (c.value !== c.defaultValue) return true;
     }
     return false;

@@ -83,6 +83,10 @@ ul.board { list-style: none; padding: 0; margin: 0; display: grid; grid-template
 ul.board li { padding: 0.5rem 0.7rem; border-radius: 6px; border: 2px solid #c7ccd4; background: #fff; }
 ul.board li.free { border-color: #0a6b2d; }
 ul.board .lab { display: block; font-weight: 600; }
+ul.board .state { white-space: normal; overflow-wrap: anywhere; }
+td.student { min-width: 9rem; overflow-wrap: anywhere; }
+svg.timeline { display: block; }
+.fleet-counts strong { font-variant-numeric: tabular-nums; }
 section.run { margin-top: 1rem; }
 section.run h2 { margin: 0 0 0.25rem; }
 .yaml-line { display: block; margin-top: 0.2rem; white-space: pre-wrap; }

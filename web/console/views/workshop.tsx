@@ -3,12 +3,14 @@
 /** @jsxRuntime automatic */
 /** @jsxImportSource hono/jsx */
 import type { EventView } from "../../../shared/fleet/events.ts";
+import type { FleetView } from "../../../shared/fleet/fleet-view.ts";
 import type { OpenAccessView } from "../../../shared/fleet/open-access.ts";
 import type { ScaleOffer, ScalePlan } from "../../../shared/fleet/scale.ts";
 import type { HostView, RunView, WorkshopSummary } from "../../../shared/fleet/workshops.ts";
 import { eventLabel, eventSentence } from "../activity.ts";
-import { duration, timeLeft, whenExact } from "../format.ts";
+import { timeLeft, whenExact } from "../format.ts";
 import { ExecForm } from "./exec.tsx";
+import { FLEET_COLUMNS, FleetRows, FleetSummary } from "./fleet.tsx";
 import { Csrf, DataTable, Layout, Notice, ResultPage, State, Tabs, type Viewer } from "./layout.tsx";
 
 // ------------------------------------------------------------------------------------------ one workshop
@@ -38,66 +40,6 @@ export function Summary(props: WorkshopHeader) {
         </li>
       ) : null}
     </ul>
-  );
-}
-
-/** Phases done over phases reported; a ready lab is complete whatever its setup reported. */
-export function progressOf(h: HostView): { done: number; total: number } {
-  const total = Math.max(h.phases.length, 1);
-  if (h.state === "ready") return { done: total, total };
-  return { done: h.phases.filter((p) => p.state === "done").length, total };
-}
-
-function phaseText(h: HostView): string {
-  if (h.state === "ready") return "ready";
-  if (h.state === "torn_down") return "";
-  const { done } = progressOf(h);
-  const known = h.phases.length ? ` (${done}/${h.phases.length} done)` : "";
-  return `${h.phase ?? "waiting"}${known}`;
-}
-
-export function HostRows(props: { hosts: HostView[] }) {
-  if (props.hosts.length === 0)
-    return (
-      <tr>
-        <td colspan={5}>No hosts yet: press Up to provision them.</td>
-      </tr>
-    );
-  return (
-    <>
-      {props.hosts.map((h) => {
-        const p = progressOf(h);
-        return (
-          <tr id={`host-${h.id}`} data-state={h.state}>
-            <th scope="row">{h.id}</th>
-            <td>
-              <State state={h.state} />
-              {h.state === "ready" && h.health?.state === "failing" ? (
-                <>
-                  <br />
-                  <State state="failed" label="health check failing" />
-                </>
-              ) : null}
-            </td>
-            <td class="num">
-              <progress
-                max={p.total}
-                value={p.done}
-                aria-label={`${h.id}: ${p.done} of ${p.total} phases done`}
-              />
-              <span class="phase">{phaseText(h)}</span>
-            </td>
-            <td class="num">{duration(h.elapsedSeconds) ?? ""}</td>
-            <td>
-              {h.error ? <pre class="error">{h.error}</pre> : ""}
-              {h.state === "ready" && h.health?.state === "failing" && h.health.error ? (
-                <pre class="error">{`lab.health: ${h.health.error}`}</pre>
-              ) : null}
-            </td>
-          </tr>
-        );
-      })}
-    </>
   );
 }
 
@@ -328,6 +270,8 @@ export function WorkshopPage(
   props: WorkshopHeader & {
     viewer: Viewer;
     hosts: HostView[];
+    /** The fleet view: counts, the ready estimate and one row per lab. */
+    fleet: FleetView;
     canExtend: boolean;
     access: LabAccess;
     /** The Scale up form's offer; absent for a workshop never brought up. */
@@ -349,14 +293,22 @@ export function WorkshopPage(
         <Summary summary={props.summary} activeRun={props.activeRun} now={props.now} />
       </div>
       <Notice text={props.notice} />
-      <h2 id="hosts-h">Hosts</h2>
+      <h2 id="hosts-h">Fleet</h2>
+      <div id="live-fleet" aria-live="polite">
+        <FleetSummary fleet={props.fleet} />
+      </div>
       <DataTable
+        wrapClass="table-wrap scroll fleet"
         labelledBy="hosts-h"
-        columns={["Host", "State", "Progress", "Elapsed", "Last error"]}
+        columns={FLEET_COLUMNS}
         bodyId="live-hosts"
       >
-        <HostRows hosts={props.hosts} />
+        <FleetRows fleet={props.fleet} />
       </DataTable>
+      <p class="hint">
+        Timeline: one bar per phase from the deploy's start (blue done, amber running, red failed), on one
+        time scale for every lab; the dashed box is the time the estimate says is left.
+      </p>
       <h2 id="actions-h">Actions</h2>
       <div class="actions">
         <form method="post" action={`${base}/up`} aria-labelledby="act-up">

@@ -1,0 +1,82 @@
+/**
+ * The measured phase durations of finished builds, per lab identity: what the ready estimate of a later run of
+ * the same lab stands on (shared/fleet/estimate.ts). A build is recorded when its host becomes ready; only the
+ * newest LAB_TIMINGS_KEPT builds of an identity are kept, and none longer than LAB_TIMING_RETENTION_DAYS.
+ */
+import { createHash } from "node:crypto";
+import { useDeps } from "../runtime/deps.ts";
+import { log } from "../runtime/logger.ts";
+import type { HostItem } from "../store/entities.ts";
+import type { Workshop } from "../workshop/schema.ts";
+import type { BuildSample } from "./estimate.ts";
+import { phaseFinished } from "./timeline.ts";
+
+/** Builds kept per lab identity: a few runs of a 50-lab workshop. */
+export const LAB_TIMINGS_KEPT = 200;
+export const LAB_TIMING_RETENTION_DAYS = 180;
+
+/**
+ * The lab's identity: what makes two builds comparable. Its source, ref and setup command, hashed (a git URL
+ * may carry a credential, and the key should never show it).
+ */
+export function labIdentity(spec: Workshop): string {
+  const { source, ref, setup } = spec.lab as { source: string; ref?: string; setup: string };
+  return createHash("sha256")
+    .update(JSON.stringify([source, ref ?? "", setup]))
+    .digest("hex")
+    .slice(0, 32);
+}
+
+/** A finished build's sample: total and per-phase seconds, from the host's timed phases; undefined without times. */
+export function sampleOf(h: HostItem, runId: string): BuildSample | undefined {
+  if (!h.deployStartedAt || !h.readyAt) return undefined;
+  const total = (Date.parse(h.readyAt) - Date.parse(h.deployStartedAt)) / 1000;
+  if (!Number.isFinite(total) || total < 0) return undefined;
+  const phases = (h.phases ?? [])
+    .filter((p) => p.startedAt && p.endedAt && phaseFinished(p.state))
+    .map((p) => ({
+      name: p.name,
+      seconds: Math.max(0, (Date.parse(p.endedAt as string) - Date.parse(p.startedAt as string)) / 1000),
+    }));
+  return { runId, totalSeconds: total, phases };
+}
+
+/** Records a host's finished build under its lab's identity, then drops what is beyond LAB_TIMINGS_KEPT. */
+export async function recordBuild(spec: Workshop, h: HostItem, runId: string): Promise<void> {
+  const sample = sampleOf(h, runId);
+  if (!sample || !h.readyAt) return;
+  const { store, clock } = useDeps();
+  const identity = labIdentity(spec);
+  await store.labTiming
+    .put({
+      identity,
+      finishedAt: h.readyAt,
+      hostId: h.hostId,
+      workshop: spec.name,
+      runId,
+      totalSeconds: sample.totalSeconds,
+      phases: sample.phases,
+      expiresAt: Math.floor(clock.now().getTime() / 1000) + LAB_TIMING_RETENTION_DAYS * 86_400,
+    })
+    .go();
+  const newest = await store.labTiming.query
+    .byIdentity({ identity })
+    .go({ order: "desc", limit: LAB_TIMINGS_KEPT + 50 });
+  const beyond = newest.data.slice(LAB_TIMINGS_KEPT);
+  for (const old of beyond)
+    await store.labTiming.delete({ identity, finishedAt: old.finishedAt, hostId: old.hostId }).go();
+  log.debug("build timed", {
+    workshop: spec.name,
+    hostId: h.hostId,
+    seconds: Math.round(sample.totalSeconds),
+  });
+}
+
+/** The lab's recorded builds, oldest first (at most LAB_TIMINGS_KEPT). */
+export async function labBuilds(spec: Workshop): Promise<BuildSample[]> {
+  const { store } = useDeps();
+  const r = await store.labTiming.query
+    .byIdentity({ identity: labIdentity(spec) })
+    .go({ order: "desc", limit: LAB_TIMINGS_KEPT });
+  return r.data.map((t) => ({ runId: t.runId, totalSeconds: t.totalSeconds, phases: t.phases })).reverse();
+}

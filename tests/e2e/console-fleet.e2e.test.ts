@@ -1,0 +1,208 @@
+import { join } from "node:path";
+import type { Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { clearScreenshots, pageWidths, screenshot } from "../harness/browser.ts";
+import { claimInBrowser, type E2e, startE2e } from "../harness/e2e.ts";
+import { waitFor } from "../harness/runtime.ts";
+
+/**
+ * The fleet view in headless Chromium against the local runtime: 30 demo labs mid-build in one table with the
+ * counts, each lab's phase timeline (SVG) and the estimate of when every lab will be ready, from an earlier run
+ * of the same lab; the page follows hosts to ready without a reload. Then the Portal tab's Claims table and its
+ * Move choices follow students' claims live. On a desktop and on a 390 px phone.
+ */
+
+const WARM = "fleetwarm";
+const WS = "fleet";
+const COUNT = 30;
+const SHOTS = {
+  building: "fleet-01-building-desktop",
+  phone: "fleet-02-building-phone",
+  ready: "fleet-03-ready-desktop",
+  claims: "fleet-04-claims-desktop",
+  phoneClaims: "fleet-05-claims-phone",
+} as const;
+
+const demoLab = join(import.meta.dirname, "..", "..", "examples", "demo", "lab");
+// The demo lab with phases slow enough to catch mid-build: 5 to 8 s each, three of them.
+const yaml = (name: string, count: number, portal: boolean) => `name: ${name}
+lab:
+  source: ${demoLab}
+  setup: DEMO_MIN_SECONDS=5 DEMO_SPREAD_SECONDS=3 bash setup.sh
+  health: bash health.sh
+  concurrency: 10
+  timeout_minutes: 5
+provider:
+  type: local
+  count: ${count}
+  ttl_hours: 6
+portal:
+  enabled: ${portal}
+`;
+
+let e: E2e | undefined;
+
+function world(): E2e {
+  if (!e) throw new Error("the runtime or Chromium did not start");
+  return e;
+}
+
+async function signedIn(viewport: { width: number; height: number }, path: string): Promise<Page> {
+  const p = await (await world().newContext({ viewport })).newPage();
+  await p.goto(`/console#token=${encodeURIComponent(world().rt.token)}`);
+  await p.getByRole("heading", { level: 1, name: "Workshops" }).waitFor();
+  await p.goto(path);
+  await p.getByRole("heading", { level: 1, name: WS }).waitFor();
+  return p;
+}
+
+const hostStates = async (): Promise<string[]> =>
+  (await world().api("GET", `/${WS}`)).hostList.map((h: { state: string }) => h.state);
+
+const count = async (p: Page, what: string) =>
+  Number(await p.locator(`#live-fleet [data-count="${what}"] strong`).textContent());
+
+beforeAll(async () => {
+  clearScreenshots(Object.values(SHOTS));
+  e = await startE2e();
+  // An earlier run of the same lab (same source and setup), for the estimate to stand on.
+  await e.api("POST", "", { yaml: yaml(WARM, 2, false) });
+  await e.api("POST", `/${WARM}/up`);
+  await waitFor(
+    "the earlier run's labs ready",
+    async () => {
+      const s = await world().api("GET", `/${WARM}`);
+      return s.hostList.length === 2 && s.hostList.every((h: { state: string }) => h.state === "ready")
+        ? true
+        : undefined;
+    },
+    60_000,
+  );
+}, 90_000);
+
+afterAll(async () => {
+  await e?.close();
+});
+
+describe("the fleet view", () => {
+  it("shows 30 labs mid-build with counts, timelines and the ready estimate, and follows them live", async () => {
+    await world().api("POST", "", { yaml: yaml(WS, COUNT, true) });
+    await world().api("POST", `/${WS}/up`);
+    const p = await signedIn({ width: 1280, height: 900 }, `/console/w/${WS}`);
+    await waitFor(
+      "30 labs with some building, on the page",
+      async () => {
+        await p.reload();
+        const rows = await p.locator("#live-hosts tr[data-state]").count();
+        const building = await p.locator('#live-hosts tr[data-state="deploying"] svg.timeline g.bar').count();
+        return rows === COUNT && building >= 5 ? true : undefined;
+      },
+      30_000,
+    );
+    // From here on the page is never reloaded: a marker on the window proves it.
+    await p.evaluate(() => {
+      (globalThis as unknown as { fleetMarker: number }).fleetMarker = 1;
+    });
+    const estimate = p.locator("#fleet-estimate");
+    await waitFor(
+      "an estimate on the page",
+      async () => ((await estimate.getAttribute("data-kind")) === "estimated" ? true : undefined),
+      10_000,
+    );
+    expect(await p.locator("#fleet-basis").textContent()).toMatch(
+      /^from 1 earlier run( and \d+ labs? of this run)?$/,
+    );
+    expect(await estimate.textContent()).toMatch(/still building ready in about \d+ (s|min)/);
+    expect(await count(p, "building")).toBeGreaterThan(0);
+    expect((await count(p, "building")) + (await count(p, "ready"))).toBe(COUNT);
+    // A building lab's timeline: one bar per phase it reported, each named for screen readers.
+    const building = p.locator('#live-hosts tr[data-state="deploying"]').first();
+    const bar = building.locator("svg.timeline g.bar").first();
+    expect(await bar.getAttribute("aria-label")).toMatch(/^student-\d\d: phase prepare, (running for|\d)/);
+    expect(await building.locator("svg.timeline").getAttribute("aria-label")).toMatch(/timeline: prepare /);
+    expect(await building.locator("td").nth(1).textContent()).toMatch(
+      /prepare|install|configure|started|sync/,
+    );
+    await screenshot(p, SHOTS.building);
+
+    const phone = await signedIn({ width: 390, height: 844 }, `/console/w/${WS}`);
+    expect(await phone.locator("#live-hosts tr[data-state]").count()).toBe(COUNT);
+    // The wide table scrolls inside its own box: the page itself is no wider than the phone.
+    const widths = await pageWidths(phone);
+    expect(widths.scrollWidth).toBeLessThanOrEqual(widths.innerWidth);
+    await phone.locator("#fleet-estimate").scrollIntoViewIfNeeded();
+    await screenshot(phone, SHOTS.phone);
+
+    // A lab that was building turns ready on the page without a reload.
+    const id = (await building.getAttribute("id")) ?? "";
+    const polls = Number((await p.locator("main").getAttribute("data-polls")) ?? 0);
+    await waitFor(
+      `${id} ready on the page`,
+      async () => ((await p.locator(`#${id}`).getAttribute("data-state")) === "ready" ? true : undefined),
+      45_000,
+    );
+    expect(await p.locator(`#${id} td`).nth(1).textContent()).toMatch(/^ready/);
+    await waitFor(
+      "every lab ready",
+      async () => ((await hostStates()).every((s) => s === "ready") ? true : undefined),
+      45_000,
+    );
+    await waitFor(
+      "every lab ready on the page",
+      async () => ((await estimate.getAttribute("data-kind")) === "ready" ? true : undefined),
+      10_000,
+    );
+    expect(await count(p, "ready")).toBe(COUNT);
+    expect(await count(p, "building")).toBe(0);
+    expect(await p.locator('#live-hosts tr[data-state="ready"]').count()).toBe(COUNT);
+    expect(Number(await p.locator("main").getAttribute("data-polls"))).toBeGreaterThan(polls);
+    expect(await p.evaluate(() => (globalThis as unknown as { fleetMarker?: number }).fleetMarker)).toBe(1);
+    await screenshot(p, SHOTS.ready);
+    expect(world().pageErrors.flat()).toEqual([]);
+  }, 120_000);
+
+  it("follows claims live in the Claims table, its Move choices and the fleet view's Student column", async () => {
+    const code = (await world().api("POST", `/${WS}/portal/open`)).code as string;
+    const portal = await signedIn({ width: 1280, height: 900 }, `/console/w/${WS}/portal`);
+    const fleet = await signedIn({ width: 1280, height: 900 }, `/console/w/${WS}`);
+    expect(await portal.locator("#live-claims").textContent()).toContain("No claims yet.");
+    const students = [
+      { name: "Maria Salomea Skłodowska-Curie", email: "marie@example.test", pin: "480271" },
+      { name: "Chandrasekhara Venkata Raman", email: "raman@example.test", pin: "519305" },
+    ];
+    const labs: string[] = [];
+    for (const s of students) {
+      const student = await (await world().newContext({ viewport: { width: 390, height: 844 } })).newPage();
+      await claimInBrowser(student, code, s);
+      await student.close();
+      const row = portal.locator("#live-claims tr", { hasText: s.name });
+      await waitFor(
+        `${s.name}'s claim in the Claims table`,
+        async () => ((await row.count()) === 1 ? true : undefined),
+        15_000,
+      );
+      labs.push(((await row.getAttribute("id")) ?? "").replace(/^claim-/, ""));
+    }
+    // Every Move list offers the free labs only: neither claimed lab is among them.
+    const choices = await portal.locator("#live-claims select").first().locator("option").allTextContents();
+    expect(choices).toHaveLength(COUNT - 2);
+    for (const lab of labs) expect(choices).not.toContain(lab);
+    // The fleet view names both students, in full.
+    for (const [i, s] of students.entries()) {
+      await waitFor(
+        `${s.name} in the fleet view`,
+        async () =>
+          (await fleet.locator(`#host-${labs[i]} td.student`).textContent()) === s.name ? true : undefined,
+        15_000,
+      );
+    }
+    expect(await count(fleet, "claimed")).toBe(2);
+    expect(await count(fleet, "free")).toBe(COUNT - 2);
+    await portal.locator("#live-claims").scrollIntoViewIfNeeded();
+    await screenshot(portal, SHOTS.claims);
+    const phone = await signedIn({ width: 390, height: 844 }, `/console/w/${WS}`);
+    await phone.locator(`#host-${labs[0]}`).scrollIntoViewIfNeeded();
+    await screenshot(phone, SHOTS.phoneClaims);
+    expect(world().pageErrors.flat()).toEqual([]);
+  }, 90_000);
+});
