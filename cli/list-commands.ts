@@ -2,7 +2,18 @@ import type { EventView } from "../shared/fleet/events.ts";
 import type { WorkshopSummary } from "../shared/fleet/workshops.ts";
 import { ApiClient, CliError, type RunView, resolveTarget } from "./client.ts";
 import { type Args, checkedFile, jsonOutput, workshopName, writeCountKept } from "./main.ts";
-import { block, clean, clock, duration, jsonText, type Output, paint, timeLeftText, when, writeTable } from "./render.ts";
+import {
+  block,
+  clean,
+  clock,
+  duration,
+  jsonText,
+  type Output,
+  paint,
+  timeLeftText,
+  when,
+  writeTable,
+} from "./render.ts";
 
 /** `labfleet workshops`: every workshop the control plane knows, one line each. */
 export async function cmdWorkshops(args: Args, out: Output): Promise<number> {

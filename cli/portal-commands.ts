@@ -265,12 +265,7 @@ export async function run(args: Args, out: Output): Promise<number> {
       writeTable(
         [
           ["lab", "name", ...m.checks.map((k) => k.name), "last checked"],
-          ...m.students.map((s) => [
-            s.lab,
-            s.name,
-            ...s.results.map(mark),
-            clock(s.lastRanAt),
-          ]),
+          ...m.students.map((s) => [s.lab, s.name, ...s.results.map(mark), clock(s.lastRanAt)]),
           ["", "passed", ...m.checks.map((k) => `${k.passed}/${m.students.length}`), ""],
         ],
         out,

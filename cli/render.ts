@@ -1,7 +1,13 @@
 import type { HostView, RunView } from "../shared/fleet/workshops.ts";
 import type { ErrorDetail } from "../shared/runtime/errors.ts";
 import { escapeControlChars } from "../shared/runtime/text.ts";
-import { formatClock, formatDuration, formatRelative, formatTimeLeft, formatWhen } from "../shared/runtime/time-format.ts";
+import {
+  formatClock,
+  formatDuration,
+  formatRelative,
+  formatTimeLeft,
+  formatWhen,
+} from "../shared/runtime/time-format.ts";
 import { formatErrors } from "../shared/workshop/load.ts";
 
 /** Per-host progress lines: redrawn in place on a TTY, printed only when they change otherwise. */

@@ -43,7 +43,9 @@ describe("the CLI's times, claims and URLs", () => {
       const [head, ...rows] = r.stdout.split("\n");
       const at = formatClock(expiry, Date.now(), { timeZone: tz });
       expect(head).toMatch(
-        new RegExp(`^${WS}: ready · 2/2 ready · 1 claimed · 1 free · 5 h [0-5]\\d min left, torn down at ${at}$`),
+        new RegExp(
+          `^${WS}: ready · 2/2 ready · 1 claimed · 1 free · 5 h [0-5]\\d min left, torn down at ${at}$`,
+        ),
       );
       expect(rows).toContainEqual(expect.stringMatching(/^student-01 +ready +ready +\d+ s +Dana Scully$/));
       expect(rows).toContainEqual(expect.stringMatching(/^student-02 +ready +ready +\d+ s$/));
@@ -61,7 +63,9 @@ describe("the CLI's times, claims and URLs", () => {
     const r = await runCli(["access", WS], { env });
     expect(r.code, r.stderr).toBe(0);
     for (const id of ["student-01", "student-02"])
-      expect(r.stdout).toMatch(new RegExp(`^${id} +ready +\\S+ +https://${id}\\.example\\.test/ +stored`, "m"));
+      expect(r.stdout).toMatch(
+        new RegExp(`^${id} +ready +\\S+ +https://${id}\\.example\\.test/ +stored`, "m"),
+      );
     expect(r.stdout).not.toContain("s3cret");
   });
 
@@ -81,10 +85,14 @@ describe("the CLI's times, claims and URLs", () => {
     const runs = await runCli(["runs", WS], { env });
     expect(runs.stdout).toMatch(/ up +succeeded +(\d{4}-\d\d-\d\d )?\d\d:\d\d +\d+ s +\d+$/m);
     const workshops = await runCli(["workshops"], { env });
-    expect(workshops.stdout).toMatch(new RegExp(`^${WS} .* 5 h [0-5]\\d min left, torn down at [\\d :-]+$`, "m"));
+    expect(workshops.stdout).toMatch(
+      new RegExp(`^${WS} .* 5 h [0-5]\\d min left, torn down at [\\d :-]+$`, "m"),
+    );
     const events = await runCli(["events", WS], { env });
     expect(events.stdout).toMatch(/^(\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d +host\.ready /m);
     const portal = await runCli(["portal", "status", WS], { env });
-    expect(portal.stdout).toMatch(/^student-01 +claimed +Dana Scully +dana@example\.test +(\d{4}-\d\d-\d\d )?\d\d:\d\d/m);
+    expect(portal.stdout).toMatch(
+      /^student-01 +claimed +Dana Scully +dana@example\.test +(\d{4}-\d\d-\d\d )?\d\d:\d\d/m,
+    );
   });
 });

@@ -130,7 +130,9 @@ describe("a provision run", () => {
     const r = await runCli(["status", "prov"], { env });
     expect(r.stderr).toBe("");
     expect(r.code).toBe(0);
-    expect(r.stdout).toMatch(/^prov: provisioning · 0\/3 ready · \d+ h \d\d min left, torn down at [\d :-]+$/m);
+    expect(r.stdout).toMatch(
+      /^prov: provisioning · 0\/3 ready · \d+ h \d\d min left, torn down at [\d :-]+$/m,
+    );
     expect(r.stdout).toMatch(/^student-01\s+pending\s+-$/m);
     expect(r.stdout).toMatch(/^ {2}run_\S+ {2}provision succeeded in \d+ s · 4 state transitions$/m);
     for (const id of ["student-01", "student-02", "student-03"]) expectNoLab("prov", id);
