@@ -6,6 +6,7 @@ import { ApiClient, CliError } from "./client.ts";
 import { DataDirInUseError, lockOwner } from "./local/lock.ts";
 import { ensureNeeds, RUNTIME_NEEDS } from "./local/os-packages.ts";
 import { startLocalRuntime } from "./local/runtime.ts";
+import { runLiveLine } from "./live-line.ts";
 import { follow } from "./main.ts";
 import { block, clean, detailLines, type Output, paint, runLine } from "./render.ts";
 
@@ -136,6 +137,9 @@ export async function cmdDev(opts: DevOptions, out: Output): Promise<number> {
           "Press Ctrl-C to stop (`labfleet down -f FILE` tears the workshop down).\n",
       );
       if (ready !== s.hostList.length) exitCode = 1;
+      // Until Ctrl-C: claims, free labs, time left and the current code, kept current.
+      const intervalMs = Number(env.LABFLEET_LIVE_MS) || 2000;
+      await runLiveLine(client, workshop.name, out, stopped, intervalMs);
     })();
     await Promise.race([
       work.catch((err) => {
