@@ -3,10 +3,10 @@ import { dirname, join, resolve } from "node:path";
 import { setLogSink } from "../shared/runtime/logger.ts";
 import { validateWorkshopYaml } from "../shared/workshop/load.ts";
 import { ApiClient, CliError } from "./client.ts";
+import { runLiveLine } from "./live-line.ts";
 import { DataDirInUseError, lockOwner } from "./local/lock.ts";
 import { ensureNeeds, RUNTIME_NEEDS } from "./local/os-packages.ts";
 import { startLocalRuntime } from "./local/runtime.ts";
-import { runLiveLine } from "./live-line.ts";
 import { follow } from "./main.ts";
 import { block, clean, detailLines, type Output, paint, runLine } from "./render.ts";
 

@@ -3,6 +3,8 @@ import { clean, type Output, timeLeftText } from "./render.ts";
 
 /** What the `labfleet dev` terminal keeps showing once the labs are up. */
 export interface LiveFacts {
+  /** The workshop's state: once torn down, the line says so and nothing else. */
+  state?: string;
   ready: number;
   total: number;
   claimed?: number;
@@ -15,6 +17,7 @@ export interface LiveFacts {
 
 /** One line: "live · 3/3 ready · 1 claimed · 2 free · 5 h 58 min left, torn down at 12:43 · code LAB-...". */
 export function liveText(f: LiveFacts, now = Date.now()): string {
+  if (f.state === "torn_down") return "live · torn down";
   return [
     "live",
     `${f.ready}/${f.total} ready`,
@@ -44,6 +47,7 @@ export async function readLive(client: ApiClient, name: string): Promise<LiveFac
   ]);
   const live = s.hostList.filter((h) => h.state !== "torn_down");
   return {
+    state: s.state,
     ready: live.filter((h) => h.state === "ready").length,
     total: live.length,
     ...(portal
@@ -60,8 +64,9 @@ export async function readLive(client: ApiClient, name: string): Promise<LiveFac
 
 /**
  * Keeps the live line current until `stop` resolves: on a terminal it is redrawn in place every interval;
- * off a terminal a line is printed when something other than the time left changed (claims, free labs, the
- * code, the labs ready). A read that fails (the runtime is stopping, the store is away) keeps the last line.
+ * off a terminal a line is printed when something other than the passing of time changed (labs ready,
+ * claims, free labs, the code, the teardown time after an extend). A read that fails (the runtime is
+ * stopping, the store is away) keeps the last line.
  */
 export async function runLiveLine(
   client: ApiClient,
@@ -83,7 +88,7 @@ export async function runLiveLine(
       if (out.isTTY) {
         out.write(`\r\u001b[2K${text}`); // the stopping note starts on a new line
       } else {
-        const key = JSON.stringify({ ...facts, expiry: undefined });
+        const key = JSON.stringify(facts); // the expiry itself moves only with extend
         if (key !== lastKey) out.write(`${text}\n`);
         lastKey = key;
       }

@@ -109,7 +109,7 @@ describe("npm start after ready", () => {
     expect(dev.out.stdout).toMatch(/stopped\n$/);
   });
 
-  it("on a terminal the line is redrawn in place", () => {
+  it("says what it reads in words, and only that a torn-down workshop is torn down", () => {
     const text = liveText({
       ready: 3,
       total: 3,

@@ -34,7 +34,7 @@ function authorized(header) {
   return i > 0 && same(text.slice(0, i), c.user) && same(text.slice(i + 1), c.password);
 }
 
-const escape = (s) => s.replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`);
+const html = (s) => s.replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`);
 
 const server = createServer((req, res) => {
   res.setHeader("Cache-Control", "no-store");
@@ -54,11 +54,11 @@ const server = createServer((req, res) => {
   const service = existsSync("state/service.txt") ? readFileSync("state/service.txt", "utf8").trim() : "";
   res.writeHead(200, { "Content-Type": "text/html; charset=utf-8" }).end(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>Demo lab ${escape(host)}</title></head>
+<title>Demo lab ${html(host)}</title></head>
 <body style="font-family: system-ui, sans-serif; max-width: 40rem; margin: 2rem auto; padding: 0 1rem">
-<h1>Your demo lab: ${escape(host)}</h1>
+<h1>Your demo lab: ${html(host)}</h1>
 <p>You are signed in: this page is served by your own lab host, behind the credentials on your lab page.</p>
-<p>${escape(service)}</p>
+<p>${html(service)}</p>
 <p>A real lab would serve its application here (a cluster's dashboard, a notebook, a vulnerable app).</p>
 </body></html>
 `);
