@@ -3,7 +3,9 @@ import { dirname, join, resolve } from "node:path";
 import { setLogSink } from "../shared/runtime/logger.ts";
 import { validateWorkshopYaml } from "../shared/workshop/load.ts";
 import { ApiClient, CliError } from "./client.ts";
+import { runLiveLine } from "./live-line.ts";
 import { DataDirInUseError, lockOwner } from "./local/lock.ts";
+import { ensureNeeds, RUNTIME_NEEDS } from "./local/os-packages.ts";
 import { startLocalRuntime } from "./local/runtime.ts";
 import { follow } from "./main.ts";
 import { block, clean, detailLines, type Output, paint, runLine } from "./render.ts";
@@ -36,6 +38,14 @@ export async function cmdDev(opts: DevOptions, out: Output): Promise<number> {
     if (!result.ok) throw new CliError(`${opts.file} is not valid\n${detailLines(result.errors)}`, 1);
     workshop = { yaml, baseDir: dirname(resolve(opts.file)), name: result.workshop.name };
   }
+
+  // What the local runtime needs from the OS (Java for DynamoDB Local, setsid, tar): installed as root with
+  // apt-get, or the exact command for this platform, before anything starts or is written.
+  const needs = process.env.LABFLEET_DYNAMODB_ENDPOINT
+    ? RUNTIME_NEEDS.filter((n) => n.command !== "java")
+    : RUNTIME_NEEDS;
+  const ready = ensureNeeds(needs, { who: "labfleet dev", log: (line) => out.write(`${line}\n`) });
+  if (!ready.ok) throw new CliError(ready.message, 1);
 
   const dataDir = resolve(opts.dataDir);
   // A folder in use is refused before anything starts or is written (its log included); startLocalRuntime
@@ -127,6 +137,9 @@ export async function cmdDev(opts: DevOptions, out: Output): Promise<number> {
           "Press Ctrl-C to stop (`labfleet down -f FILE` tears the workshop down).\n",
       );
       if (ready !== s.hostList.length) exitCode = 1;
+      // Until Ctrl-C: claims, free labs, time left and the current code, kept current.
+      const intervalMs = Number(env.LABFLEET_LIVE_MS) || 2000;
+      await runLiveLine(client, workshop.name, out, stopped, intervalMs);
     })();
     await Promise.race([
       work.catch((err) => {

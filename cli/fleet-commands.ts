@@ -7,7 +7,7 @@ import type { OpenAccessView } from "../shared/fleet/open-access.ts";
 import type { DoctorReport } from "../shared/fleet/ops.ts";
 import { ApiClient, CliError, resolveTarget } from "./client.ts";
 import { type Args, checkedFile, follow, jsonOutput, report, selectionBody, workshopName } from "./main.ts";
-import { block, clean, jsonText, type Output, paint, writeTable } from "./render.ts";
+import { block, clean, clock, jsonText, type Output, paint, when, writeTable } from "./render.ts";
 
 /**
  * The fleet operations: doctor, deploy, retry, diagnose, access, hosts, extend, open-access. Each is a client
@@ -255,7 +255,7 @@ function writeHostKeys(keys: HostKeys[], out: Output): void {
       i === 0 ? h.origin : "",
       k.type,
       k.fingerprint,
-      i === 0 ? h.pinnedAt : "",
+      i === 0 ? clock(h.pinnedAt) : "",
     ]),
   );
   writeTable([["host", "origin", "type", "fingerprint", "pinned at"], ...rows], out);
@@ -313,9 +313,9 @@ function writeExtend(r: ExtendResult, out: Output): void {
         ? none
         : clean(p.result);
   out.write(
-    `${clean(r.workshop)}: teardown moved from ${clean(r.previousExpiry)} to ${clean(r.expiry)} (+${clean(r.hours)} h)\n`,
+    `${clean(r.workshop)}: teardown moved from ${clock(r.previousExpiry)} to ${clock(r.expiry)} (+${clean(r.hours)} h)\n`,
   );
-  out.write(`teardown at: ${clean(r.expiry)}\n`);
+  out.write(`teardown at: ${when(r.expiry)}\n`);
   out.write(`schedule mirror: ${part(r.schedule, "none (this runtime's scheduler reads the record)")}\n`);
   out.write(`provider expiry: ${part(r.provider, "none (this provider keeps no expiry)")}\n`);
   if (r.hosts.length > 0) {
@@ -333,7 +333,7 @@ function writeExtend(r: ExtendResult, out: Output): void {
   }
   if (!r.ok) {
     out.write(
-      `some parts still end at ${clean(r.previousExpiry)}: fix the errors above and run extend again (every part is set to the schedule's new time)\n`,
+      `some parts still end at ${clock(r.previousExpiry)}: fix the errors above and run extend again (every part is set to the schedule's new time)\n`,
     );
   }
 }

@@ -237,7 +237,7 @@ export const COMMANDS: readonly CommandSpec[] = [
   {
     name: "workshops",
     group: "workshops",
-    summary: "every workshop the control plane knows: state, provider, labs ready, expiry",
+    summary: "every workshop the control plane knows: state, provider, labs ready, time left",
     usage: [["workshops", "list the workshops"]],
     options: ["output"],
     examples: [{ command: "npx labfleet workshops --output json" }],
@@ -255,7 +255,8 @@ export const COMMANDS: readonly CommandSpec[] = [
   {
     name: "status",
     group: "workshops",
-    summary: "re-read the hosts, then show the workshop, each host's state, phase and error, and recent runs",
+    summary:
+      "re-read the hosts, then show the workshop with its claims and time left, each host's state, phase, claimant and error, and recent runs",
     usage: [[`status ${W}`, "re-read the hosts; phases, errors and runs"]],
     options: ["file", ...SELECT, "output"],
     examples: [

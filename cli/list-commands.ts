@@ -2,7 +2,18 @@ import type { EventView } from "../shared/fleet/events.ts";
 import type { WorkshopSummary } from "../shared/fleet/workshops.ts";
 import { ApiClient, CliError, type RunView, resolveTarget } from "./client.ts";
 import { type Args, checkedFile, jsonOutput, workshopName, writeCountKept } from "./main.ts";
-import { block, clean, jsonText, type Output, paint, writeTable } from "./render.ts";
+import {
+  block,
+  clean,
+  clock,
+  duration,
+  jsonText,
+  type Output,
+  paint,
+  timeLeftText,
+  when,
+  writeTable,
+} from "./render.ts";
 
 /** `labfleet workshops`: every workshop the control plane knows, one line each. */
 export async function cmdWorkshops(args: Args, out: Output): Promise<number> {
@@ -18,7 +29,7 @@ export async function cmdWorkshops(args: Args, out: Output): Promise<number> {
   }
   writeTable(
     [
-      ["workshop", "state", "provider", "ready", "failed", "expires"],
+      ["workshop", "state", "provider", "ready", "failed", "time left"],
       ...workshops
         .slice()
         .sort((a, b) => a.name.localeCompare(b.name))
@@ -28,7 +39,7 @@ export async function cmdWorkshops(args: Args, out: Output): Promise<number> {
           w.provider,
           `${w.hosts.ready}/${w.hosts.total}`,
           String(w.hosts.failed),
-          w.expiry ?? "",
+          w.expiry ? timeLeftText(w.expiry) : "",
         ]),
     ],
     out,
@@ -57,7 +68,7 @@ export async function cmdEvents(args: Args, out: Output): Promise<number> {
   writeTable(
     [
       ["at", "event", "host", "detail", "id"],
-      ...r.events.map((e) => [e.at, e.type, e.hostId ?? "", describe(e.detail), e.id]),
+      ...r.events.map((e) => [clock(e.at, true), e.type, e.hostId ?? "", describe(e.detail), e.id]),
     ],
     out,
   );
@@ -98,12 +109,12 @@ export async function cmdRuns(args: Args, out: Output): Promise<number> {
     else
       writeTable(
         [
-          ["id", "kind", "state", "started (UTC)", "duration", "transitions"],
+          ["id", "kind", "state", "started", "duration", "transitions"],
           ...runs.map((r) => [
             r.id,
             r.kind,
             paint(out, r.state),
-            utc(r.startedAt),
+            clock(r.startedAt),
             r.durationSeconds === undefined ? "-" : duration(r.durationSeconds),
             String(r.transitions),
           ]),
@@ -132,8 +143,8 @@ function writeRun(name: string, run: RunView, out: Output): void {
       ["workshop", name],
       ["kind", run.kind],
       ["state", paint(out, run.state)],
-      ["started", `${utc(run.startedAt)} UTC`],
-      ...(run.endedAt ? [["ended", `${utc(run.endedAt)} UTC`]] : []),
+      ["started", when(run.startedAt)],
+      ...(run.endedAt ? [["ended", when(run.endedAt)]] : []),
       ...(run.durationSeconds !== undefined ? [["duration", duration(run.durationSeconds)]] : []),
       ["transitions", String(run.transitions)],
       ...(run.selection?.length ? [["selected", run.selection.join(", ")]] : []),
@@ -170,19 +181,6 @@ function indent(text: string): string {
     .split("\n")
     .map((l) => (l ? `  ${l}` : l))
     .join("\n");
-}
-
-/** "2025-01-02T10:11:12.345Z" as "2025-01-02 10:11:12". */
-function utc(iso: string): string {
-  return iso.slice(0, 19).replace("T", " ");
-}
-
-function duration(s: number): string {
-  const h = Math.floor(s / 3600);
-  const m = Math.floor((s % 3600) / 60);
-  const sec = String(s % 60).padStart(2, "0");
-  if (h > 0) return `${h}h${String(m).padStart(2, "0")}m${sec}s`;
-  return m > 0 ? `${m}m${sec}s` : `${s}s`;
 }
 
 /** `labfleet submit -f FILE`: validate, then store it (created or updated). Nothing is provisioned or run. */

@@ -13,7 +13,7 @@ import {
   writeCredentials,
 } from "./client.ts";
 import { type Args, jsonOutput } from "./main.ts";
-import { clean, jsonText, type Output, writeTable } from "./render.ts";
+import { clean, clock, jsonText, type Output, relative, writeTable } from "./render.ts";
 
 /**
  * `labfleet login`, `logout` and `tokens`: the CLI's credentials. `login` asks the server for a device login,
@@ -254,9 +254,9 @@ async function cmdTokens(args: Args, out: Output): Promise<number> {
               t.id,
               t.name,
               `${t.owner}${t.mine ? " (you)" : ""}`,
-              t.createdAt.slice(0, 16).replace("T", " "),
-              t.lastUsedAt?.slice(0, 16).replace("T", " ") ?? "-",
-              t.expiresAt?.slice(0, 10) ?? "never",
+              clock(t.createdAt),
+              t.lastUsedAt ? relative(t.lastUsedAt) : "-",
+              t.expiresAt ? clock(t.expiresAt) : "never",
             ]),
           ],
           out,
@@ -282,7 +282,7 @@ async function cmdTokens(args: Args, out: Output): Promise<number> {
       if (json) out.write(jsonText(r));
       else
         out.write(
-          `Created ${clean(r.info.id)} (${clean(r.info.name)}${r.info.expiresAt ? `, expires ${clean(r.info.expiresAt.slice(0, 10))}` : ""}).\nThe token is shown this once; store it now:\n\n${clean(r.token)}\n`,
+          `Created ${clean(r.info.id)} (${clean(r.info.name)}${r.info.expiresAt ? `, expires ${clock(r.info.expiresAt)}` : ""}).\nThe token is shown this once; store it now:\n\n${clean(r.token)}\n`,
         );
       return 0;
     }

@@ -16,12 +16,16 @@ import {
   block,
   clean,
   detailLines,
+  duration,
   jsonText,
   type Output,
   ProgressView,
   paint,
+  phaseText,
   runLine,
   stdoutOutput,
+  timeLeftText,
+  when,
   writeTable,
 } from "./render.ts";
 
@@ -343,7 +347,7 @@ export function reportProvision(
       `${bare} host${bare === 1 ? " has" : "s have"} no lab yet: \`labfleet up -f ${clean(file)}\` deploys ${bare === 1 ? "it" : "them"}\n`,
     );
   }
-  if (ok.length && s.expiry) out.write(`torn down at ${clean(s.expiry)} (\`labfleet extend\` moves it)\n`);
+  if (ok.length && s.expiry) out.write(`torn down at ${when(s.expiry)} (\`labfleet extend\` moves it)\n`);
   return success ? 0 : 1;
 }
 
@@ -409,10 +413,31 @@ async function cmdStatus(args: Args, out: Output): Promise<number> {
     out.write(jsonText(statusDocument(s)));
     return 0;
   }
+  // Who holds which lab: the portal's claims (names only are shown; emails stay in `portal status`).
+  const portal = await client
+    .call<{ labs: { lab: string; status: string }[]; claims: { lab: string; name: string }[] }>(
+      "GET",
+      `/workshops/${encodeURIComponent(name)}/portal/status`,
+    )
+    .catch(() => undefined);
+  const claimant = new Map((portal?.claims ?? []).map((c) => [c.lab, c.name]));
+  const claims = portal
+    ? ` · ${portal.claims.length} claimed · ${portal.labs.filter((l) => l.status === "free").length} free`
+    : "";
   out.write(
-    `${clean(s.name)}: ${clean(s.state)} · ${s.hosts.ready}/${s.hosts.total} ready${s.expiry ? ` · expires ${clean(s.expiry)}` : ""}\n`,
+    `${clean(s.name)}: ${clean(s.state)} · ${s.hosts.ready}/${s.hosts.total} ready${claims}${s.expiry ? ` · ${timeLeftText(s.expiry)}` : ""}\n`,
   );
-  new ProgressView({ ...out, isTTY: false }).update(s.hostList);
+  writeTable(
+    s.hostList.map((h) => [
+      h.id,
+      paint(out, h.state),
+      phaseText(h),
+      duration(h.elapsedSeconds),
+      claimant.get(h.id) ?? "",
+      h.state === "failed" && h.error ? (h.error.split("\n")[0] ?? "") : "",
+    ]),
+    out,
+  );
   const failed = s.hostList.filter((h) => h.state === "failed");
   for (const h of failed) out.write(`\n${clean(h.id)}: ${block(h.error ?? "")}\n`);
   for (const h of s.hostList.filter((h) => h.state === "ready" && h.health?.state === "failing"))

@@ -8,7 +8,7 @@ import type { WaitingRow } from "../shared/portal/queue.ts";
 import type { HeldBack, Hold } from "../shared/portal/rate-limit.ts";
 import { ApiClient, CliError, resolveTarget } from "./client.ts";
 import { type Args, checkedFile, jsonOutput } from "./main.ts";
-import { clean, jsonText, type Output, writeTable } from "./render.ts";
+import { clean, clock, duration, jsonText, type Output, writeTable } from "./render.ts";
 
 /** `labfleet portal ...`: the instructor's side of the claim portal, each subcommand one API call. */
 
@@ -64,13 +64,6 @@ interface PortalStatus {
   heldBack: HeldBack;
 }
 
-/** 75 as "1m15s", 4000 as "1h06m". */
-function waited(seconds: number): string {
-  if (seconds < 60) return `${seconds}s`;
-  if (seconds < 3600) return `${Math.floor(seconds / 60)}m${String(seconds % 60).padStart(2, "0")}s`;
-  return `${Math.floor(seconds / 3600)}h${String(Math.floor((seconds % 3600) / 60)).padStart(2, "0")}m`;
-}
-
 /** The waiting line, first in line first, with how long each has waited. */
 function writeWaiting(s: PortalStatus, out: Output): void {
   if (s.waiting.length === 0) {
@@ -81,14 +74,11 @@ function writeWaiting(s: PortalStatus, out: Output): void {
   writeTable(
     [
       ["#", "name", "email", "waiting"],
-      ...s.waiting.map((w) => [String(w.number), w.name, w.email, waited(w.waitedSeconds)]),
+      ...s.waiting.map((w) => [String(w.number), w.name, w.email, duration(w.waitedSeconds)]),
     ],
     out,
   );
 }
-
-/** "2026-11-30T10:40:00.000Z" as "10:40:00 UTC". */
-const clock = (iso: string) => `${iso.slice(11, 19)} UTC`;
 
 const HOLD_TEXT: Record<Hold["scope"], string> = {
   address: "everything from it",
@@ -112,14 +102,14 @@ function writeHeldBack(name: string, held: HeldBack, out: Output): void {
           h.address,
           h.scope === "browser" && h.browser ? `one browser (…${h.browser})` : HOLD_TEXT[h.scope],
           `${h.count}/${h.limit}`,
-          clock(h.liftsAt),
+          clock(h.liftsAt, true),
         ]),
       ],
       out,
     );
   if (portalWide.active && portalWide.liftsAt)
     out.write(
-      `portal-wide: ${portalWide.wrongCodes}/${portalWide.limit} wrong codes; clients with a few wrong attempts wait until ${clock(portalWide.liftsAt)}\n`,
+      `portal-wide: ${portalWide.wrongCodes}/${portalWide.limit} wrong codes; clients with a few wrong attempts wait until ${clock(portalWide.liftsAt, true)}\n`,
     );
   const first = holds[0]?.address;
   if (first)
@@ -240,8 +230,8 @@ export async function run(args: Args, out: Output): Promise<number> {
               l.status,
               c?.name ?? "",
               c?.email ?? "",
-              c?.claimedAt ?? "",
-              c?.firstOpenedAt ?? "",
+              clock(c?.claimedAt),
+              clock(c?.firstOpenedAt),
               notes.filter(Boolean).join(", "),
             ];
           }),
@@ -275,12 +265,7 @@ export async function run(args: Args, out: Output): Promise<number> {
       writeTable(
         [
           ["lab", "name", ...m.checks.map((k) => k.name), "last checked"],
-          ...m.students.map((s) => [
-            s.lab,
-            s.name,
-            ...s.results.map(mark),
-            s.lastRanAt ? clock(s.lastRanAt) : "",
-          ]),
+          ...m.students.map((s) => [s.lab, s.name, ...s.results.map(mark), clock(s.lastRanAt)]),
           ["", "passed", ...m.checks.map((k) => `${k.passed}/${m.students.length}`), ""],
         ],
         out,

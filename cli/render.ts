@@ -1,6 +1,13 @@
 import type { HostView, RunView } from "../shared/fleet/workshops.ts";
 import type { ErrorDetail } from "../shared/runtime/errors.ts";
 import { escapeControlChars } from "../shared/runtime/text.ts";
+import {
+  formatClock,
+  formatDuration,
+  formatRelative,
+  formatTimeLeft,
+  formatWhen,
+} from "../shared/runtime/time-format.ts";
 import { formatErrors } from "../shared/workshop/load.ts";
 
 /** Per-host progress lines: redrawn in place on a TTY, printed only when they change otherwise. */
@@ -93,17 +100,44 @@ export function paint(out: Output, state: string, text = state): Painted {
   return new Painted(text, out.color ? colors[state] : undefined);
 }
 
-function duration(s?: number): string {
-  if (s === undefined) return "";
-  const m = Math.floor(s / 60);
-  return m > 0 ? `${m}m${String(s % 60).padStart(2, "0")}s` : `${s}s`;
+/** Elapsed time as the one formatter writes it ("3 min 05 s"); "" when unknown. */
+export function duration(s?: number): string {
+  return formatDuration(s);
+}
+
+/** A time the CLI shows: local clock time, then how far from now ("12:43 (in 5 h 58 min)"). */
+export function when(iso: string | null | undefined, now = Date.now()): string {
+  return iso ? formatWhen(iso, now) : "";
+}
+
+/** What a workshop has left: "5 h 58 min left, torn down at 12:43"; "teardown was due 3 min ago" once past. */
+export function timeLeftText(expiry: string, now = Date.now()): string {
+  const left = formatTimeLeft(expiry, now);
+  if (left === "over") return `teardown was due ${formatRelative(expiry, now)}`;
+  return `${left} left, torn down at ${formatClock(expiry, now)}`;
+}
+
+/** How far from now: "in 5 h 58 min", "3 min ago". */
+export function relative(iso: string | null | undefined, now = Date.now()): string {
+  return iso ? formatRelative(iso, now) : "";
+}
+
+/** A local clock time alone ("12:43", with the date when not today); `seconds` for events. */
+export function clock(iso: string | null | undefined, seconds = false, now = Date.now()): string {
+  return iso ? formatClock(iso, now, { seconds }) : "";
+}
+
+/** A host's phase as shown: "install (phase 2)"; a ready lab is past its phases and reads "ready". */
+export function phaseText(h: HostView): string {
+  if (h.state === "ready") return "ready";
+  const index = h.phases.findIndex((p) => p.name === h.phase);
+  return h.phase ? `${clean(h.phase)}${index >= 0 ? ` (phase ${index + 1})` : ""}` : "-";
 }
 
 export function hostLine(out: Output, h: HostView, idWidth: number, elapsed = true): string {
-  const index = h.phases.findIndex((p) => p.name === h.phase);
-  const phase = h.phase ? `${clean(h.phase)}${index >= 0 ? ` (phase ${index + 1})` : ""}` : "-";
+  const phase = phaseText(h);
   const err = h.state === "failed" && h.error ? `  ${clean(h.error.split("\n")[0])}` : "";
-  return `${clean(h.id).padEnd(idWidth)}  ${paint(out, h.state, h.state.padEnd(10))}  ${phase.padEnd(34)}  ${elapsed ? duration(h.elapsedSeconds).padStart(6) : ""}${err}`.trimEnd();
+  return `${clean(h.id).padEnd(idWidth)}  ${paint(out, h.state, h.state.padEnd(10))}  ${phase.padEnd(34)}  ${elapsed ? duration(h.elapsedSeconds).padStart(10) : ""}${err}`.trimEnd();
 }
 
 export class ProgressView {

@@ -712,12 +712,30 @@ function hostnameOf(address: string | undefined, provider: string): string {
   return at.split(":")[0] ?? at;
 }
 
-/** One row per host, one column per UI (lab.ui_ports and components with a port); never a password. */
+/** The URLs a lab wrote to $LABFLEET_ACCESS (`urls`), by name; none when it wrote none or they do not read. */
+function labUrls(sealed: string | undefined, accessKey: Buffer): Record<string, string> {
+  if (!sealed) return {};
+  try {
+    const urls = (JSON.parse(open(accessKey, sealed)) as { urls?: unknown }).urls;
+    if (!urls || typeof urls !== "object" || Array.isArray(urls)) return {};
+    return Object.fromEntries(
+      Object.entries(urls).filter((e): e is [string, string] => typeof e[1] === "string"),
+    );
+  } catch {
+    return {};
+  }
+}
+
+/**
+ * One row per host, one column per UI (lab.ui_ports and components with a port) and per URL the labs wrote
+ * to $LABFLEET_ACCESS (where a name is both, the workshop's UI port wins); never a password.
+ */
 export async function accessSheet(
   name: string,
   sel: Selection = {},
 ): Promise<{ columns: string[]; rows: AccessRow[] }> {
   assertActor("instructor", "system");
+  const { accessKey } = useDeps();
   const { spec, hosts } = await selected(name, sel);
   const uis = [
     ...spec.lab.ui_ports.map((u) => ({ name: u.name, port: u.port, scheme: u.scheme, path: u.path })),
@@ -725,21 +743,27 @@ export async function accessSheet(
       .filter((c) => c.port !== undefined)
       .map((c) => ({ name: c.name, port: c.port as number, scheme: "https", path: c.path ?? "/" })),
   ];
+  const columns = uis.map((u) => u.name);
   const rows = hosts.map((h) => {
     const raw = h.publicIp ?? hostnameOf(h.address, h.provider);
     const ip = raw.includes(":") && !raw.startsWith("[") ? `[${raw}]` : raw;
+    const own = labUrls(h.access, accessKey);
+    for (const key of Object.keys(own)) if (!columns.includes(key)) columns.push(key);
     return {
       host: h.hostId,
       state: h.state,
       address: ip,
-      urls: Object.fromEntries(
-        uis.map((u) => [
-          u.name,
-          `${u.scheme}://${ip}:${u.port}${u.path.startsWith("/") ? u.path : `/${u.path}`}`,
-        ]),
-      ),
+      urls: {
+        ...own,
+        ...Object.fromEntries(
+          uis.map((u) => [
+            u.name,
+            `${u.scheme}://${ip}:${u.port}${u.path.startsWith("/") ? u.path : `/${u.path}`}`,
+          ]),
+        ),
+      },
       credentials: Boolean(h.access),
     };
   });
-  return { columns: uis.map((u) => u.name), rows };
+  return { columns, rows };
 }

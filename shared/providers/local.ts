@@ -1,4 +1,4 @@
-import { lstatSync, realpathSync } from "node:fs";
+import { lstatSync, readdirSync, readFileSync, readlinkSync, realpathSync } from "node:fs";
 import { mkdir, readdir, rm, stat } from "node:fs/promises";
 import { dirname, isAbsolute, join, relative, resolve } from "node:path";
 import { localLabDirProblem, type Workshop } from "../workshop/schema.ts";
@@ -71,13 +71,45 @@ export class LocalProvider implements Provider {
         results.push({ hostId, result: "skipped", detail: "already gone" });
         continue;
       }
+      // What the lab left running on the host (a service its setup started) ends with it.
+      const ended = endProcessesIn(dir);
       await rm(dir, { recursive: true, force: true });
-      results.push({ hostId, result: "destroyed" });
+      results.push({
+        hostId,
+        result: "destroyed",
+        ...(ended ? { detail: `${ended} process${ended === 1 ? "" : "es"} ended` } : {}),
+      });
     }
     const wsDir = join(resolve(this.root), spec.name);
     if ((await isDir(wsDir)) && (await readdir(wsDir)).length === 0) await rm(wsDir, { recursive: true });
     return results;
   }
+}
+
+/**
+ * Ends (SIGKILL) every process of a local host: its HOME is the host's folder, or it runs in that folder.
+ * Linux (/proc); elsewhere nothing is found. Answers how many were ended.
+ */
+export function endProcessesIn(dir: string): number {
+  let pids: string[];
+  try {
+    pids = readdirSync("/proc").filter((e) => /^\d+$/.test(e) && Number(e) !== process.pid);
+  } catch {
+    return 0;
+  }
+  let ended = 0;
+  for (const pid of pids) {
+    try {
+      const cwd = readlinkSync(`/proc/${pid}/cwd`);
+      const home = readFileSync(`/proc/${pid}/environ`, "utf8").split("\0").includes(`HOME=${dir}`);
+      if (!home && cwd !== dir && !cwd.startsWith(`${dir}/`)) continue;
+      process.kill(Number(pid), "SIGKILL");
+      ended++;
+    } catch {
+      // gone meanwhile, or not ours to read
+    }
+  }
+  return ended;
 }
 
 async function isDir(p: string): Promise<boolean> {

@@ -167,7 +167,7 @@ describe("labfleet CLI", () => {
 
     const text = await runCli(["status", "cli-ok"], { cwd: nested });
     expect(text.stdout).toMatch(/^cli-ok: ready · 2\/2 ready/m);
-    expect(text.stdout).toMatch(/up succeeded in \d+s · \d+ state transitions/);
+    expect(text.stdout).toMatch(/up succeeded in \d+ s · \d+ state transitions/);
   });
 
   it("says how to start a runtime when none is reachable", async () => {

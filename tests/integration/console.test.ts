@@ -414,7 +414,7 @@ describe("a workshop's page and its actions", () => {
       expect(p.text).toMatch(new RegExp(`<label[^>]*(for="${id}"[^>]*>|>\\s*<input id="${id}")`));
     const list = json((await signedIn.get("/console/live")).text).regions["live-workshops"];
     expect(list).toMatch(/3\/3 ready/);
-    expect(list).toMatch(/\d+ h \d+ min left|\d+ days? \d+ h left/);
+    expect(list).toMatch(/\d+ h \d+ min left|\d+ d \d+ h left/);
   });
 
   it("lists the run with its per-host results and durations", async () => {

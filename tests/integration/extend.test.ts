@@ -20,6 +20,7 @@ import type { Provider } from "../../shared/providers/types.ts";
 import { withActor } from "../../shared/runtime/actor.ts";
 import { configure, type Deps, useDeps } from "../../shared/runtime/deps.ts";
 import { setLogSink } from "../../shared/runtime/logger.ts";
+import { formatClock } from "../../shared/runtime/time-format.ts";
 import { LocalTransport } from "../../shared/transports/local.ts";
 import { parseWorkshopYaml } from "../../shared/workshop/load.ts";
 import type { Workshop } from "../../shared/workshop/schema.ts";
@@ -137,8 +138,11 @@ describe("extend on the local runtime", () => {
     expect(r.stderr).toBe("");
     expect(r.code).toBe(0);
     const want = new Date(Date.parse(at) + 2 * HOUR).toISOString();
-    expect(r.stdout).toContain(`ext: teardown moved from ${at} to ${want} (+2 h)`);
-    expect(r.stdout).toContain(`teardown at: ${want}`);
+    // Local clock times (the CLI runs in this process's zone), the new one with how far off it is.
+    expect(r.stdout).toContain(`ext: teardown moved from ${formatClock(at)} to ${formatClock(want)} (+2 h)`);
+    expect(r.stdout).toMatch(
+      new RegExp(`^teardown at: ${formatClock(want)} \\(in \\d+ h \\d\\d min\\)$`, "m"),
+    );
     expect(r.stdout).toContain("schedule mirror: none (this runtime's scheduler reads the record)");
     expect(r.stdout).toMatch(/^student-01\s+skipped\s+no in-instance power-off on this kind of host$/m);
     expect(r.stdout).toMatch(/^student-02\s+skipped\s+no in-instance power-off on this kind of host$/m);

@@ -137,7 +137,7 @@ describe("labfleet portal", () => {
     expect(text.code, text.stderr).toBe(0);
     expect(text.stdout).toMatch(
       new RegExp(
-        `^198\\.51\\.100\\.7\\s+browsers that never entered a right code\\s+${RATE.perAddressNewBrowsers}/${RATE.perAddressNewBrowsers}\\s+\\d\\d:\\d\\d:\\d\\d UTC$`,
+        `^198\\.51\\.100\\.7\\s+browsers that never entered a right code\\s+${RATE.perAddressNewBrowsers}/${RATE.perAddressNewBrowsers}\\s+(\\d{4}-\\d\\d-\\d\\d )?\\d\\d:\\d\\d:\\d\\d$`,
         "m",
       ),
     );

@@ -130,9 +130,11 @@ describe("a provision run", () => {
     const r = await runCli(["status", "prov"], { env });
     expect(r.stderr).toBe("");
     expect(r.code).toBe(0);
-    expect(r.stdout).toMatch(/^prov: provisioning · 0\/3 ready · expires \S+$/m);
+    expect(r.stdout).toMatch(
+      /^prov: provisioning · 0\/3 ready · \d+ h \d\d min left, torn down at [\d :-]+$/m,
+    );
     expect(r.stdout).toMatch(/^student-01\s+pending\s+-$/m);
-    expect(r.stdout).toMatch(/^ {2}run_\S+ {2}provision succeeded in \d+s · 4 state transitions$/m);
+    expect(r.stdout).toMatch(/^ {2}run_\S+ {2}provision succeeded in \d+ s · 4 state transitions$/m);
     for (const id of ["student-01", "student-02", "student-03"]) expectNoLab("prov", id);
     expect((await listHosts("prov")).every((h) => h.state === "pending")).toBe(true);
   });
@@ -324,12 +326,12 @@ describe("labfleet provision", () => {
     expect(r.code).toBe(0);
     const lines = r.stdout.trimEnd().split("\n");
     expect(lines[0]).toMatch(/^provision prov-cli: run run_\S+$/);
-    expect(lines[1]).toMatch(/^provision succeeded in \d+s · 4 state transitions$/);
+    expect(lines[1]).toMatch(/^provision succeeded in \d+ s · 4 state transitions$/);
     expect(lines[2]).toMatch(/^host\s+state\s+address$/);
     expect(lines[3]).toBe(`student-01  pending  ${hostDir("prov-cli", "student-01")}`);
     expect(lines[4]).toBe(`student-02  pending  ${hostDir("prov-cli", "student-02")}`);
     expect(lines[5]).toBe(`2 hosts have no lab yet: \`labfleet up -f ${file}\` deploys them`);
-    expect(lines[6]).toMatch(/^torn down at \S+ \(`labfleet extend` moves it\)$/);
+    expect(lines[6]).toMatch(/^torn down at [\d :-]+ \(in \d+ h \d\d min\) \(`labfleet extend` moves it\)$/);
     expect(lines).toHaveLength(7);
     for (const id of ["student-01", "student-02"]) expectNoLab("prov-cli", id);
   });
@@ -373,7 +375,7 @@ describe("labfleet provision", () => {
     writeFileSync(join(rt.dataDir, "hosts", "prov-broken"), "not a folder\n");
     const r = await runCli(["provision", "-f", file], { env });
     expect(r.code).toBe(1);
-    expect(r.stdout).toMatch(/^provision failed in \d+s · \d+ state transitions$/m);
+    expect(r.stdout).toMatch(/^provision failed in \d+ s · \d+ state transitions$/m);
     const s = await asInstructor(() => workshopStatus("prov-broken"));
     expect(s.state).toBe("failed");
     expect(s.runs[0]).toMatchObject({ kind: "provision", state: "failed" });
@@ -393,7 +395,7 @@ describe("labfleet provision", () => {
     );
     const r = await runCli(["provision", "-f", file], { env });
     expect(r.code).toBe(1);
-    expect(r.stdout).toMatch(/^provision failed in \d+s · 4 state transitions$/m);
+    expect(r.stdout).toMatch(/^provision failed in \d+ s · 4 state transitions$/m);
     expect(r.stdout).toMatch(/^byo-01 failed: .+/m);
     expect(r.stdout).toContain("1 of 1 hosts could not be provisioned");
     const s = await asInstructor(() => workshopStatus("prov-static"));

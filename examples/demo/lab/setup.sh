@@ -19,12 +19,20 @@ phase install done
 
 phase configure running
 password=$(head -c 12 /dev/urandom | base64 | tr -d '/+=')
-# Access details for the student who claims this lab; labfleet stores them encrypted.
+# The lab's web page (server.mjs, Node only): a server from an earlier build is stopped first, then a new one
+# starts detached (it outlives this setup) on a port the system picks, which it writes to state/port.
+if [ -s state/server.pid ]; then kill "$(cat state/server.pid)" 2>/dev/null || true; fi
+rm -f state/port state/server.pid
+setsid -f node server.mjs > state/server.log 2>&1 < /dev/null
+for _ in $(seq 100); do [ -s state/port ] && break; sleep 0.1; done
+port=$(cat state/port 2>/dev/null) || { echo "the demo web server did not start:" >&2; cat state/server.log >&2; exit 1; }
+# Access details for the student who claims this lab; labfleet stores them encrypted. The server reads its
+# user and password from this file too.
 umask 077
 cat > "$LABFLEET_ACCESS" <<JSON
-{"urls": {"demo": "http://127.0.0.1:8080/"}, "credentials": {"user": "student", "password": "$password"}, "notes": "The demo lab has no real service."}
+{"urls": {"demo": "http://127.0.0.1:$port/"}, "credentials": {"user": "student", "password": "$password"}, "notes": "Open the demo link and sign in with this user and password. The page is served by your own lab host."}
 JSON
 pause
 touch state/ready
 phase configure done
-echo "demo lab ready"
+echo "demo lab ready at http://127.0.0.1:$port/"
