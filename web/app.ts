@@ -6,6 +6,7 @@ import { events } from "./api/events.ts";
 import { fleet } from "./api/fleet.ts";
 import { apiReference } from "./api/openapi.ts";
 import { adminPage, portalApi } from "./api/portal.ts";
+import { receiptApi } from "./api/receipt.ts";
 import { workshops } from "./api/workshops.ts";
 import { type AuthConfig, authConfigFromEnv } from "./auth/config.ts";
 import { authRoutes, signInLinks } from "./auth/routes.ts";
@@ -55,6 +56,7 @@ function addInstructorRoutes(app: Hono, auth: InstructorAuth, authConfig: AuthCo
   api.route("/workshops", fleet);
   api.route("/workshops", portalApi);
   api.route("/workshops", events);
+  api.route("/workshops", receiptApi);
   api.route("/tokens", tokensApi);
   api.route("/", apiReference); // GET /api/openapi.json and /api/docs, behind the token like all of /api
   app.route("/api", api);

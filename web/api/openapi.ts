@@ -6,6 +6,7 @@ import { CreateTokenInput, TokenInfo } from "../../shared/auth/tokens.ts";
 import { EVENT_TYPES } from "../../shared/store/entities.ts";
 import { fleet } from "./fleet.ts";
 import { portalApi } from "./portal.ts";
+import { receiptApi } from "./receipt.ts";
 import { apiRouter, errors, json, jsonBody, NameParams } from "./schemas.ts";
 import { workshops } from "./workshops.ts";
 
@@ -169,6 +170,7 @@ export function apiDocument(): ApiDocument {
   all.route("/api/workshops", workshops);
   all.route("/api/workshops", fleet);
   all.route("/api/workshops", portalApi);
+  all.route("/api/workshops", receiptApi);
   all.route("/api", apiReference);
   for (const route of [health, events, ...tokens]) all.openAPIRegistry.registerPath(route);
   all.openAPIRegistry.registerComponent("securitySchemes", SECURITY_SCHEME, {
