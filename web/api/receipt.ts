@@ -3,12 +3,9 @@ import { getReceipt } from "../../shared/fleet/receipt.ts";
 import { apiRouter, errors, json, NameParams } from "./schemas.ts";
 
 const Entry = z.object({
-  kind: z
-    .string()
-    .meta({
-      description:
-        "instance, volume, security-group, schedule, parameter, host-folder, process, portal, host",
-    }),
+  kind: z.string().meta({
+    description: "instance, volume, security-group, schedule, parameter, host-folder, process, portal, host",
+  }),
   id: z
     .string()
     .meta({ description: "what names it: an id, a name, a folder or a pid", example: "i-0abc1234def567890" }),
