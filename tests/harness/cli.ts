@@ -61,7 +61,12 @@ const sh = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
  */
 export function runCliOnTty(
   args: string[],
-  opts: { env?: Record<string, string | undefined>; waitFor?: string; answer?: string; timeoutMs?: number } = {},
+  opts: {
+    env?: Record<string, string | undefined>;
+    waitFor?: string;
+    answer?: string;
+    timeoutMs?: number;
+  } = {},
 ): Promise<{ code: number | null; output: string }> {
   const command = [process.execPath, cliBin, ...args].map(sh).join(" ");
   return new Promise((resolve, reject) => {

@@ -38,7 +38,9 @@ async function upLocal(name: string, count = 2): Promise<string> {
 }
 
 async function api(path: string) {
-  const res = await fetch(`${rt.url}/api/workshops${path}`, { headers: { authorization: `Bearer ${rt.token}` } });
+  const res = await fetch(`${rt.url}/api/workshops${path}`, {
+    headers: { authorization: `Bearer ${rt.token}` },
+  });
   return { status: res.status, body: await res.json() };
 }
 
@@ -108,7 +110,9 @@ describe("what a teardown leaves", { timeout: 120_000 }, () => {
     const down = await runCli(["down", W, "--yes"], { env });
     expect(down.code, down.stdout).toBe(1); // something is left
     expect(down.stdout).toContain("left (2):");
-    expect(down.stdout).toContain(`process ${sleeper.pid} (student-99): still running in ${stray}: sleep 600`);
+    expect(down.stdout).toContain(
+      `process ${sleeper.pid} (student-99): still running in ${stray}: sleep 600`,
+    );
     expect(down.stdout).toContain(`    remove it: kill ${sleeper.pid}`);
     expect(down.stdout).toContain(`host-folder ${stray} (student-99): the host's folder is still there`);
     expect(down.stdout).toContain(`    remove it: rm -rf '${stray}'`);
@@ -118,11 +122,16 @@ describe("what a teardown leaves", { timeout: 120_000 }, () => {
 
     // The commands the receipt gives remove what is left; the sweeper's next look moves them to removed.
     for (const l of body.receipt.left as { command: string }[]) execSync(l.command);
-    await waitFor("the stray to end", () => sleeper.exitCode !== null || sleeper.signalCode !== null || undefined);
+    await waitFor(
+      "the stray to end",
+      () => sleeper.exitCode !== null || sleeper.signalCode !== null || undefined,
+    );
     await rt.tick();
     const after = (await api(`/${W}/receipt`)).body.receipt;
     expect(after.left).toEqual([]);
-    expect(after.removed.filter((e: { detail?: string }) => /seen by the sweeper/.test(e.detail ?? ""))).toHaveLength(2);
+    expect(
+      after.removed.filter((e: { detail?: string }) => /seen by the sweeper/.test(e.detail ?? "")),
+    ).toHaveLength(2);
     expect(existsSync(stray)).toBe(false);
     expect((await runCli(["receipt", W], { env })).code).toBe(0);
   });
@@ -154,7 +163,9 @@ describe("down asks first", { timeout: 120_000 }, () => {
     await upLocal(W, 1);
     const wrong = await runCliOnTty(["down", W], { env, waitFor: "to confirm: ", answer: "demo" });
     expect(wrong.code).toBe(1);
-    expect(wrong.output).toContain(`This tears down ${W}: its 1 host and everything labfleet made for them go`);
+    expect(wrong.output).toContain(
+      `This tears down ${W}: its 1 host and everything labfleet made for them go`,
+    );
     expect(wrong.output).toContain(`aborted: "demo" is not ${W}; nothing was changed`);
     expect((await api(`/${W}`)).body.state).toBe("ready");
     expect(existsSync(rt.provider.hostDir(W, "student-01"))).toBe(true);
@@ -164,7 +175,12 @@ describe("down asks first", { timeout: 120_000 }, () => {
     expect(ended.output).toContain("nothing was changed");
     expect((await api(`/${W}`)).body.state).toBe("ready");
 
-    const right = await runCliOnTty(["down", W], { env, waitFor: "to confirm: ", answer: W, timeoutMs: 60_000 });
+    const right = await runCliOnTty(["down", W], {
+      env,
+      waitFor: "to confirm: ",
+      answer: W,
+      timeoutMs: 60_000,
+    });
     expect(right.code, right.output).toBe(0);
     expect(right.output).toContain(`receipt ${W} (local)`);
     expect((await api(`/${W}`)).body.state).toBe("torn_down");
