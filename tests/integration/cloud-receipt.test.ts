@@ -19,6 +19,7 @@ afterAll(async () => {
   await cloud?.close();
 });
 
+// biome-ignore lint/suspicious/noExplicitAny: response bodies are checked field by field by the tests
 type Json = Record<string, any>;
 
 async function upAndDown(name: string, before?: () => void): Promise<Json> {

@@ -11,6 +11,8 @@ import { removeDir, tempDir, testRuntime, waitFor, workshopYaml } from "../harne
  * `down`'s question on a terminal (`script` gives the CLI a pseudo-terminal).
  */
 
+// biome-ignore lint/suspicious/noExplicitAny: JSON answers, read field by field
+type Json = Record<string, any>;
 type Runtime = Awaited<ReturnType<typeof testRuntime>>;
 let rt: Runtime;
 let work: string;
@@ -41,7 +43,7 @@ async function api(path: string) {
   const res = await fetch(`${rt.url}/api/workshops${path}`, {
     headers: { authorization: `Bearer ${rt.token}` },
   });
-  return { status: res.status, body: await res.json() };
+  return { status: res.status, body: (await res.json()) as Json };
 }
 
 async function events(name: string) {

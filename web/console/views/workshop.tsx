@@ -4,11 +4,13 @@
 /** @jsxImportSource hono/jsx */
 import type { EventView } from "../../../shared/fleet/events.ts";
 import type { OpenAccessView } from "../../../shared/fleet/open-access.ts";
+import type { Receipt } from "../../../shared/fleet/receipt.ts";
 import type { ScaleOffer, ScalePlan } from "../../../shared/fleet/scale.ts";
 import type { HostView, RunView, WorkshopSummary } from "../../../shared/fleet/workshops.ts";
 import { eventLabel, eventSentence } from "../activity.ts";
 import { duration, timeLeft, whenExact } from "../format.ts";
 import { Csrf, DataTable, Layout, Notice, ResultPage, State, Tabs, type Viewer } from "./layout.tsx";
+import { ReceiptSection } from "./receipt.tsx";
 
 // ------------------------------------------------------------------------------------------ one workshop
 
@@ -333,6 +335,8 @@ export function WorkshopPage(
     scale?: ScaleOffer | undefined;
     activity: ActivityData;
     notice?: string | undefined;
+    /** The last teardown's receipt, shown once the workshop is torn down. */
+    receipt?: Receipt | undefined;
   },
 ) {
   const name = props.summary.name;
@@ -348,6 +352,7 @@ export function WorkshopPage(
         <Summary summary={props.summary} activeRun={props.activeRun} now={props.now} />
       </div>
       <Notice text={props.notice} />
+      {props.receipt ? <ReceiptSection receipt={props.receipt} /> : null}
       <h2 id="hosts-h">Hosts</h2>
       <DataTable
         labelledBy="hosts-h"
