@@ -102,6 +102,12 @@ export function eventSentence(e: EventView): string {
     }
     case "workshop.torn_down":
       return "The workshop was torn down: its hosts and portal are gone.";
+    case "teardown.receipt": {
+      const left = Array.isArray(d.left) ? d.left.filter((l) => typeof l === "string") : [];
+      const who = d.by === "sweeper" ? "The sweeper found" : "Teardown receipt:";
+      if (left.length === 0) return `${who} nothing left.`;
+      return `${who} ${left.length} thing${left.length === 1 ? "" : "s"} left (${clip(left.join(", "), 160)}): see the receipt for the commands that remove them.`;
+    }
     default:
       return eventLabel(type);
   }

@@ -35,7 +35,11 @@ export function ReceiptSection(props: { receipt: Receipt }) {
       ) : (
         <>
           <h3 id="receipt-left-h">Left ({r.left.length})</h3>
-          <DataTable labelledBy="receipt-left-h" columns={["What", "Id", "Host", "Why", "Remove it with"]}>
+          <DataTable
+            wrapClass="table-wrap receipt"
+            labelledBy="receipt-left-h"
+            columns={["What", "Id", "Host", "Why", "Remove it with"]}
+          >
             {r.left.map((l) => (
               <tr>
                 <td>{l.kind}</td>
@@ -56,7 +60,11 @@ export function ReceiptSection(props: { receipt: Receipt }) {
         </>
       )}
       <h3 id="receipt-removed-h">Removed ({r.removed.length})</h3>
-      <DataTable labelledBy="receipt-removed-h" columns={["What", "Id", "Host", "Detail"]}>
+      <DataTable
+        wrapClass="table-wrap receipt"
+        labelledBy="receipt-removed-h"
+        columns={["What", "Id", "Host", "Detail"]}
+      >
         {r.removed.map((e) => (
           <tr>
             <td>{e.kind}</td>
