@@ -97,6 +97,14 @@ export async function finishTeardown(
   await purgePortal(workshop);
   // The operator secrets parameter SSM hosts fetched from (if any) goes with the workshop.
   await removeSecretParameter(spec, useDeps().providers[spec.provider.type]?.transport);
+  // The receipt is there before the run reads as ended, so whoever follows the run finds it.
+  const steps: ReceiptEntry[] = [
+    ...(schedule?.state === "pending"
+      ? [{ kind: "schedule", id: `teardown at ${schedule.at}`, detail: "the TTL schedule, cancelled" }]
+      : []),
+    { kind: "portal", id: workshop, detail: "codes, claims, personal links and the waiting line" },
+  ];
+  await takeReceipt(spec, runId, hosts, results, steps);
   const state = errors.length === 0 ? "succeeded" : "failed";
   await recordTransitions(workshop, runId, "teardown");
   await store.run
@@ -121,12 +129,5 @@ export async function finishTeardown(
   await releaseWorkshop(workshop, runId);
   await recordEvent({ workshop, type: "run.finished", runId, detail: { kind: "teardown", state } });
   if (errors.length === 0) await recordEvent({ workshop, type: "workshop.torn_down", runId });
-  const steps: ReceiptEntry[] = [
-    ...(schedule?.state === "pending"
-      ? [{ kind: "schedule", id: `teardown at ${schedule.at}`, detail: "the TTL schedule, cancelled" }]
-      : []),
-    { kind: "portal", id: workshop, detail: "codes, claims, personal links and the waiting line" },
-  ];
-  await takeReceipt(spec, runId, hosts, results, steps);
   return { state };
 }

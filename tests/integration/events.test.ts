@@ -48,9 +48,9 @@ describe("events", () => {
       "lab.claimed",
       "lab.released",
       "run.started",
+      "teardown.receipt",
       "run.finished",
       "workshop.torn_down",
-      "teardown.receipt",
     ]);
     expect(JSON.stringify(all)).not.toContain(email);
     expect(JSON.stringify(all)).not.toContain("Lovelace");
