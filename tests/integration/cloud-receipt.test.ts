@@ -28,11 +28,11 @@ async function upAndDown(name: string, before?: () => void): Promise<Json> {
   ).toBe(201);
   const up = await cloud.api(`/${name}/up`, {});
   expect(up.status, JSON.stringify(up.body)).toBe(202);
-  expect((await cloud.runToEnd(name, up.body.run.id, 90_000)).state).toBe("succeeded");
+  expect((await cloud.runToEnd(name, up.body.run.id, 180_000)).state).toBe("succeeded");
   before?.();
   const down = await cloud.api(`/${name}/teardown`, {});
   expect(down.status).toBe(202);
-  await cloud.runToEnd(name, down.body.run.id, 90_000);
+  await cloud.runToEnd(name, down.body.run.id, 180_000);
   const receipt = await cloud.api(`/${name}/receipt`);
   expect(receipt.status, JSON.stringify(receipt.body)).toBe(200);
   return receipt.body.receipt;
@@ -63,7 +63,7 @@ function leftoverChecks(principal: string) {
     .sort();
 }
 
-describe("the teardown receipt on the AWS double", { timeout: 300_000 }, () => {
+describe("the teardown receipt on the AWS double", { timeout: 480_000 }, () => {
   it("a clean teardown: the instance removed, nothing left, the host-hours and the cost's basis", async () => {
     const W = "rcpt-clean";
     let instanceId = "";
