@@ -82,6 +82,7 @@ export const OPTIONS = {
   replace: { help: "replace a different key pinned before (at first contact, by hand or through SSM)" },
   address: { value: "A", help: "the network address, as portal status shows it" },
   all: { help: "every one of them" },
+  yes: { short: "y", help: "do not ask for confirmation (for scripts)" },
   help: { short: "h", help: "show help (for a command: its usage, options and examples)" },
   version: { help: "print the version" },
 } as const satisfies Record<string, OptionSpec>;
@@ -435,15 +436,45 @@ export const COMMANDS: readonly CommandSpec[] = [
     group: "workshops",
     summary: "tear the workshop down and follow it, or remove only the labs nobody claimed",
     usage: [
-      [`down ${W}`, "tear the workshop down and follow it"],
+      [`down ${W} [--yes]`, "tear the workshop down, follow it and print its receipt"],
       [`down ${W} --unclaimed N|all [--force]`, "remove labs nobody claimed"],
     ],
-    options: ["file", "unclaimed", ["force", "with --unclaimed: claimed labs too"], "output"],
+    options: [
+      "file",
+      ["yes", "tear down without asking for the workshop's name (scripts)"],
+      "unclaimed",
+      ["force", "with --unclaimed: claimed labs too"],
+      "output",
+    ],
     examples: [
-      { command: "npx labfleet down my-workshop" },
+      { command: "npx labfleet down my-workshop", note: "asks for the workshop's name first" },
+      { command: "npx labfleet down my-workshop --yes", note: "in a script" },
       { command: "npx labfleet down my-workshop --unclaimed all", note: "the no-shows only" },
     ],
     json: true,
+    notes: [
+      "On a terminal, down asks for the workshop's name, as the console does: anything else aborts and nothing " +
+        "changes. Off a terminal it refuses (exit 1) unless --yes is given.",
+      "When the teardown ends, down prints its receipt (see `labfleet receipt`). Exit 0 only when every host " +
+        "was torn down and nothing labfleet made is left.",
+    ],
+  },
+  {
+    name: "receipt",
+    group: "workshops",
+    summary:
+      "the last teardown's receipt: what was removed, what is left and how to remove it, host-hours and cost",
+    usage: [[`receipt ${W}`, "print the receipt of the workshop's last teardown"]],
+    options: ["file", "output"],
+    examples: [{ command: "npx labfleet receipt my-workshop" }],
+    json: true,
+    notes: [
+      "labfleet looks for what it made and is still there when a teardown ends (EC2: instances, volumes, " +
+        "security groups by their ownership tags, the TTL schedule, the secrets parameter; local: host folders " +
+        "and processes), and the sweeper looks again: each thing left is listed with why and the command that " +
+        "removes it. Cost is host-hours at the built-in on-demand price (local and bring-your-own hosts cost nothing).",
+      "Exit 0 when nothing is left, 1 when something is or the check could not finish.",
+    ],
   },
   {
     name: "scale",

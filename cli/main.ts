@@ -61,6 +61,7 @@ export const options = {
   replace: { type: "boolean" },
   address: { type: "string" },
   all: { type: "boolean" },
+  yes: { type: "boolean", short: "y" },
   help: { type: "boolean", short: "h" },
   version: { type: "boolean" },
 } as const;
@@ -95,6 +96,7 @@ export interface Args {
     replace?: boolean;
     address?: string;
     all?: boolean;
+    yes?: boolean;
     help?: boolean;
     version?: boolean;
   };
@@ -445,6 +447,14 @@ async function cmdStatus(args: Args, out: Output): Promise<number> {
       `\n${paint(out, "failed", `${h.id} is failing its health check`)} (lab.health, while in use): ${block(h.health?.error ?? "")}\n` +
         `  move its student, keeping their link: labfleet portal swap ${clean(s.name)} ${clean(h.id)}\n`,
     );
+  if (s.state === "torn_down") {
+    const receipts = await import("./receipt.ts");
+    const found = await receipts.fetchReceipt(client, name).catch(() => undefined);
+    if (found) {
+      out.write("\n");
+      receipts.writeReceipt(found.receipt, out);
+    }
+  }
   if (s.runs.length) out.write("\nruns:\n");
   for (const r of s.runs.slice(0, 10)) out.write(`  ${clean(r.id)}  ${runLine(r)}\n`);
   return 0;
@@ -477,10 +487,34 @@ async function cmdDown(args: Args, out: Output): Promise<number> {
     }
     return 0;
   }
+  const receipts = await import("./receipt.ts");
+  if (!args.values.yes) {
+    const before = await client.status(name);
+    const live = before.hostList.filter((h) => h.state !== "torn_down").length;
+    await receipts.confirmDown(
+      name,
+      `its ${live} host${live === 1 ? "" : "s"} and everything labfleet made for them go, and the portal closes (students lose their labs).`,
+    );
+  }
   const { run } = await client.teardown(name);
   if (!json) out.write(`down ${clean(name)}: run ${clean(run.id)}\n`);
   const s = await follow(client, name, run.id, undefined);
-  return report(s, run.id, json, out, "torn_down");
+  const done = s.runs.find((r) => r.id === run.id);
+  // The receipt of this teardown (FinishTeardown takes it): what was removed, what is left, the host-hours.
+  const receipt = await receipts
+    .fetchReceipt(client, name)
+    .then((r) => (r.receipt.runId === run.id ? r.receipt : undefined))
+    .catch(() => undefined);
+  if (json) {
+    const doc: string[] = [];
+    const code = report(s, run.id, true, { ...out, write: (t) => doc.push(t) }, "torn_down");
+    out.write(jsonText({ ...JSON.parse(doc.join("")), receipt: receipt ?? null }));
+    return code;
+  }
+  const code = report(s, run.id, false, out, "torn_down");
+  if (receipt) receipts.writeReceipt(receipt, out);
+  else if (done?.state === "succeeded") out.write(`no receipt yet: labfleet receipt ${clean(name)}\n`);
+  return code === 0 && receipt && receipt.left.length > 0 ? 1 : code;
 }
 
 /** Students in the portal's waiting room, where the instructor decides to add or remove labs. */
@@ -600,6 +634,8 @@ export async function main(argv: string[], out: Output = stdoutOutput()): Promis
         return await (await import("./list-commands.ts")).cmdSubmit(args, out);
       case "down":
         return await cmdDown(args, out);
+      case "receipt":
+        return await (await import("./receipt.ts")).cmdReceipt(workshopName(args), jsonOutput(args), out);
       case "scale":
         return await cmdScale(args, out);
       case "doctor":

@@ -113,6 +113,9 @@ export const UNSCOPED_ACTIONS: Record<string, string> = {
   "ec2:DescribeInstanceTypes": "read only",
   "ec2:DescribeSubnets": "read only",
   "ec2:DescribeSecurityGroups": "read only",
+  "ec2:DescribeVolumes": "read only",
+  "scheduler:ListSchedules": "read only: schedule names and states, never their input",
+  "ssm:DescribeParameters": "read only: parameter names and metadata, never a value",
   "ssm:DescribeInstanceInformation": "read only: whether a host's SSM agent is online",
   "ssm:GetCommandInvocation": "read only: the output of a command labfleet sent",
   "dynamodb:ListStreams": "read only: the stream's ARN, for the event forwarder's stream subscription",
@@ -164,6 +167,25 @@ export const GRANTS = {
         "ec2:DescribeInstanceTypes",
         "ec2:DescribeSubnets",
         "ec2:DescribeSecurityGroups",
+      ],
+      resources: ["*"],
+    },
+  ],
+
+  /**
+   * The teardown receipt's check (shared/fleet/receipt.ts): what is left of a workshop, by its ownership tags
+   * (instances, volumes, security groups), the TTL schedule by its name in the stage's group, and the secrets
+   * parameter by its name. Read only; AWS takes no resource for any of these.
+   */
+  leftovers: [
+    {
+      sid: "FindLeftovers",
+      actions: [
+        "ec2:DescribeInstances",
+        "ec2:DescribeVolumes",
+        "ec2:DescribeSecurityGroups",
+        "scheduler:ListSchedules",
+        "ssm:DescribeParameters",
       ],
       resources: ["*"],
     },
@@ -612,10 +634,10 @@ export const FUNCTIONS = {
     handler: "functions/lambda.FinishTeardown",
     source: "functions/finish-teardown.ts",
     description:
-      "labfleet teardown: record the outcome, delete the TTL schedule, the portal and the secrets parameter",
+      "labfleet teardown: record the outcome, delete the TTL schedule, the portal and the secrets parameter, take the receipt",
     timeout: "1 minute",
     memory: "512 MB",
-    grants: ["table", "schedules", "secretParameters", "workflowsHistory"],
+    grants: ["table", "schedules", "secretParameters", "workflowsHistory", "leftovers"],
     secrets: ["AccessKey"],
   },
   ReconcileRun: {
@@ -645,6 +667,7 @@ export const FUNCTIONS = {
       "workflowsStart",
       "workflowsControl",
       "operatorSecrets",
+      "leftovers",
     ],
     secrets: reachesHosts.secrets as LinkedSecretName[],
     fixedName: "sweepFunction",

@@ -10,6 +10,7 @@ import { instructorAuth } from "../../shared/auth/tokens.ts";
 import { healthPass } from "../../shared/fleet/health.ts";
 import { stopLab } from "../../shared/fleet/lab.ts";
 import { runLabChecks } from "../../shared/fleet/lab-checks.ts";
+import { recheckReceipts } from "../../shared/fleet/receipt.ts";
 import { unfinishedRuns } from "../../shared/fleet/runs.ts";
 import { runDueSchedules } from "../../shared/fleet/schedules.ts";
 import { managedPublicKey, transportFactory } from "../../shared/fleet/transports.ts";
@@ -174,10 +175,13 @@ export async function startLocalRuntime(opts: LocalRuntimeOptions): Promise<Loca
 
     let ticking: Promise<number> | undefined;
     const tick = () => {
-      // Due schedules, then every waiting line (the fallback for a lab freed where no serving pass followed).
+      // Due schedules, then every waiting line (the fallback for a lab freed where no serving pass followed), then
+      // the leftovers of torn-down workshops.
       ticking ??= withActor({ type: "system", id: "scheduler" }, async () => {
         const fired = await runDueSchedules();
         await serveAllQueues();
+        // Torn-down workshops: anything found left is added to their teardown receipts.
+        await recheckReceipts();
         return fired;
       }).finally(() => {
         ticking = undefined;

@@ -3,9 +3,11 @@ import {
   CreateScheduleCommand,
   type CreateScheduleCommandInput,
   DeleteScheduleCommand,
+  ListSchedulesCommand,
   type SchedulerClient,
   UpdateScheduleCommand,
 } from "@aws-sdk/client-scheduler";
+import type { Leftover } from "../providers/types.ts";
 import type { ScheduleMirror } from "../runtime/deps.ts";
 import { log } from "../runtime/logger.ts";
 
@@ -25,6 +27,8 @@ import { log } from "../runtime/logger.ts";
  * schedules, and iam:PassRole on `roleArn`; `roleArn` must allow scheduler.amazonaws.com to invoke `targetArn`):
  * - put: CreateSchedule; ConflictException (it exists) -> UpdateSchedule with the same full definition.
  * - remove: DeleteSchedule; ResourceNotFoundException (fired and deleted itself, or never made) is fine.
+ * - leftover: ListSchedules of the group with the name as NamePrefix (scheduler:ListSchedules, which takes no
+ *   resource), every page; schedules carry no tags, so the stage's group and the name are their ownership.
  * Each schedule is `at(yyyy-mm-ddThh:mm:ss)` in UTC, FlexibleTimeWindow OFF, ActionAfterCompletion DELETE.
  */
 export interface EventBridgeScheduleMirrorOptions {
@@ -118,5 +122,31 @@ export class EventBridgeScheduleMirror implements ScheduleMirror {
     } catch (err) {
       if (errorName(err) !== "ResourceNotFoundException") throw err;
     }
+  }
+
+  async leftover(workshop: string): Promise<Leftover | undefined> {
+    const Name = scheduleName(workshop);
+    let NextToken: string | undefined;
+    do {
+      const page = await this.opts.client.send(
+        new ListSchedulesCommand({
+          GroupName: this.opts.group,
+          NamePrefix: Name,
+          ...(NextToken ? { NextToken } : {}),
+        }),
+      );
+      const found = (page.Schedules ?? []).find((s) => s.Name === Name && s.GroupName === this.opts.group);
+      if (found) {
+        const region = await this.opts.client.config.region();
+        return {
+          kind: "schedule",
+          id: Name,
+          why: `the TTL teardown schedule is still ${found.State === "DISABLED" ? "there (disabled)" : "enabled"}`,
+          command: `aws scheduler delete-schedule --region ${region} --group-name ${this.opts.group} --name ${Name}`,
+        };
+      }
+      NextToken = page.NextToken;
+    } while (NextToken);
+    return undefined;
   }
 }

@@ -1,4 +1,10 @@
-import { DeleteParameterCommand, PutParameterCommand, type SSMClient } from "@aws-sdk/client-ssm";
+import {
+  DeleteParameterCommand,
+  DescribeParametersCommand,
+  PutParameterCommand,
+  type SSMClient,
+} from "@aws-sdk/client-ssm";
+import type { Leftover } from "../providers/types.ts";
 import type { SecretParameters } from "../runtime/deps.ts";
 import { VisibleError } from "../runtime/errors.ts";
 
@@ -9,6 +15,9 @@ import { VisibleError } from "../runtime/errors.ts";
  * (a JSON object of name -> value), once per run before any host is touched (publishSecretParameter, in
  * BeginUp), and each host fetches it with its own instance role (see pushSecrets). The parameter is deleted
  * when the run that wrote it ends and at teardown.
+ *
+ * A teardown's receipt looks for it with DescribeParameters (metadata only, never a value; ssm:DescribeParameters
+ * takes no resource), filtered on its exact name: the stage's path is the parameter's ownership.
  *
  * IAM: the control plane needs ssm:PutParameter and ssm:DeleteParameter on
  * `arn:aws:ssm:<region>:<account>:parameter/labfleet/<stage>/workshops/*`; the hosts' instance profile needs
@@ -111,5 +120,29 @@ export class SsmSecretParameters implements SecretParameters {
         `Parameter Store refused to delete ${Name} (${errorName(err)}): the control plane needs ssm:DeleteParameter on it`,
       );
     }
+  }
+
+  async leftover(workshop: string): Promise<Leftover | undefined> {
+    const Name = this.nameOf(workshop);
+    let NextToken: string | undefined;
+    do {
+      const page = await this.client.send(
+        new DescribeParametersCommand({
+          ParameterFilters: [{ Key: "Name", Option: "Equals", Values: [Name] }],
+          ...(NextToken ? { NextToken } : {}),
+        }),
+      );
+      if ((page.Parameters ?? []).some((p) => p.Name === Name)) {
+        const region = await this.client.config.region();
+        return {
+          kind: "parameter",
+          id: Name,
+          why: "the operator secrets parameter was not deleted",
+          command: `aws ssm delete-parameter --region ${region} --name ${Name}`,
+        };
+      }
+      NextToken = page.NextToken;
+    } while (NextToken);
+    return undefined;
   }
 }

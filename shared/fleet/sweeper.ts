@@ -6,6 +6,7 @@ import { useDeps } from "../runtime/deps.ts";
 import { errorMessage } from "../runtime/errors.ts";
 import { log } from "../runtime/logger.ts";
 import { type HealthSummary, healthPass } from "./health.ts";
+import { recheckReceipts } from "./receipt.ts";
 import { isConditionalFailure } from "./runs.ts";
 import { runDueSchedules } from "./schedules.ts";
 
@@ -19,6 +20,8 @@ import { runDueSchedules } from "./schedules.ts";
  * 3. the in-use health pass (shared/fleet/health.ts): every ready lab whose check is due runs `lab.health`.
  * 4. every workshop's waiting line is served (shared/portal/queue.ts), the fallback for a lab freed where no
  *    serving pass followed.
+ * 5. torn-down workshops are looked at again (recheckReceipts, shared/fleet/receipt.ts): anything found left
+ *    is added to the workshop's teardown receipt with a `teardown.receipt` event.
  * A failing step or item is logged and reported in the summary; it never stops the rest of the pass.
  */
 
@@ -33,6 +36,8 @@ export interface SweepSummary {
   served: number;
   /** Every expired instance a provider acted on, terminated or not. */
   swept: SweptRecord[];
+  /** What was found left of torn-down workshops (added to their receipts). */
+  leftovers: { workshop: string; left: { kind: string; id: string }[] }[];
   /** The in-use health checks of this pass. */
   health?: HealthSummary;
   /** Steps or items that failed; the pass went on. */
@@ -42,7 +47,7 @@ export interface SweepSummary {
 export async function sweep(): Promise<SweepSummary> {
   assertActor("system");
   const { providers, clock } = useDeps();
-  const summary: SweepSummary = { fired: 0, served: 0, swept: [], errors: [] };
+  const summary: SweepSummary = { fired: 0, served: 0, swept: [], leftovers: [], errors: [] };
 
   try {
     summary.fired = await runDueSchedules();
@@ -96,6 +101,13 @@ export async function sweep(): Promise<SweepSummary> {
   } catch (err) {
     log.error("sweeper: the health pass failed", { error: errorMessage(err) });
     summary.errors.push({ step: "health", error: errorMessage(err) });
+  }
+
+  try {
+    summary.leftovers = await recheckReceipts();
+  } catch (err) {
+    log.error("sweeper: looking at torn-down workshops failed", { error: errorMessage(err) });
+    summary.errors.push({ step: "receipts", error: errorMessage(err) });
   }
 
   log.info("sweep done", {

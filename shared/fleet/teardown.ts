@@ -10,12 +10,16 @@ import { recordEvent } from "./events.ts";
 import { forgetAllHostKeys } from "./host-keys.ts";
 import { transportFor } from "./hosts.ts";
 import { stopLab } from "./lab.ts";
+import { type ReceiptEntry, takeReceipt } from "./receipt.ts";
 import { recordTransitions, releaseWorkshop } from "./runs.ts";
 import { cancelSchedules } from "./schedules.ts";
 import { removeSecretParameter } from "./secrets.ts";
 import { getWorkshop, listHosts } from "./workshops.ts";
 
-/** The steps of the `teardown` workflow: stop every lab, give the hosts back, mark the workshop torn down. */
+/**
+ * The steps of the `teardown` workflow: stop every lab, give the hosts back, mark the workshop torn down, and
+ * take the teardown's receipt (shared/fleet/receipt.ts).
+ */
 
 export async function deprovisionHosts(workshop: string): Promise<{ results: DeprovisionResult[] }> {
   const deps = useDeps();
@@ -66,7 +70,10 @@ export async function finishTeardown(
   const providerMade = spec.provider.type !== "static";
   const byHost = new Map(results.map((r) => [r.hostId, r]));
   const errors = results.filter((r) => r.result === "error");
-  for (const h of await listHosts(workshop)) {
+  // The receipt's host-hours come from the records this step deletes.
+  const hosts = await listHosts(workshop);
+  const schedule = (await store.schedule.get({ workshop, kind: "teardown" }).go()).data;
+  for (const h of hosts) {
     const r = byHost.get(h.hostId);
     if (r?.result === "error") {
       await store.host
@@ -90,6 +97,14 @@ export async function finishTeardown(
   await purgePortal(workshop);
   // The operator secrets parameter SSM hosts fetched from (if any) goes with the workshop.
   await removeSecretParameter(spec, useDeps().providers[spec.provider.type]?.transport);
+  // The receipt is there before the run reads as ended, so whoever follows the run finds it.
+  const steps: ReceiptEntry[] = [
+    ...(schedule?.state === "pending"
+      ? [{ kind: "schedule", id: `teardown at ${schedule.at}`, detail: "the TTL schedule, cancelled" }]
+      : []),
+    { kind: "portal", id: workshop, detail: "codes, claims, personal links and the waiting line" },
+  ];
+  await takeReceipt(spec, runId, hosts, results, steps);
   const state = errors.length === 0 ? "succeeded" : "failed";
   await recordTransitions(workshop, runId, "teardown");
   await store.run

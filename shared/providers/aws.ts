@@ -38,6 +38,7 @@ import {
   waitRunning,
   waitSsmOnline,
 } from "./aws-launch.ts";
+import { awsLeftovers } from "./aws-leftovers.ts";
 import { costText } from "./aws-pricing.ts";
 import { checkVcpuQuota, type VcpuQuotaCheck, vcpuQuotaError, vcpuQuotaLine } from "./aws-quota.ts";
 import {
@@ -55,6 +56,7 @@ import { validateAwsProvider } from "./aws-validate.ts";
 import {
   type DeprovisionResult,
   hostIdsOf,
+  type Leftover,
   type PlanItem,
   type Provider,
   type ProvisionedHost,
@@ -78,6 +80,7 @@ export { EXPIRY_TAG, HOST_ID_TAG, OWNER_TAG, STAGE_TAG, WORKSHOP_TAG } from "./a
  * | aws-security-groups.ts | the workshop's managed security group, operator CIDRs, open access              |
  * | aws-quota.ts           | the running On-Demand vCPU quota check                                          |
  * | aws-pricing.ts         | the On-Demand prices a plan quotes                                              |
+ * | aws-leftovers.ts       | what is left of a workshop after its teardown (the receipt's check)             |
  * | aws-common.ts          | the ownership tags, the provider section's type, small helpers                  |
  *
  * Ownership: everything this provider creates carries `ManagedBy=labfleet`, `labfleet-workshop=<name>` and
@@ -426,6 +429,12 @@ export class AwsProvider implements Provider {
       if (note) last.detail = last.detail ? `${last.detail}; ${note}` : note;
     }
     return results;
+  }
+
+  /** What is left of the workshop in EC2 after its teardown, by the ownership tags (see aws-leftovers.ts). */
+  async leftovers(spec: Workshop): Promise<Leftover[]> {
+    await this.ready(spec, false);
+    return awsLeftovers({ ec2: this.ec2, groups: this.groups, stage: this.stage, workshop: spec.name });
   }
 
   /**

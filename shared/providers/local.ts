@@ -1,10 +1,12 @@
 import { lstatSync, readdirSync, readFileSync, readlinkSync, realpathSync } from "node:fs";
-import { mkdir, readdir, rm, stat } from "node:fs/promises";
+import { mkdir, readdir, readFile, readlink, rm, stat } from "node:fs/promises";
 import { dirname, isAbsolute, join, relative, resolve } from "node:path";
+import { shq } from "../transports/types.ts";
 import { localLabDirProblem, type Workshop } from "../workshop/schema.ts";
 import {
   type DeprovisionResult,
   hostIdsOf,
+  type Leftover,
   type PlanItem,
   type Provider,
   type ProvisionedHost,
@@ -84,6 +86,76 @@ export class LocalProvider implements Provider {
     if ((await isDir(wsDir)) && (await readdir(wsDir)).length === 0) await rm(wsDir, { recursive: true });
     return results;
   }
+
+  /**
+   * What is left of the workshop's hosts: every folder still under `<root>/<workshop>/` (whether or not the
+   * spec still names that host), and every process whose HOME or working folder is inside one, found in /proc
+   * (where there is no /proc, processes are not looked for).
+   */
+  async leftovers(spec: Workshop): Promise<Leftover[]> {
+    const wsDir = join(resolve(this.root), spec.name);
+    const out: Leftover[] = [];
+    const names = (await isDir(wsDir)) ? (await readdir(wsDir)).sort() : [];
+    for (const processInfo of await processesInside(wsDir)) {
+      out.push({
+        kind: "process",
+        id: String(processInfo.pid),
+        ...(processInfo.hostId ? { hostId: processInfo.hostId } : {}),
+        why: `still running in ${processInfo.dir}: ${processInfo.command}`,
+        command: `kill ${processInfo.pid}`,
+      });
+    }
+    for (const name of names) {
+      const dir = join(wsDir, name);
+      out.push({
+        kind: "host-folder",
+        id: dir,
+        hostId: name,
+        why: (await isDir(dir))
+          ? "the host's folder is still there"
+          : "a file is left in the workshop's folder",
+        command: `rm -rf ${shq(dir)}`,
+      });
+    }
+    return out;
+  }
+}
+
+/** Processes whose HOME or working folder lies inside `dir`, with the host folder they are in. */
+async function processesInside(
+  dir: string,
+): Promise<{ pid: number; hostId?: string; dir: string; command: string }[]> {
+  let entries: string[];
+  try {
+    entries = await readdir("/proc");
+  } catch {
+    return [];
+  }
+  const found: { pid: number; hostId?: string; dir: string; command: string }[] = [];
+  for (const entry of entries) {
+    if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
+    try {
+      const environ = await readFile(`/proc/${entry}/environ`, "utf8");
+      const home = environ
+        .split("\0")
+        .find((v) => v.startsWith("HOME="))
+        ?.slice(5);
+      const cwd = await readlink(`/proc/${entry}/cwd`).catch(() => undefined);
+      const where = [home, cwd].find((p) => p !== undefined && (p === dir || inside(dir, p)));
+      if (!where) continue;
+      const hostId = relative(dir, where).split("/")[0] || undefined;
+      const command = (await readFile(`/proc/${entry}/cmdline`, "utf8")).split("\0").join(" ").trim();
+      found.push({
+        pid: Number(entry),
+        ...(hostId ? { hostId } : {}),
+        dir: where,
+        command: command.slice(0, 120),
+      });
+    } catch {
+      // gone, or not ours to read
+    }
+  }
+  return found.sort((a, b) => a.pid - b.pid);
 }
 
 /**

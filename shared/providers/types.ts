@@ -77,6 +77,27 @@ export interface Provider {
    * tag is past `now`, for the case where a TTL schedule was lost.
    */
   sweepExpired?(now: Date): Promise<SweptInstance[]>;
+  /**
+   * What this provider made for the workshop that is still there (after its teardown): looked up by ownership,
+   * never from the store's records. Absent: the provider makes nothing it could leave (bring-your-own hosts).
+   */
+  leftovers?(spec: Workshop): Promise<Leftover[]>;
+}
+
+/**
+ * Something a provider (or an adapter) made for a workshop that is still there after its teardown, found by its
+ * ownership (EC2: the tags; local: the host's folder), with why it is left and the command that removes it.
+ */
+export interface Leftover {
+  /** instance, volume, security-group, schedule, parameter, host-folder, process. */
+  kind: string;
+  /** What names it: an instance, volume or group id, a schedule or parameter name, a folder, a pid. */
+  id: string;
+  hostId?: string;
+  /** Why it is still there, in words (its state, what holds it). */
+  why: string;
+  /** The shell command that removes it. */
+  command: string;
 }
 
 export interface SweptInstance {

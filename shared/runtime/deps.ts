@@ -1,6 +1,6 @@
 import type { CheckOutcome } from "../fleet/lab-checks.ts";
 import type { Workflows } from "../fleet/workflows.ts";
-import type { Provider } from "../providers/types.ts";
+import type { Leftover, Provider } from "../providers/types.ts";
 import type { Store } from "../store/entities.ts";
 import type { Transport, TransportName } from "../transports/types.ts";
 import type { Clock } from "./clock.ts";
@@ -39,6 +39,8 @@ export interface ScheduleMirror {
   put(workshop: string, at: Date): Promise<void>;
   /** Deletes it; one that is already gone is fine. */
   remove(workshop: string): Promise<void>;
+  /** The workshop's schedule when it still exists (a teardown's receipt checks), looked up, not remembered. */
+  leftover?(workshop: string): Promise<Leftover | undefined>;
 }
 
 /**
@@ -52,6 +54,8 @@ export interface SecretParameters {
   put(workshop: string, values: Record<string, string>): Promise<string>;
   /** Deletes it; one that is already gone is fine. */
   remove(workshop: string): Promise<void>;
+  /** The workshop's parameter when it still exists (a teardown's receipt checks), looked up, not remembered. */
+  leftover?(workshop: string): Promise<Leftover | undefined>;
 }
 
 /**

@@ -30,6 +30,7 @@ export const EVENT_TYPES = [
   "workshop.torn_down",
   /** `labfleet exec`: who ran it, how many hosts, the summary and the command's start (redacted), never output. */
   "exec",
+  "teardown.receipt",
 ] as const;
 export const EVENT_RETENTION_DAYS = 30;
 /**
@@ -643,6 +644,39 @@ function entities(client: DynamoDBDocumentClient, table: string) {
     config,
   );
 
+  /**
+   * The receipt of a workshop's last teardown (shared/fleet/receipt.ts): what was removed, what is left and why
+   * with the command that removes it, and the hosts' usage. The sweeper adds what it finds left later.
+   */
+  const receipt = new Entity(
+    {
+      model: { entity: "receipt", version: "1", service },
+      attributes: {
+        workshop: { type: "string", required: true },
+        runId: { type: "string", required: true },
+        provider: { type: "string", required: true },
+        region: { type: "string" },
+        endedAt: { type: "string", required: true },
+        checkedAt: { type: "string", required: true },
+        /** ReceiptItem[]: what the teardown (or, later, the sweeper) saw removed. */
+        removed: { type: "any", required: true },
+        /** ReceiptLeftover[]: what is still there, why, and the command that removes it. */
+        left: { type: "any", required: true },
+        /** Why the leftover check itself could not finish (the receipt is then incomplete). */
+        checkError: { type: "string" },
+        /** ReceiptUsage: hosts, host-hours and their on-demand cost. */
+        usage: { type: "any", required: true },
+      },
+      indexes: {
+        byWorkshop: {
+          pk: { field: "pk", composite: ["workshop"] },
+          sk: { field: "sk", composite: [] },
+        },
+      },
+    },
+    config,
+  );
+
   return {
     workshop,
     host,
@@ -666,6 +700,7 @@ function entities(client: DynamoDBDocumentClient, table: string) {
     apiToken,
     deviceLogin,
     event,
+    receipt,
   };
 }
 
@@ -691,6 +726,7 @@ export type SessionItem = EntityItem<Entities["session"]>;
 export type ApiTokenItem = EntityItem<Entities["apiToken"]>;
 export type DeviceLoginItem = EntityItem<Entities["deviceLogin"]>;
 export type EventItem = EntityItem<Entities["event"]>;
+export type ReceiptItem = EntityItem<Entities["receipt"]>;
 export type HostKeyItem = EntityItem<Entities["hostKey"]>;
 export type LabTimingItem = EntityItem<Entities["labTiming"]>;
 export type HostState = (typeof HOST_STATES)[number];

@@ -50,3 +50,55 @@ export function startCli(
   const exited = new Promise<number | null>((res) => child.on("exit", (code) => res(code)));
   return { child, out, exited };
 }
+
+const sh = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
+
+/**
+ * Runs `labfleet ...` on a terminal: util-linux `script` gives it a pseudo-terminal (stdin, stdout and stderr),
+ * so what a person at a terminal sees is what it sees. Once the output holds `waitFor`, `answer` is typed (a
+ * line); without one, input ends there. Everything the command wrote comes back in `output` (the terminal
+ * merges stdout and stderr, with CRLF line ends).
+ */
+export function runCliOnTty(
+  args: string[],
+  opts: {
+    env?: Record<string, string | undefined>;
+    waitFor?: string;
+    answer?: string;
+    timeoutMs?: number;
+  } = {},
+): Promise<{ code: number | null; output: string }> {
+  const command = [process.execPath, cliBin, ...args].map(sh).join(" ");
+  return new Promise((resolve, reject) => {
+    const child = spawn("script", ["-q", "-e", "-c", command, "/dev/null"], {
+      env: {
+        ...process.env,
+        NO_COLOR: "1",
+        LABFLEET_URL: undefined,
+        LABFLEET_TOKEN: undefined,
+        ...opts.env,
+      } as NodeJS.ProcessEnv,
+      stdio: ["pipe", "pipe", "pipe"],
+    });
+    let output = "";
+    let typed = false;
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL");
+      reject(new Error(`labfleet ${args.join(" ")} on a terminal did not end: ${output}`));
+    }, opts.timeoutMs ?? 30_000);
+    child.stdout.on("data", (d) => {
+      output += d;
+      if (!typed && opts.waitFor !== undefined && output.includes(opts.waitFor)) {
+        typed = true;
+        if (opts.answer !== undefined) child.stdin.write(`${opts.answer}\n`);
+        else child.stdin.write("\u0004");
+      }
+    });
+    child.stderr.on("data", (d) => (output += d));
+    child.on("error", reject);
+    child.on("close", (code) => {
+      clearTimeout(timer);
+      resolve({ code, output: output.replace(/\r\n/g, "\n") });
+    });
+  });
+}

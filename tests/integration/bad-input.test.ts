@@ -501,7 +501,7 @@ describe("lab.dir on a local host", () => {
     expect(readdirSync(join(outside, "lab"))).toEqual(["notes.txt"]);
     expect(readFileSync(join(outside, "lab", "notes.txt"), "utf8")).toBe("keep me");
     expect(existsSync(join(outside, "built"))).toBe(false); // the setup never ran there
-    await runCli(["down", name], { env });
+    await runCli(["down", name, "--yes"], { env });
   });
 });
 

@@ -35,7 +35,7 @@ beforeAll(async () => {
   expect(up.code).toBe(1); // student-02 fails by design
 });
 afterAll(async () => {
-  await runCli(["down", "ops"], { env });
+  await runCli(["down", "ops", "--yes"], { env });
   await rt?.close();
   if (rt) removeDir(rt.dataDir);
   if (work) removeDir(work);

@@ -64,8 +64,8 @@ beforeAll(async () => {
   );
 });
 afterAll(async () => {
-  await runCli(["down", "cli-runs"], { env });
-  await runCli(["down", "cli-runs-fail"], { env });
+  await runCli(["down", "cli-runs", "--yes"], { env });
+  await runCli(["down", "cli-runs-fail", "--yes"], { env });
   await rt?.close();
   if (work) removeDir(work);
 });

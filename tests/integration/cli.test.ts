@@ -177,12 +177,12 @@ describe("labfleet CLI", () => {
   });
 
   it("down tears the workshop down and exits 0", async () => {
-    const r = await runCli(["down", "-f", join(work, "ok.yaml"), "--output", "json"], { env });
+    const r = await runCli(["down", "-f", join(work, "ok.yaml"), "--yes", "--output", "json"], { env });
     expect(r.code).toBe(0);
     const doc = JSON.parse(r.stdout);
     expect(doc.state).toBe("torn_down");
     expect(doc.hosts.every((h: { state: string }) => h.state === "torn_down")).toBe(true);
-    expect((await runCli(["down", "cli-fail"], { env })).code).toBe(0);
+    expect((await runCli(["down", "cli-fail", "--yes"], { env })).code).toBe(0);
   });
 
   it("dev refuses a port that is taken, and an unreadable file, with exit code 2", async () => {

@@ -44,10 +44,11 @@ describe("events", () => {
     await rt.executor.idle();
     const all = (await listEvents("ev", { limit: 500 })).events;
     const types = all.map((e) => e.type);
-    expect(types.slice(-5)).toEqual([
+    expect(types.slice(-6)).toEqual([
       "lab.claimed",
       "lab.released",
       "run.started",
+      "teardown.receipt",
       "run.finished",
       "workshop.torn_down",
     ]);

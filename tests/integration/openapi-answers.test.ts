@@ -192,8 +192,10 @@ const CALLS: Call[] = [
   { op: "DELETE /api/tokens/{id}", status: 200 },
   { op: "DELETE /api/tokens/{id}", status: 404 },
   { op: "DELETE /api/tokens/{id}", status: 400, path: "/api/tokens/not-a-token-id" },
+  { op: "GET /api/workshops/{name}/receipt", status: 404 },
   { op: "POST /api/workshops/{name}/teardown", status: 202, after: runEnds },
   { op: "POST /api/workshops/{name}/teardown", status: 404, path: "/api/workshops/oa-none/teardown" },
+  { op: "GET /api/workshops/{name}/receipt", status: 200 },
 ];
 
 // --- the document's schemas, compiled once ---------------------------------------------------------------

@@ -9,6 +9,7 @@ import { execApi } from "./exec.ts";
 import { fleet } from "./fleet.ts";
 import { fleetViewApi } from "./fleet-view.ts";
 import { portalApi } from "./portal.ts";
+import { receiptApi } from "./receipt.ts";
 import { apiRouter, errors, json, jsonBody, NameParams } from "./schemas.ts";
 import { workshops } from "./workshops.ts";
 
@@ -202,6 +203,7 @@ export function apiDocument(): ApiDocument {
   all.route("/api/workshops", execApi);
   all.route("/api/workshops", fleetViewApi);
   all.route("/api/workshops", portalApi);
+  all.route("/api/workshops", receiptApi);
   all.route("/api", apiReference);
   for (const route of [health, events, ...tokens]) all.openAPIRegistry.registerPath(route);
   all.openAPIRegistry.registerComponent("securitySchemes", SECURITY_SCHEME, {

@@ -108,6 +108,12 @@ export function eventSentence(e: EventView): string {
       const summary = text(d.summary);
       return `A command ran on ${n === undefined ? "the hosts" : `${n} host${n === 1 ? "" : "s"}`}${cmd ? `: ${clip(cmd, 80)}` : ""}${summary ? ` (${clip(summary)})` : "."}`;
     }
+    case "teardown.receipt": {
+      const left = Array.isArray(d.left) ? d.left.filter((l) => typeof l === "string") : [];
+      const who = d.by === "sweeper" ? "The sweeper found" : "Teardown receipt:";
+      if (left.length === 0) return `${who} nothing left.`;
+      return `${who} ${left.length} thing${left.length === 1 ? "" : "s"} left (${clip(left.join(", "), 160)}): see the receipt for the commands that remove them.`;
+    }
     default:
       return eventLabel(type);
   }

@@ -15,6 +15,7 @@ import { ExtendInput, extendWorkshop } from "../../shared/fleet/extend.ts";
 import { fleetView } from "../../shared/fleet/fleet-view.ts";
 import { notReadyProblem, setStudentAccess } from "../../shared/fleet/open-access.ts";
 import { diagnose, startDeploy, startRetry } from "../../shared/fleet/ops.ts";
+import { findReceipt } from "../../shared/fleet/receipt.ts";
 import { startRun } from "../../shared/fleet/runs.ts";
 import { planScale, scaleOffer, scaleUp } from "../../shared/fleet/scale.ts";
 import {
@@ -534,9 +535,18 @@ export function consoleRoutes(auth: InstructorAuth, opts: ConsoleOptions = {}) {
     const name = nameOf(c);
     const [v, activity] = await Promise.all([workshopView(name), recentEvents(name)]);
     const scale = v.summary.state === "draft" ? undefined : await scaleOffer(name);
+    // The teardown receipt, once the workshop is torn down (web/console/views/receipt.tsx).
+    const receipt = v.summary.state === "torn_down" ? await findReceipt(name) : undefined;
     return page(
       c,
-      <WorkshopPage viewer={viewer(c)} {...v} scale={scale} activity={activity} notice={noticeOf(c)} />,
+      <WorkshopPage
+        viewer={viewer(c)}
+        {...v}
+        scale={scale}
+        activity={activity}
+        notice={noticeOf(c)}
+        receipt={receipt}
+      />,
     );
   });
   // The live regions, and the events after the page's newest (`?after=`): the script adds their rows at

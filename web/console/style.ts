@@ -60,6 +60,7 @@ textarea { width: 100%; font-family: ui-monospace, SFMono-Regular, Menlo, Consol
 .row { display: flex; flex-wrap: wrap; gap: 0.5rem; align-items: center; }
 .row form { margin: 0; }
 .table-wrap { overflow-x: auto; background: #fff; border: 1px solid #d5d9e0; border-radius: 8px; }
+.receipt code { white-space: nowrap; }
 table { border-collapse: collapse; width: 100%; }
 caption { text-align: left; font-weight: 600; padding: 0.6rem 0.75rem 0.2rem; }
 th, td { text-align: left; padding: 0.45rem 0.75rem; border-bottom: 1px solid #e1e4e9; vertical-align: top; }

@@ -25,6 +25,7 @@ import type {
   DescribeInstanceTypesCommandInput,
   DescribeSecurityGroupsCommandInput,
   DescribeSubnetsCommandInput,
+  DescribeVolumesCommandInput,
   Filter,
   Image,
   Instance,
@@ -39,6 +40,7 @@ import type {
   Tag,
   TagSpecification,
   TerminateInstancesCommandInput,
+  Volume,
 } from "@aws-sdk/client-ec2";
 import {
   type AuthRequest,
@@ -488,6 +490,7 @@ export class FakeEc2 {
         this.describeInstanceTypes(input, call),
       DescribeInstances: (input: DescribeInstancesCommandInput, call: Call) =>
         this.describeInstances(input, call),
+      DescribeVolumes: (input: DescribeVolumesCommandInput, call: Call) => this.describeVolumes(input, call),
       CreateSecurityGroup: (input: CreateSecurityGroupCommandInput, call: Call) =>
         this.createSecurityGroup(input, call),
       AuthorizeSecurityGroupIngress: (input: AuthorizeSecurityGroupIngressCommandInput, call: Call) =>
@@ -1159,6 +1162,91 @@ export class FakeEc2 {
       byReservation.set(i.reservationId, [...(byReservation.get(i.reservationId) ?? []), i]);
     return {
       Reservations: [...byReservation.entries()].map(([id, list]) => this.reservation(id, list)),
+    };
+  }
+
+  /**
+   * DescribeVolumes as the EC2 API reference has it: `ec2:DescribeVolumes` on `*`; VolumeIds (an unknown one is
+   * InvalidVolume.NotFound) or MaxResults (5 to 500, with NextToken pages), not both; filters on the volume's
+   * fields and tags. A volume is `in-use` while its instance is not terminated; one kept at termination
+   * (DeleteOnTermination false) is `available`, attached to nothing.
+   */
+  private async describeVolumes(input: DescribeVolumesCommandInput, call: Call) {
+    await call.authorize([{ action: "ec2:DescribeVolumes", resource: "*", context: this.ctx() }]);
+    if (input.VolumeIds?.length && input.MaxResults !== undefined) {
+      throw ec2Error(
+        "InvalidParameterCombination",
+        "The parameter volumeSet cannot be used with the parameter maxResults",
+      );
+    }
+    if (input.MaxResults !== undefined && (input.MaxResults < 5 || input.MaxResults > 500)) {
+      throw ec2Error(
+        "InvalidParameterValue",
+        `Value ( ${input.MaxResults} ) for parameter maxResults is invalid. Expecting a value between 5 and 500.`,
+      );
+    }
+    const view = (v: FakeVolume): Volume => {
+      const inst = this.instances.get(v.instanceId);
+      const attached = inst !== undefined && this.stateOf(inst) !== "terminated";
+      return {
+        VolumeId: v.VolumeId,
+        Size: v.Size,
+        VolumeType: v.VolumeType as Volume["VolumeType"],
+        Encrypted: v.Encrypted,
+        AvailabilityZone: inst?.instance.Placement?.AvailabilityZone ?? `${this.region}a`,
+        State: attached ? "in-use" : "available",
+        Attachments: attached
+          ? [
+              {
+                VolumeId: v.VolumeId,
+                InstanceId: v.instanceId,
+                Device: "/dev/sda1",
+                State: "attached",
+                DeleteOnTermination: v.DeleteOnTermination,
+              },
+            ]
+          : [],
+        Tags: structuredClone(v.Tags),
+      };
+    };
+    let found = [...this.volumes.values()].map(view);
+    if (input.VolumeIds?.length) {
+      const missing = input.VolumeIds.filter((id) => !this.volumes.has(id));
+      if (missing.length) {
+        throw ec2Error("InvalidVolume.NotFound", `The volume '${missing.join(", ")}' does not exist.`);
+      }
+      found = found.filter((v) => input.VolumeIds?.includes(v.VolumeId as string));
+    }
+    const fields: Record<string, (v: Volume) => string | string[] | undefined> = {
+      "volume-id": (v) => v.VolumeId,
+      status: (v) => v.State,
+      size: (v) => String(v.Size),
+      "volume-type": (v) => v.VolumeType,
+      encrypted: (v) => String(v.Encrypted),
+      "availability-zone": (v) => v.AvailabilityZone,
+      "attachment.instance-id": (v) => (v.Attachments ?? []).map((a) => a.InstanceId ?? ""),
+      "attachment.status": (v) => (v.Attachments ?? []).map((a) => a.State ?? ""),
+      "attachment.delete-on-termination": (v) =>
+        (v.Attachments ?? []).map((a) => String(a.DeleteOnTermination)),
+    };
+    for (const f of input.Filters ?? []) {
+      const name = f.Name ?? "";
+      const get =
+        fields[name] ??
+        (/^tag(:|-key$|-value$)/.test(name) ? (v: Volume) => tagFilter(v.Tags, name) : undefined);
+      if (!get) throw unknownFilter(f.Name);
+      found = found.filter((v) => matches(get(v), f));
+    }
+    found.sort((a, b) => (a.VolumeId ?? "").localeCompare(b.VolumeId ?? ""));
+    if (input.MaxResults === undefined) return { Volumes: found };
+    const start = input.NextToken ? Number(Buffer.from(input.NextToken, "base64").toString()) : 0;
+    if (!Number.isInteger(start) || start < 0)
+      throw ec2Error("InvalidParameterValue", "Invalid value for nextToken");
+    const page = found.slice(start, start + input.MaxResults);
+    const next = start + input.MaxResults < found.length ? start + input.MaxResults : undefined;
+    return {
+      Volumes: page,
+      ...(next !== undefined ? { NextToken: Buffer.from(String(next)).toString("base64") } : {}),
     };
   }
 

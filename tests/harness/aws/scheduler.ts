@@ -2,6 +2,8 @@ import type {
   CreateScheduleCommandInput,
   DeleteScheduleCommandInput,
   GetScheduleCommandInput,
+  ListSchedulesCommandInput,
+  ScheduleSummary,
   UpdateScheduleCommandInput,
 } from "@aws-sdk/client-scheduler";
 import { type AuthRequest, AwsError, arn, type Call, type Operations } from "./core.ts";
@@ -52,6 +54,7 @@ export class FakeScheduler {
         if (!this.schedules.delete(this.key(group, input.Name))) throw this.notFound(input.Name);
         return {};
       },
+      ListSchedules: (input: ListSchedulesCommandInput, call: Call) => this.list(input, call),
       GetSchedule: async (input: GetScheduleCommandInput, call: Call) => {
         const group = input.GroupName ?? "default";
         await call.authorize([
@@ -62,6 +65,50 @@ export class FakeScheduler {
         return structuredClone(s);
       },
     };
+  }
+
+  /**
+   * ListSchedules: `scheduler:ListSchedules` takes no resource (`*`); GroupName (an unknown one is
+   * ResourceNotFoundException), NamePrefix, State; pages of MaxResults (1 to 100) with NextToken. Summaries, in
+   * name order, without the target's input.
+   */
+  private async list(input: ListSchedulesCommandInput, call: Call) {
+    await call.authorize([{ action: "scheduler:ListSchedules", resource: "*" }]);
+    if (input.GroupName && input.GroupName !== "default" && !this.opts.groups.includes(input.GroupName)) {
+      throw new AwsError(
+        "ResourceNotFoundException",
+        `Schedule group ${input.GroupName} does not exist.`,
+        404,
+      );
+    }
+    const size = input.MaxResults ?? 100;
+    if (size < 1 || size > 100) {
+      throw new AwsError(
+        "ValidationException",
+        `1 validation error detected: Value '${size}' at 'maxResults' failed to satisfy constraint: Member must have value less than or equal to 100`,
+      );
+    }
+    const found = [...this.schedules.values()]
+      .filter((s) => !input.GroupName || (s.GroupName ?? "default") === input.GroupName)
+      .filter((s) => !input.NamePrefix || (s.Name ?? "").startsWith(input.NamePrefix))
+      .filter((s) => !input.State || (s.State ?? "ENABLED") === input.State)
+      .sort((a, b) => `${a.GroupName}/${a.Name}`.localeCompare(`${b.GroupName}/${b.Name}`));
+    const start = input.NextToken ? Number(Buffer.from(input.NextToken, "base64").toString()) : 0;
+    if (!Number.isInteger(start) || start < 0) throw new AwsError("ValidationException", "Invalid NextToken");
+    const page = found.slice(start, start + size).map(
+      (s): ScheduleSummary => ({
+        Arn: s.Arn,
+        Name: s.Name,
+        GroupName: s.GroupName ?? "default",
+        State: s.State ?? "ENABLED",
+        CreationDate: s.CreationDate,
+        LastModificationDate: s.LastModificationDate,
+        Target: { Arn: s.Target?.Arn },
+      }),
+    );
+    const next =
+      start + size < found.length ? Buffer.from(String(start + size)).toString("base64") : undefined;
+    return { Schedules: page, ...(next ? { NextToken: next } : {}) };
   }
 
   private key(group: string, name: string | undefined): string {

@@ -7,11 +7,13 @@ import type {
   CommandInvocationStatus,
   DeleteParameterCommandInput,
   DescribeInstanceInformationCommandInput,
+  DescribeParametersCommandInput,
   GetCommandInvocationCommandInput,
   GetParameterCommandInput,
   GetParametersCommandInput,
   InstanceInformation,
   Parameter,
+  ParameterMetadata,
   ParameterTier,
   ParameterType,
   PutParameterCommandInput,
@@ -233,6 +235,8 @@ export class FakeSsm {
       GetParameter: (input: GetParameterCommandInput, call: Call) => this.getParameter(input, call),
       GetParameters: (input: GetParametersCommandInput, call: Call) => this.getParameters(input, call),
       DeleteParameter: (input: DeleteParameterCommandInput, call: Call) => this.deleteParameter(input, call),
+      DescribeParameters: (input: DescribeParametersCommandInput, call: Call) =>
+        this.describeParameters(input, call),
     };
   }
 
@@ -996,6 +1000,73 @@ export class FakeSsm {
     }
     found.sort((a, b) => (a.Name ?? "").localeCompare(b.Name ?? ""));
     return { Parameters: found, InvalidParameters: invalid };
+  }
+
+  /**
+   * DescribeParameters: metadata only, never a value; `ssm:DescribeParameters` takes no resource (`*`).
+   * ParameterFilters Name (Equals, BeginsWith), Type, Tier, Path (OneLevel, Recursive) and tag:KEY; MaxResults
+   * 1 to 50 (default 10). As the service does, a page is a slice of every parameter filtered afterwards, so a
+   * page may hold fewer than MaxResults, even none, and still carry a NextToken.
+   */
+  private async describeParameters(input: DescribeParametersCommandInput, call: Call) {
+    await call.authorize([{ action: "ssm:DescribeParameters", resource: "*" }]);
+    if (input.Filters?.length && input.ParameterFilters?.length) {
+      throw validation("You can use either Filters or ParameterFilters in a single request.");
+    }
+    const size = input.MaxResults ?? 10;
+    if (size < 1 || size > 50) {
+      throw validation(
+        `1 validation error detected: Value '${size}' at 'maxResults' failed to satisfy constraint: Member must have value less than or equal to 50`,
+      );
+    }
+    const tests = (input.ParameterFilters ?? []).map((f) => {
+      const key = f.Key ?? "";
+      const values = f.Values ?? [];
+      const option = f.Option ?? (key === "Path" ? "OneLevel" : "Equals");
+      if (key === "Name") {
+        if (option !== "Equals" && option !== "BeginsWith")
+          throw validation(`The option ${option} is not valid for Name`);
+        return (p: FakeParameter) =>
+          values.some((v) => (option === "Equals" ? p.Name === v : p.Name.startsWith(v)));
+      }
+      if (key === "Type" || key === "Tier") return (p: FakeParameter) => values.includes(p[key]);
+      if (key === "Path") {
+        return (p: FakeParameter) =>
+          values.some((v) => {
+            const prefix = `${v.replace(/\/$/, "")}/`;
+            if (!p.Name.startsWith(prefix)) return false;
+            return option === "Recursive" || !p.Name.slice(prefix.length).includes("/");
+          });
+      }
+      if (key.startsWith("tag:")) {
+        const tag = key.slice(4);
+        return (p: FakeParameter) =>
+          p.Tags.some((t) => t.Key === tag && (values.length === 0 || values.includes(t.Value ?? "")));
+      }
+      throw validation(`The filter key ${key} is not valid.`);
+    });
+    const all = [...this.parameters.values()].sort((a, b) => a.Name.localeCompare(b.Name));
+    const start = input.NextToken ? Number(Buffer.from(input.NextToken, "base64").toString()) : 0;
+    if (!Number.isInteger(start) || start < 0)
+      throw new AwsError("InvalidNextToken", "The specified token isn't valid.");
+    const page = all
+      .slice(start, start + size)
+      .filter((p) => tests.every((t) => t(p)))
+      .map(
+        (p): ParameterMetadata => ({
+          Name: p.Name,
+          ARN: this.parameterArn(p.Name),
+          Type: p.Type,
+          Version: p.Version,
+          Tier: p.Tier,
+          DataType: p.DataType,
+          LastModifiedDate: p.LastModifiedDate,
+          ...(p.KeyId ? { KeyId: p.KeyId } : {}),
+          ...(p.Description !== undefined ? { Description: p.Description } : {}),
+        }),
+      );
+    const next = start + size < all.length ? Buffer.from(String(start + size)).toString("base64") : undefined;
+    return { Parameters: page, ...(next ? { NextToken: next } : {}) };
   }
 
   private async deleteParameter(input: DeleteParameterCommandInput, call: Call) {

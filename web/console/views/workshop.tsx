@@ -5,6 +5,7 @@
 import type { EventView } from "../../../shared/fleet/events.ts";
 import type { FleetView } from "../../../shared/fleet/fleet-view.ts";
 import type { OpenAccessView } from "../../../shared/fleet/open-access.ts";
+import type { Receipt } from "../../../shared/fleet/receipt.ts";
 import type { ScaleOffer, ScalePlan } from "../../../shared/fleet/scale.ts";
 import type { HostView, RunView, WorkshopSummary } from "../../../shared/fleet/workshops.ts";
 import { eventLabel, eventSentence } from "../activity.ts";
@@ -12,6 +13,7 @@ import { timeLeft, whenExact } from "../format.ts";
 import { ExecForm } from "./exec.tsx";
 import { FLEET_COLUMNS, FleetRows, FleetSummary } from "./fleet.tsx";
 import { Csrf, DataTable, Layout, Notice, ResultPage, State, Tabs, type Viewer } from "./layout.tsx";
+import { ReceiptSection } from "./receipt.tsx";
 
 // ------------------------------------------------------------------------------------------ one workshop
 
@@ -278,6 +280,8 @@ export function WorkshopPage(
     scale?: ScaleOffer | undefined;
     activity: ActivityData;
     notice?: string | undefined;
+    /** The last teardown's receipt, shown once the workshop is torn down. */
+    receipt?: Receipt | undefined;
   },
 ) {
   const name = props.summary.name;
@@ -293,6 +297,7 @@ export function WorkshopPage(
         <Summary summary={props.summary} activeRun={props.activeRun} now={props.now} />
       </div>
       <Notice text={props.notice} />
+      {props.receipt ? <ReceiptSection receipt={props.receipt} /> : null}
       <h2 id="hosts-h">Fleet</h2>
       <div id="live-fleet" aria-live="polite">
         <FleetSummary fleet={props.fleet} />

@@ -1,0 +1,299 @@
+import { resolveInstanceType } from "../providers/aws-launch.ts";
+import { onDemandPricePerHour } from "../providers/aws-pricing.ts";
+import type { DeprovisionResult, Leftover } from "../providers/types.ts";
+import { assertActor, useActor } from "../runtime/actor.ts";
+import { isoNow } from "../runtime/clock.ts";
+import { useDeps } from "../runtime/deps.ts";
+import { errorMessage, VisibleError } from "../runtime/errors.ts";
+import { log } from "../runtime/logger.ts";
+import type { HostItem, ReceiptItem } from "../store/entities.ts";
+import type { Workshop } from "../workshop/schema.ts";
+import { recordEvent } from "./events.ts";
+
+/**
+ * The teardown receipt: when a teardown ends, labfleet looks for anything it made for the workshop that is still
+ * there (the provider's `leftovers`: EC2 instances, volumes and security groups by their ownership tags, local
+ * host folders and processes; the TTL schedule and the secrets parameter through their adapters) and stores
+ * what was removed, what is left (why, and the command that removes it) and the host-hours used with their
+ * on-demand cost. It is one record per workshop (the last teardown's), with a `teardown.receipt` event.
+ *
+ * The sweeper looks again for the receipts of teardowns that ended within RECHECK_HOURS, and of any receipt
+ * that still lists something left: what it finds newly left is added (found by the sweeper) with an event, and
+ * what is gone since moves to the removed list.
+ */
+
+export const RECHECK_HOURS = 24;
+
+export interface ReceiptEntry {
+  kind: string;
+  id: string;
+  hostId?: string;
+  detail?: string;
+}
+
+export interface ReceiptLeftover extends Leftover {
+  /** Who found it: the teardown's own check, or a later sweeper pass. */
+  foundBy: "teardown" | "sweeper";
+  foundAt: string;
+}
+
+export interface ReceiptUsage {
+  hosts: number;
+  /** Sum over the workshop's hosts of the time from their creation to the teardown, in hours (2 decimals). */
+  hostHours: number;
+  instanceType?: string;
+  /** USD per host-hour on demand, when labfleet knows it (shared/providers/aws-pricing.ts). */
+  pricePerHour?: number;
+  /** hostHours × pricePerHour in USD; 0 for local and bring-your-own hosts; absent when the price is unknown. */
+  costUsd?: number;
+  /** How the cost was reached, in words. */
+  basis: string;
+}
+
+export interface Receipt {
+  workshop: string;
+  runId: string;
+  provider: string;
+  region?: string;
+  endedAt: string;
+  checkedAt: string;
+  removed: ReceiptEntry[];
+  left: ReceiptLeftover[];
+  checkError?: string;
+  usage: ReceiptUsage;
+}
+
+/** The hosts' usage from their records (taken before the teardown deletes them). */
+export function usageOf(spec: Workshop, hosts: Pick<HostItem, "createdAt">[], end: Date): ReceiptUsage {
+  const ms = hosts.reduce((sum, h) => sum + Math.max(0, end.getTime() - Date.parse(h.createdAt)), 0);
+  const hostHours = Math.round((ms / 3_600_000) * 100) / 100;
+  const base = { hosts: hosts.length, hostHours };
+  const p = spec.provider;
+  if (p.type === "local") return { ...base, costUsd: 0, basis: "local hosts cost nothing" };
+  if (p.type !== "aws")
+    return { ...base, costUsd: 0, basis: "bring-your-own hosts: labfleet bills nothing for them" };
+  const instanceType = resolveInstanceType(p);
+  const price = instanceType === undefined ? undefined : onDemandPricePerHour(p.region, instanceType);
+  if (price === undefined)
+    return {
+      ...base,
+      ...(instanceType ? { instanceType } : {}),
+      basis: `cost unknown: no built-in on-demand price for ${instanceType ?? "this instance type"} in ${p.region ?? "this region"}`,
+    };
+  return {
+    ...base,
+    instanceType,
+    pricePerHour: price,
+    costUsd: Math.round(hostHours * price * 100) / 100,
+    basis: `${instanceType} at $${price.toFixed(4)}/h on demand in ${p.region} (list price, Linux; check the bill)`,
+  };
+}
+
+/** What the teardown removed, from the deprovision results and the steps after it. */
+export function removedBy(spec: Workshop, hosts: HostItem[], results: DeprovisionResult[]): ReceiptEntry[] {
+  const byId = new Map(hosts.map((h) => [h.hostId, h]));
+  const kind =
+    spec.provider.type === "aws" ? "instance" : spec.provider.type === "local" ? "host-folder" : "host";
+  const out: ReceiptEntry[] = [];
+  for (const r of results) {
+    if (r.result !== "destroyed") continue;
+    const h = byId.get(r.hostId);
+    out.push({
+      kind,
+      id: (spec.provider.type === "local" ? h?.address : h?.providerId) ?? r.hostId,
+      hostId: r.hostId,
+      ...(r.detail ? { detail: r.detail } : {}),
+    });
+  }
+  return out;
+}
+
+/** Everything still there: the provider's leftovers, the TTL schedule, the secrets parameter. */
+export async function findLeftovers(spec: Workshop): Promise<{ left: Leftover[]; error?: string }> {
+  const { providers, scheduleMirror, secretParameters } = useDeps();
+  const provider = providers[spec.provider.type];
+  const left: Leftover[] = [];
+  const errors: string[] = [];
+  const look = async (what: string, fn: () => Promise<Leftover[] | Leftover | undefined>) => {
+    try {
+      const found = await fn();
+      if (Array.isArray(found)) left.push(...found);
+      else if (found) left.push(found);
+    } catch (err) {
+      errors.push(`${what}: ${errorMessage(err)}`);
+    }
+  };
+  if (provider?.leftovers)
+    await look("hosts", () => (provider.leftovers as (s: Workshop) => Promise<Leftover[]>)(spec));
+  if (scheduleMirror?.leftover)
+    await look("schedule", () => scheduleMirror.leftover?.(spec.name) ?? Promise.resolve(undefined));
+  if (secretParameters?.leftover && provider?.transport === "ssm")
+    await look(
+      "secrets parameter",
+      () => secretParameters.leftover?.(spec.name) ?? Promise.resolve(undefined),
+    );
+  return errors.length ? { left, error: errors.join("; ") } : { left };
+}
+
+function actorName(): string {
+  const actor = useActor();
+  return actor.type === "public" ? "labfleet" : actor.id;
+}
+
+function regionOf(spec: Workshop): string | undefined {
+  return spec.provider.type === "aws" ? spec.provider.region : undefined;
+}
+
+/**
+ * Takes and stores the receipt of a teardown that just ended, then records `teardown.receipt`. Never throws: a
+ * failed check is written into the receipt (checkError), a failed write is logged.
+ */
+export async function takeReceipt(
+  spec: Workshop,
+  runId: string,
+  hosts: HostItem[],
+  results: DeprovisionResult[],
+  extraRemoved: ReceiptEntry[],
+): Promise<Receipt | undefined> {
+  const { store, clock } = useDeps();
+  const end = clock.now();
+  const endedAt = isoNow(clock);
+  const found = await findLeftovers(spec);
+  const region = regionOf(spec);
+  const receipt: Receipt = {
+    workshop: spec.name,
+    runId,
+    provider: spec.provider.type,
+    ...(region ? { region } : {}),
+    endedAt,
+    checkedAt: isoNow(clock),
+    removed: [...removedBy(spec, hosts, results), ...extraRemoved],
+    left: found.left.map((l) => ({ ...l, foundBy: "teardown" as const, foundAt: endedAt })),
+    ...(found.error ? { checkError: found.error } : {}),
+    usage: usageOf(spec, hosts, end),
+  };
+  try {
+    await store.receipt.put(receipt).go();
+  } catch (err) {
+    log.error("the teardown receipt was not stored", { workshop: spec.name, error: errorMessage(err) });
+    return undefined;
+  }
+  if (found.error)
+    log.warn("the teardown's leftover check did not finish", { workshop: spec.name, error: found.error });
+  await recordEvent({
+    workshop: spec.name,
+    type: "teardown.receipt",
+    runId,
+    detail: {
+      by: actorName(),
+      removed: receipt.removed.length,
+      left: receipt.left.map((l) => `${l.kind} ${l.id}`),
+      hostHours: receipt.usage.hostHours,
+      ...(receipt.usage.costUsd !== undefined ? { costUsd: receipt.usage.costUsd } : {}),
+    },
+  });
+  return receipt;
+}
+
+function receiptOf(item: ReceiptItem): Receipt {
+  return {
+    workshop: item.workshop,
+    runId: item.runId,
+    provider: item.provider,
+    ...(item.region ? { region: item.region } : {}),
+    endedAt: item.endedAt,
+    checkedAt: item.checkedAt,
+    removed: item.removed as ReceiptEntry[],
+    left: item.left as ReceiptLeftover[],
+    ...(item.checkError ? { checkError: item.checkError } : {}),
+    usage: item.usage as ReceiptUsage,
+  };
+}
+
+/** The receipt of the workshop's last teardown; not_found when it was never torn down. */
+export async function getReceipt(workshop: string): Promise<Receipt> {
+  assertActor("instructor", "system");
+  const r = (await useDeps().store.receipt.get({ workshop }).go()).data;
+  if (!r)
+    throw new VisibleError(
+      "not_found",
+      "receipt.not_found",
+      `workshop ${workshop} has no teardown receipt: it was never torn down (labfleet down ${workshop})`,
+    );
+  return receiptOf(r);
+}
+
+/** The receipt when there is one, for pages that show it beside other things. */
+export async function findReceipt(workshop: string): Promise<Receipt | undefined> {
+  const r = (await useDeps().store.receipt.get({ workshop }).go()).data;
+  return r ? receiptOf(r) : undefined;
+}
+
+const key = (l: Pick<Leftover, "kind" | "id">) => `${l.kind}\u0000${l.id}`;
+
+/**
+ * The sweeper's look at torn-down workshops: for each receipt of a teardown that ended within RECHECK_HOURS, or
+ * that still lists something left, looks for leftovers again. Newly found ones are added (foundBy `sweeper`)
+ * with a `teardown.receipt` event; listed ones that are gone move to `removed`. Returns what it added.
+ */
+export async function recheckReceipts(): Promise<{ workshop: string; left: Leftover[] }[]> {
+  assertActor("system");
+  const { store, clock } = useDeps();
+  const now = clock.now();
+  const workshops = (await store.workshop.query.all({}).go({ pages: "all" })).data.filter(
+    (w) => w.state === "torn_down",
+  );
+  const reports: { workshop: string; left: Leftover[] }[] = [];
+  for (const w of workshops) {
+    const item = (await store.receipt.get({ workshop: w.name }).go()).data;
+    if (!item) continue;
+    const receipt = receiptOf(item);
+    const recent = now.getTime() - Date.parse(receipt.endedAt) < RECHECK_HOURS * 3_600_000;
+    if (!recent && receipt.left.length === 0) continue;
+    const found = await findLeftovers(w.spec as Workshop);
+    if (found.error) {
+      log.warn("sweeper: the leftover check of a torn-down workshop did not finish", {
+        workshop: w.name,
+        error: found.error,
+      });
+      continue;
+    }
+    const at = isoNow(clock);
+    const listed = new Set(receipt.left.map(key));
+    const still = new Set(found.left.map(key));
+    const added = found.left.filter((l) => !listed.has(key(l)));
+    const gone = receipt.left.filter((l) => !still.has(key(l)));
+    const left: ReceiptLeftover[] = [
+      ...receipt.left.filter((l) => still.has(key(l))),
+      ...added.map((l) => ({ ...l, foundBy: "sweeper" as const, foundAt: at })),
+    ];
+    const removed: ReceiptEntry[] = [
+      ...receipt.removed,
+      ...gone.map((l) => ({
+        kind: l.kind,
+        id: l.id,
+        ...(l.hostId ? { hostId: l.hostId } : {}),
+        detail: `gone by ${at} (seen by the sweeper)`,
+      })),
+    ];
+    await store.receipt
+      .patch({ workshop: w.name })
+      .set({ left, removed, checkedAt: at })
+      .remove(["checkError"])
+      .go();
+    if (added.length > 0) {
+      log.warn("sweeper: found something left of a torn-down workshop", {
+        workshop: w.name,
+        left: added.map((l) => `${l.kind} ${l.id}`),
+      });
+      reports.push({ workshop: w.name, left: added });
+      await recordEvent({
+        workshop: w.name,
+        type: "teardown.receipt",
+        runId: receipt.runId,
+        detail: { by: "sweeper", left: added.map((l) => `${l.kind} ${l.id}`), removed: gone.length },
+      });
+    }
+  }
+  return reports;
+}

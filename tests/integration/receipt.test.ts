@@ -1,0 +1,205 @@
+import { type ChildProcess, execSync, spawn } from "node:child_process";
+import { existsSync, mkdirSync, readlinkSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { runCli, runCliOnTty } from "../harness/cli.ts";
+import { removeDir, tempDir, testRuntime, waitFor, workshopYaml } from "../harness/runtime.ts";
+
+/**
+ * The teardown receipt on the local runtime, through the real CLI: what a teardown removed, a host folder and a
+ * process left on purpose (with the commands that remove them), the host-hours, the sweeper's later look, and
+ * `down`'s question on a terminal (`script` gives the CLI a pseudo-terminal).
+ */
+
+// biome-ignore lint/suspicious/noExplicitAny: JSON answers, read field by field
+type Json = Record<string, any>;
+type Runtime = Awaited<ReturnType<typeof testRuntime>>;
+let rt: Runtime;
+let work: string;
+let env: Record<string, string>;
+const strays: ChildProcess[] = [];
+
+beforeAll(async () => {
+  work = tempDir("labfleet-receipt-");
+  rt = await testRuntime();
+  env = { LABFLEET_URL: rt.url, LABFLEET_TOKEN: rt.token };
+}, 60_000);
+afterAll(async () => {
+  for (const c of strays) if (c.exitCode === null) c.kill("SIGKILL");
+  await rt?.close();
+  if (rt) removeDir(rt.dataDir);
+  if (work) removeDir(work);
+});
+
+async function upLocal(name: string, count = 2): Promise<string> {
+  const file = join(work, `${name}.yaml`);
+  writeFileSync(file, workshopYaml({ name, count }));
+  const up = await runCli(["up", "-f", file], { env });
+  expect(up.code, up.stderr).toBe(0);
+  return file;
+}
+
+async function api(path: string) {
+  const res = await fetch(`${rt.url}/api/workshops${path}`, {
+    headers: { authorization: `Bearer ${rt.token}` },
+  });
+  return { status: res.status, body: (await res.json()) as Json };
+}
+
+async function events(name: string) {
+  return (await api(`/${name}/events`)).body.events as { type: string; detail: Record<string, unknown> }[];
+}
+
+describe("a clean local teardown", { timeout: 120_000 }, () => {
+  it("prints a receipt with the removed host folders, nothing left and the host-hours at no cost", async () => {
+    const W = "receipt-clean";
+    await upLocal(W);
+    const dirs = ["student-01", "student-02"].map((h) => rt.provider.hostDir(W, h));
+    const down = await runCli(["down", W, "--yes"], { env });
+    expect(down.code, down.stderr + down.stdout).toBe(0);
+    expect(down.stdout).toContain(`receipt ${W} (local), teardown ended`);
+    expect(down.stdout).toMatch(/used: 0\.\d\d host-hours on 2 hosts · \$0\.00 \(local hosts cost nothing\)/);
+    for (const d of dirs) expect(down.stdout).toContain(d);
+    expect(down.stdout).toContain("nothing left");
+
+    const { body } = await api(`/${W}/receipt`);
+    expect(body.receipt.left).toEqual([]);
+    expect(body.receipt.removed.map((e: { kind: string; id: string }) => `${e.kind} ${e.id}`)).toEqual([
+      `host-folder ${dirs[0]}`,
+      `host-folder ${dirs[1]}`,
+      expect.stringMatching(/^schedule teardown at /),
+      `portal ${W}`,
+    ]);
+    expect(body.receipt.usage).toMatchObject({ hosts: 2, costUsd: 0, basis: "local hosts cost nothing" });
+    expect(body.receipt.usage.hostHours).toBeGreaterThanOrEqual(0);
+
+    const receipt = (await events(W)).filter((e) => e.type === "teardown.receipt");
+    expect(receipt).toHaveLength(1);
+    expect(receipt[0]?.detail).toMatchObject({ left: [], removed: 4 });
+    expect(typeof receipt[0]?.detail.by).toBe("string");
+
+    const again = await runCli(["receipt", W], { env });
+    expect(again.code).toBe(0);
+    expect(again.stdout).toContain("nothing left");
+    const status = await runCli(["status", W], { env });
+    expect(status.stdout).toContain(`receipt ${W} (local)`);
+  });
+
+  it("answers 404 receipt.not_found for a workshop never torn down, in the CLI too", async () => {
+    const W = "receipt-none";
+    await upLocal(W, 1);
+    const res = await api(`/${W}/receipt`);
+    expect(res.status).toBe(404);
+    expect(res.body.error.code).toBe("receipt.not_found");
+    const cli = await runCli(["receipt", W], { env });
+    expect(cli.code).not.toBe(0);
+    expect(cli.stderr).toContain(`workshop ${W} has no teardown receipt: it was never torn down`);
+    await runCli(["down", W, "--yes"], { env });
+  });
+});
+
+describe("what a teardown leaves", { timeout: 120_000 }, () => {
+  it("lists a host folder and a process left on purpose with the commands that remove them; the sweeper sees them go", async () => {
+    const W = "receipt-left";
+    await upLocal(W);
+    // A folder the workshop's records do not know, and a process running in it: the teardown does not touch them.
+    const stray = rt.provider.hostDir(W, "student-99");
+    mkdirSync(stray, { recursive: true });
+    const sleeper = spawn("sleep", ["600"], { cwd: stray, stdio: "ignore" });
+    strays.push(sleeper);
+    await waitFor("the stray process", () => readlinkSync(`/proc/${sleeper.pid}/cwd`) === stray || undefined);
+
+    const down = await runCli(["down", W, "--yes"], { env });
+    expect(down.code, down.stdout).toBe(1); // something is left
+    expect(down.stdout).toContain("left (2):");
+    expect(down.stdout).toContain(
+      `process ${sleeper.pid} (student-99): still running in ${stray}: sleep 600`,
+    );
+    expect(down.stdout).toContain(`    remove it: kill ${sleeper.pid}`);
+    expect(down.stdout).toContain(`host-folder ${stray} (student-99): the host's folder is still there`);
+    expect(down.stdout).toContain(`    remove it: rm -rf '${stray}'`);
+    const { body } = await api(`/${W}/receipt`);
+    expect(body.receipt.left.map((l: { kind: string }) => l.kind)).toEqual(["process", "host-folder"]);
+    expect(body.receipt.left.every((l: { foundBy: string }) => l.foundBy === "teardown")).toBe(true);
+
+    // The commands the receipt gives remove what is left; the sweeper's next look moves them to removed.
+    for (const l of body.receipt.left as { command: string }[]) execSync(l.command);
+    await waitFor(
+      "the stray to end",
+      () => sleeper.exitCode !== null || sleeper.signalCode !== null || undefined,
+    );
+    await rt.tick();
+    const after = (await api(`/${W}/receipt`)).body.receipt;
+    expect(after.left).toEqual([]);
+    expect(
+      after.removed.filter((e: { detail?: string }) => /seen by the sweeper/.test(e.detail ?? "")),
+    ).toHaveLength(2);
+    expect(existsSync(stray)).toBe(false);
+    expect((await runCli(["receipt", W], { env })).code).toBe(0);
+  });
+
+  it("the sweeper adds what it finds left after a clean teardown, with an event", async () => {
+    const W = "receipt-sweep";
+    await upLocal(W, 1);
+    expect((await runCli(["down", W, "--yes"], { env })).code).toBe(0);
+    const late = rt.provider.hostDir(W, "student-01");
+    mkdirSync(late, { recursive: true }); // something recreated the host's folder after the teardown
+    await rt.tick();
+    const { receipt } = (await api(`/${W}/receipt`)).body;
+    expect(receipt.left).toEqual([
+      expect.objectContaining({ kind: "host-folder", id: late, hostId: "student-01", foundBy: "sweeper" }),
+    ]);
+    const found = (await events(W)).filter((e) => e.type === "teardown.receipt");
+    expect(found.map((e) => e.detail.by)).toEqual([expect.any(String), "sweeper"]);
+    expect(found[1]?.detail.left).toEqual([`host-folder ${late}`]);
+    const cli = await runCli(["receipt", W], { env });
+    expect(cli.code).toBe(1);
+    expect(cli.stdout).toMatch(/found by the sweeper at /);
+    removeDir(late);
+  });
+});
+
+describe("down asks first", { timeout: 120_000 }, () => {
+  it("on a terminal it asks for the name: anything else aborts and nothing changes; the name tears down", async () => {
+    const W = "receipt-ask";
+    await upLocal(W, 1);
+    const wrong = await runCliOnTty(["down", W], { env, waitFor: "to confirm: ", answer: "demo" });
+    expect(wrong.code).toBe(1);
+    expect(wrong.output).toContain(
+      `This tears down ${W}: its 1 host and everything labfleet made for them go`,
+    );
+    expect(wrong.output).toContain(`aborted: "demo" is not ${W}; nothing was changed`);
+    expect((await api(`/${W}`)).body.state).toBe("ready");
+    expect(existsSync(rt.provider.hostDir(W, "student-01"))).toBe(true);
+
+    const ended = await runCliOnTty(["down", W], { env, waitFor: "to confirm: " });
+    expect(ended.code).toBe(1);
+    expect(ended.output).toContain("nothing was changed");
+    expect((await api(`/${W}`)).body.state).toBe("ready");
+
+    const right = await runCliOnTty(["down", W], {
+      env,
+      waitFor: "to confirm: ",
+      answer: W,
+      timeoutMs: 60_000,
+    });
+    expect(right.code, right.output).toBe(0);
+    expect(right.output).toContain(`receipt ${W} (local)`);
+    expect((await api(`/${W}`)).body.state).toBe("torn_down");
+  });
+
+  it("off a terminal it refuses without --yes (exit 1), and --yes needs no terminal", async () => {
+    const W = "receipt-script";
+    await upLocal(W, 1);
+    const refused = await runCli(["down", W], { env });
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain(
+      `down ${W} tears the workshop down and asks for its name on a terminal; this is not one: pass --yes to confirm (labfleet down ${W} --yes)`,
+    );
+    expect((await api(`/${W}`)).body.state).toBe("ready");
+    const yes = await runCliOnTty(["down", W, "-y"], { env, timeoutMs: 60_000 });
+    expect(yes.code, yes.output).toBe(0);
+    expect(yes.output).not.toContain("to confirm");
+    expect((await api(`/${W}`)).body.state).toBe("torn_down");
+  });
+});
