@@ -4,6 +4,7 @@
  */
 export * from "./views/layout.tsx";
 export * from "./views/portal.tsx";
+export * from "./views/rebuild.tsx";
 export * from "./views/runs.tsx";
 export * from "./views/slide.tsx";
 export * from "./views/tokens.tsx";
