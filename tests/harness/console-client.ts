@@ -19,7 +19,9 @@ export class ConsoleClient {
   }
 
   async get(path: string) {
-    return this.take(await fetch(`${this.base}${path}`, { headers: cookieHeader(this.jar), redirect: "manual" }));
+    return this.take(
+      await fetch(`${this.base}${path}`, { headers: cookieHeader(this.jar), redirect: "manual" }),
+    );
   }
 
   async post(path: string, fields: Record<string, string> = {}) {

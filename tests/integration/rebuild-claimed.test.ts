@@ -82,7 +82,9 @@ describe("the CLI", () => {
     const before = await runIds();
     const refused = await runCli(["retry", WS], { env });
     expect(refused.code).toBe(1);
-    expect(refused.stderr).toContain("retry would rebuild a lab a student has claimed: student-01 (Ada Lovelace)");
+    expect(refused.stderr).toContain(
+      "retry would rebuild a lab a student has claimed: student-01 (Ada Lovelace)",
+    );
     expect(await runIds()).toEqual(before);
 
     const free = await runCli(["retry", WS, "--all-selected", "--host", "student-03"], { env });
@@ -95,7 +97,9 @@ describe("the CLI", () => {
     const before = await runIds();
     const refused = await runCli(["deploy", WS], { env });
     expect(refused.code).toBe(1);
-    expect(refused.stderr).toContain("deploy would rebuild a lab a student has claimed: student-01 (Ada Lovelace)");
+    expect(refused.stderr).toContain(
+      "deploy would rebuild a lab a student has claimed: student-01 (Ada Lovelace)",
+    );
     expect(await runIds()).toEqual(before);
 
     const forced = await runCli(["deploy", WS, "--host", "student-01", "--force"], { env });
