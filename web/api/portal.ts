@@ -609,7 +609,7 @@ export const adminPage = new Hono().get("/:workshop/:token", async (c) => {
   const workshop = c.req.param("workshop");
   if (!Name.safeParse(workshop).success || !(await checkAdminLink(workshop, c.req.param("token"))))
     return c.html(notFound(), 404);
-  return withActor({ type: "instructor", id: `admin-link:${workshop}` }, async () => {
+  return withActor({ type: "instructor", id: `admin-link:${workshop}`, name: "admin link" }, async () => {
     const [status, claims, b] = await Promise.all([
       workshopStatus(workshop),
       listClaims(workshop),

@@ -219,6 +219,11 @@ async function live(c: Context, regions: Record<string, Child>, extra: Record<st
   return c.json({ at: useDeps().clock.now().toISOString(), regions: out, ...extra });
 }
 
+/** Who a session's actions are by in activity lists: the sign-in's display name, never its email. */
+function actingName(s: CurrentSession): string {
+  return s.name ?? (s.via === "token" ? "instructor token" : "instructor");
+}
+
 function viewer(c: Ctx): Viewer {
   const s = c.get("session");
   return {
@@ -498,7 +503,7 @@ export function consoleRoutes(auth: InstructorAuth, opts: ConsoleOptions = {}) {
     if (c.req.method !== "GET" && c.req.method !== "HEAD" && !(await csrfValid(c, session)))
       return forbidden(c, { label: session.name ?? session.email ?? "instructor", csrf: session.csrf });
     c.set("session", session);
-    return withActor({ type: "instructor", id: session.id }, () => next());
+    return withActor({ type: "instructor", id: session.id, name: actingName(session) }, () => next());
   });
 
   app.post("/logout", async (c) => {
