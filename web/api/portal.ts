@@ -570,6 +570,7 @@ interface Access {
 
 const style = `
 body { font: 15px/1.45 system-ui, sans-serif; margin: 1rem; color: #111; }
+.scroll { overflow-x: auto; max-width: 100%; }
 table { border-collapse: collapse; width: 100%; }
 th, td { text-align: left; padding: 0.35rem 0.5rem; border-bottom: 1px solid #ccc; vertical-align: top; }
 dl { margin: 0; } dt { font-weight: 600; display: inline; } dd { display: inline; margin: 0 0.75rem 0 0.25rem; }
@@ -656,6 +657,7 @@ export const adminPage = new Hono().get("/:workshop/:token", async (c) => {
             ${b.open ? "open" : "closed"} · ${claims.length} claimed
             ${status.expiry ? ` · expires ${status.expiry}` : ""}
           </p>
+          <div class="scroll">
           <table>
             <thead>
               <tr>
@@ -670,6 +672,7 @@ export const adminPage = new Hono().get("/:workshop/:token", async (c) => {
               ${rows}
             </tbody>
           </table>
+          </div>
         </body>
       </html>`);
   });

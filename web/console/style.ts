@@ -1,7 +1,10 @@
 /**
  * The console's one stylesheet, served from /console/console.css. Colours keep at least 4.5:1 against
- * their background; focus is a 3 px outline on every control; tables scroll inside their own box, so the
- * page fits 1280x800 and a 768 px tablet without scrolling sideways.
+ * their background; focus is a 3 px outline on every control; wide tables scroll inside their own box, so the
+ * page fits 1280x800, a 768 px tablet and a 390 px phone without scrolling sideways.
+ *
+ * `scroll`: put every wide table (and anything else wider than a phone) in a `<div class="scroll">`: the box
+ * scrolls sideways on its own, the page does not. `table-wrap` adds the white box with its border.
  */
 export const consoleCss = `
 *, *::before, *::after { box-sizing: border-box; }
@@ -59,6 +62,7 @@ textarea { width: 100%; font-family: ui-monospace, SFMono-Regular, Menlo, Consol
 .actions h3 { margin: 0; }
 .row { display: flex; flex-wrap: wrap; gap: 0.5rem; align-items: center; }
 .row form { margin: 0; }
+.scroll { overflow-x: auto; max-width: 100%; -webkit-overflow-scrolling: touch; }
 .table-wrap { overflow-x: auto; background: #fff; border: 1px solid #d5d9e0; border-radius: 8px; }
 table { border-collapse: collapse; width: 100%; }
 caption { text-align: left; font-weight: 600; padding: 0.6rem 0.75rem 0.2rem; }
