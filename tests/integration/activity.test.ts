@@ -123,7 +123,9 @@ describe("a workshop day's activity", () => {
     await cli("portal", "release", WS, "student-04");
     await cli("portal", "swap", WS, "student-01");
     await idle();
-    await waitFor("student-01 rebuilt", async () => ((await hostState("student-01")) === "ready" ? true : undefined));
+    await waitFor("student-01 rebuilt", async () =>
+      (await hostState("student-01")) === "ready" ? true : undefined,
+    );
   });
 
   it("ends with moves, revokes, a new code, an extend, a scale up and down, and claiming closed", async () => {
@@ -143,12 +145,17 @@ describe("a workshop day's activity", () => {
     const browser = new ConsoleClient(rt.url);
     await browser.signIn(rt.token);
     await browser.get(`/console/w/${WS}/portal`);
-    const released = await browser.post(`/console/w/${WS}/portal/release`, { lab: "student-01", confirm: "yes" });
+    const released = await browser.post(`/console/w/${WS}/portal/release`, {
+      lab: "student-01",
+      confirm: "yes",
+    });
     expect(released.status).toBe(303);
     const page = await browser.get(`/console/w/${WS}`);
     expect(page.status).toBe(200);
     // Newest first on the page: read it bottom up.
-    const rows = [...page.text.matchAll(/<td class="what">([\s\S]*?)<\/td>/g)].map((m) => pageText(m[1] ?? ""));
+    const rows = [...page.text.matchAll(/<td class="what">([\s\S]*?)<\/td>/g)].map((m) =>
+      pageText(m[1] ?? ""),
+    );
     expectStory(rows.reverse().join("\n"), story);
     for (const email of EMAILS) expect(page.text).not.toContain(email);
   });
