@@ -39,9 +39,7 @@ export function RebuildConfirm(props: {
               <tbody>
                 {props.claimed.map((c) => (
                   <tr>
-                    <td>
-                      <code>{c.lab}</code>
-                    </td>
+                    <th scope="row">{c.lab}</th>
                     <td>{c.student}</td>
                   </tr>
                 ))}
