@@ -239,7 +239,12 @@ export const COMMANDS: readonly CommandSpec[] = [
     name: "events",
     group: "workshops",
     summary: "what happened, oldest first: runs, hosts ready or failed, labs claimed or released, teardown",
-    usage: [[`events ${W} [--after ID]`, "a workshop's events; --after for the ones since"]],
+    usage: [
+      [
+        `events ${W} [--after ID]`,
+        "a workshop's events as sentences (who did it, to whose lab); --after for the ones since",
+      ],
+    ],
     options: ["file", "after", "output"],
     examples: [{ command: "npx labfleet events my-workshop --after 01JD8Z0Q7W3G9M2K4V6X8Y0B1C" }],
     json: true,

@@ -69,7 +69,6 @@ export async function cmdEvents(args: Args, out: Output): Promise<number> {
   return 0;
 }
 
-
 const RUNS_USAGE = "usage: labfleet runs (-f workshop.yaml | NAME) [RUN_ID]";
 
 /**

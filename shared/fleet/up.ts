@@ -462,7 +462,9 @@ async function hostEvent(workshop: string, hostId: string, state: "ready" | "fai
     hostId,
     runId,
     ...(state === "failed" && h?.error ? { detail: { reason: h.error.slice(0, 300) } } : {}),
-    ...(state === "ready" && Number.isFinite(took) && took >= 0 ? { detail: { seconds: Math.round(took) } } : {}),
+    ...(state === "ready" && Number.isFinite(took) && took >= 0
+      ? { detail: { seconds: Math.round(took) } }
+      : {}),
   });
 }
 

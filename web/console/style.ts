@@ -84,7 +84,7 @@ code { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; ba
 progress { width: 8rem; height: 0.9rem; vertical-align: middle; accent-color: #0b57d0; }
 .phase { margin-left: 0.4rem; }
 ul.board { list-style: none; padding: 0; margin: 0; display: grid; grid-template-columns: repeat(auto-fill, minmax(9rem, 1fr)); gap: 0.5rem; }
-ul.board li { padding: 0.5rem 0.7rem; border-radius: 6px; border: 2px solid #c7ccd4; background: #fff; }
+ul.board li { padding: 0.5rem 0.7rem; border-radius: 6px; border: 2px solid #c7ccd4; background: #fff; overflow-wrap: anywhere; min-width: 0; }
 ul.board li.free { border-color: #0a6b2d; }
 ul.board .lab { display: block; font-weight: 600; }
 section.run { margin-top: 1rem; }
