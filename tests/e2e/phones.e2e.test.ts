@@ -44,7 +44,6 @@ let e: E2e | undefined;
 let consoleCtx: BrowserContext;
 let studentCtx: BrowserContext;
 let code = "";
-let labPath = "";
 const world = (): E2e => {
   if (!e) throw new Error("the runtime or Chromium did not start");
   return e;
@@ -103,7 +102,7 @@ describe("on a 390 px phone", () => {
     await look.waitForURL(/\/board$/);
     await check(look, "student-board");
     const p = await studentCtx.newPage();
-    labPath = await claimInBrowser(p, code, STUDENT);
+    expect(await claimInBrowser(p, code, STUDENT)).toMatch(/^\/l\/[\w-]{32}$/);
     await p.getByRole("heading", { level: 1 }).first().waitFor();
     await check(p, "student-lab");
 
