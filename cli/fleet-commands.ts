@@ -48,7 +48,7 @@ export async function run(command: string, args: Args, out: Output): Promise<num
               force: args.values.force ?? false,
               ...(args.values.ref ? { ref: args.values.ref } : {}),
             }
-          : { ...sel, allSelected: args.values["all-selected"] ?? false };
+          : { ...sel, allSelected: args.values["all-selected"] ?? false, force: args.values.force ?? false };
       const started = await client.call<{ run: { id: string } | null; hosts?: string[] }>(
         "POST",
         `${path}/${command}`,

@@ -1,5 +1,6 @@
 import type { EventView } from "../shared/fleet/events.ts";
 import type { WorkshopSummary } from "../shared/fleet/workshops.ts";
+import { eventSentence } from "../web/console/event-sentences.ts";
 import { ApiClient, CliError, type RunView, resolveTarget } from "./client.ts";
 import { type Args, checkedFile, jsonOutput, workshopName, writeCountKept } from "./main.ts";
 import {
@@ -47,7 +48,10 @@ export async function cmdWorkshops(args: Args, out: Output): Promise<number> {
   return 0;
 }
 
-/** `labfleet events NAME [--after ID]`: what happened, oldest first (host ready/failed, claims, runs). */
+/**
+ * `labfleet events NAME [--after ID]`: what happened, oldest first, in the console's activity sentences (who
+ * did it, to whose lab); `--output json` has the records with their detail.
+ */
 export async function cmdEvents(args: Args, out: Output): Promise<number> {
   const name = workshopName(args);
   const client = new ApiClient(resolveTarget());
@@ -67,18 +71,12 @@ export async function cmdEvents(args: Args, out: Output): Promise<number> {
   }
   writeTable(
     [
-      ["at", "event", "host", "detail", "id"],
-      ...r.events.map((e) => [clock(e.at, true), e.type, e.hostId ?? "", describe(e.detail), e.id]),
+      ["at", "event", "id", "what happened"],
+      ...r.events.map((e) => [clock(e.at, true), e.type, e.id, eventSentence(e)]),
     ],
     out,
   );
   return 0;
-}
-
-function describe(detail: Record<string, unknown>): string {
-  return Object.entries(detail)
-    .map(([k, v]) => `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`)
-    .join(" ");
 }
 
 const RUNS_USAGE = "usage: labfleet runs (-f workshop.yaml | NAME) [RUN_ID]";

@@ -24,16 +24,20 @@ export { createPortalApp } from "./portal-app.ts";
 
 /** Decides who an API token belongs to; local mode checks the bootstrap token, the cloud a hashed token table. */
 export interface InstructorAuth {
-  verify(token: string): Promise<{ id: string } | undefined>;
+  /** The instructor, with the name activity shows for what they do (the token's name). */
+  verify(token: string): Promise<{ id: string; name?: string } | undefined>;
 }
 
 /** A single shared token, compared in constant time (the local runtime's bootstrap token). */
+/** Who the runtime's bootstrap token is in activity lists. */
+export const BOOTSTRAP_TOKEN_NAME = "bootstrap token";
+
 export function bootstrapAuth(token: string): InstructorAuth {
   const want = createHash("sha256").update(token).digest();
   return {
     async verify(given) {
       const got = createHash("sha256").update(given).digest();
-      return timingSafeEqual(want, got) ? { id: "bootstrap" } : undefined;
+      return timingSafeEqual(want, got) ? { id: "bootstrap", name: BOOTSTRAP_TOKEN_NAME } : undefined;
     },
   };
 }
@@ -69,7 +73,9 @@ function addInstructorRoutes(app: Hono, auth: InstructorAuth, authConfig: AuthCo
     const who = await auth.verify(match[1]);
     if (!who) throw new VisibleError("auth", "auth.invalid", "the instructor token is not valid");
     c.header("Cache-Control", "no-store");
-    await withActor({ type: "instructor", id: who.id }, () => next());
+    await withActor({ type: "instructor", id: who.id, ...(who.name ? { name: who.name } : {}) }, () =>
+      next(),
+    );
   });
   api.route("/workshops", workshops);
   api.route("/workshops", fleet);

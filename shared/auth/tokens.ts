@@ -47,7 +47,7 @@ export type TokenInfo = z.output<typeof TokenInfo>;
 
 /** The same shape as web/app.ts's InstructorAuth (shared imports nothing from web). */
 export interface TokenVerifier {
-  verify(token: string): Promise<{ id: string } | undefined>;
+  verify(token: string): Promise<{ id: string; name?: string } | undefined>;
 }
 
 /** The acting instructor (refused for anyone else), narrowed so its id can be read. */
@@ -148,8 +148,10 @@ export async function revokePresentedToken(token: string): Promise<boolean> {
   return true;
 }
 
-/** The token's owner and id when it is a live API token. */
-export async function verifyToken(token: string): Promise<{ id: string; tokenId: string } | undefined> {
+/** The token's owner, id and name when it is a live API token. */
+export async function verifyToken(
+  token: string,
+): Promise<{ id: string; tokenId: string; name: string } | undefined> {
   if (!TOKEN_PATTERN.test(token)) return undefined;
   const { store, clock } = useDeps();
   const hash = tokenHash(token);
@@ -165,7 +167,7 @@ export async function verifyToken(token: string): Promise<{ id: string; tokenId:
       .go()
       .catch(() => undefined); // revoked meanwhile: the next request is refused
   }
-  return { id: item.owner, tokenId: item.tokenId };
+  return { id: item.owner, tokenId: item.tokenId, name: item.name };
 }
 
 /** Information about one token, by the token itself (`GET /api/tokens/current`). */
@@ -187,7 +189,7 @@ export function instructorAuth(...fallbacks: TokenVerifier[]): TokenVerifier {
   return {
     async verify(token) {
       const who = await verifyToken(token);
-      if (who) return { id: who.id };
+      if (who) return { id: who.id, name: who.name };
       for (const f of fallbacks) {
         const other = await f.verify(token);
         if (other) return other;

@@ -1,4 +1,5 @@
 import { monotonicFactory } from "ulid";
+import { actorName } from "../runtime/actor.ts";
 import { isoNow } from "../runtime/clock.ts";
 import { useDeps } from "../runtime/deps.ts";
 import { errorMessage } from "../runtime/errors.ts";
@@ -16,7 +17,10 @@ export interface EventInput {
   type: EventType;
   hostId?: string;
   runId?: string;
-  /** Small, and never a secret, an email or a credential: ids, states, reasons, first names. */
+  /**
+   * Small, and never a secret, an email or a credential: ids, states, reasons, the student's display name
+   * (`student`). `by` (who did it) is filled in from the actor when the recorder leaves it out.
+   */
   detail?: Record<string, unknown>;
 }
 
@@ -31,12 +35,14 @@ export interface EventView {
 }
 
 /**
- * Records a state change. An event is a by-product: failing to record one is logged and never fails the
+ * Records a state change, with who did it (`detail.by`: the acting instructor's name, "labfleet" or
+ * "student", see actorName). An event is a by-product: failing to record one is logged and never fails the
  * operation that caused it.
  */
 export async function recordEvent(e: EventInput): Promise<void> {
   const { store, clock } = useDeps();
   const now = clock.now();
+  const detail = { by: actorName(), ...e.detail };
   try {
     await store.event
       .create({
@@ -46,7 +52,7 @@ export async function recordEvent(e: EventInput): Promise<void> {
         at: isoNow(clock),
         ...(e.hostId ? { hostId: e.hostId } : {}),
         ...(e.runId ? { runId: e.runId } : {}),
-        ...(e.detail ? { detail: e.detail } : {}),
+        detail,
         expiresAt: Math.floor(now.getTime() / 1000) + EVENT_RETENTION_DAYS * 86_400,
       })
       .go();

@@ -9,6 +9,7 @@ import { errorMessage, VisibleError } from "../runtime/errors.ts";
 import { log } from "../runtime/logger.ts";
 import type { HostItem } from "../store/entities.ts";
 import type { Workshop } from "../workshop/schema.ts";
+import { recordEvent } from "./events.ts";
 import { withTransport } from "./hosts.ts";
 import { moveTeardownSchedule } from "./schedules.ts";
 import { getWorkshop, listHosts } from "./workshops.ts";
@@ -179,6 +180,7 @@ export async function extendWorkshop(workshop: string, hours: number): Promise<E
     hostsMoved: hosts.filter((h) => h.result === "moved").length,
     hostErrors: hosts.filter((h) => h.result === "error").length,
   });
+  await recordEvent({ workshop, type: "workshop.extended", detail: { hours, expiry, ok } });
   return {
     workshop,
     hours,

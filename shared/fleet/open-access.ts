@@ -7,6 +7,7 @@ import { errorMessage, VisibleError } from "../runtime/errors.ts";
 import { log } from "../runtime/logger.ts";
 import type { HostItem } from "../store/entities.ts";
 import type { Workshop } from "../workshop/schema.ts";
+import { recordEvent } from "./events.ts";
 import { getWorkshop, listHosts } from "./workshops.ts";
 
 /**
@@ -109,6 +110,11 @@ export async function setStudentAccess(workshop: string, open: boolean): Promise
     changed: result.changed,
     ports: result.ports,
   });
+  await recordEvent({
+    workshop,
+    type: open ? "access.opened" : "access.closed",
+    detail: { ports: result.ports, changed: result.changed },
+  });
   return { workshop, open, ...result };
 }
 
@@ -146,6 +152,13 @@ export async function openAccessWhenReady(
       });
       // With bring-your-own groups nothing was opened: the instructor must act, so the run says what to do.
       if (result.mode === "byo") note = result.message;
+      else
+        await recordEvent({
+          workshop: spec.name,
+          type: "access.opened",
+          runId,
+          detail: { ports: result.ports, changed: result.changed },
+        });
     }
   } catch (err) {
     note = errorMessage(err);

@@ -9,6 +9,7 @@ import { errorMessage, VisibleError } from "../runtime/errors.ts";
 import type { HostItem, RunItem } from "../store/entities.ts";
 import type { ExecResult, Transport } from "../transports/types.ts";
 import type { Workshop } from "../workshop/schema.ts";
+import { claimedAmong, rebuildRefused } from "./claimed.ts";
 import { type Selection, selectHosts, withTransport } from "./hosts.ts";
 import {
   decodePage,
@@ -269,15 +270,35 @@ async function candidates(
   }));
 }
 
+/**
+ * Refuses (409 `rebuild.claimed`, naming each lab and its student) to rebuild labs students have claimed,
+ * unless `confirmed`. The console catches the refusal and asks on a page of its own, which then confirms.
+ */
+async function guardClaimed(
+  name: string,
+  verb: "deploy" | "retry",
+  rebuilt: readonly { hostId: string }[],
+  confirmed: boolean,
+): Promise<void> {
+  if (confirmed) return;
+  const claimed = await claimedAmong(
+    name,
+    rebuilt.map((h) => h.hostId),
+  );
+  if (claimed.length > 0) throw rebuildRefused(verb, claimed);
+}
+
 export async function startDeploy(
   name: string,
   sel: Selection,
-  opts: { force?: boolean; ref?: string; concurrency?: number } = {},
+  opts: { force?: boolean; ref?: string; concurrency?: number; rebuildClaimed?: boolean } = {},
 ): Promise<RunItem> {
   assertActor("instructor", "system");
   const { spec } = await loadWorkshop(name);
   const hosts = selectHosts(await candidates(name, spec), sel);
   if (hosts.length === 0) throw new VisibleError("input", "selection.empty", "no host matches the selection");
+  const rebuilt = hosts.filter((h) => opts.force || !("state" in h) || h.state !== "ready");
+  await guardClaimed(name, "deploy", rebuilt, opts.rebuildClaimed ?? opts.force ?? false);
   return startRun(name, "deploy", {
     ...(opts.force ? { force: true } : {}),
     ...(opts.ref ? { ref: opts.ref } : {}),
@@ -290,12 +311,18 @@ export async function startDeploy(
 export async function startRetry(
   name: string,
   sel: Selection,
-  opts: { allSelected?: boolean; concurrency?: number } = {},
+  opts: { allSelected?: boolean; concurrency?: number; force?: boolean; rebuildClaimed?: boolean } = {},
 ): Promise<{ run?: RunItem; hosts: string[] }> {
   assertActor("instructor", "system");
   const views = await refreshHosts(name, sel, opts.concurrency ?? DEFAULT_READ_CONCURRENCY);
   const targets = views.filter((h) => opts.allSelected || h.state === "failed").map((h) => h.id);
   if (targets.length === 0) return { hosts: [] };
+  await guardClaimed(
+    name,
+    "retry",
+    targets.map((hostId) => ({ hostId })),
+    opts.rebuildClaimed ?? opts.force ?? false,
+  );
   const run = await startRun(name, "retry", {
     force: true,
     hosts: targets,

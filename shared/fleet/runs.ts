@@ -152,7 +152,14 @@ export async function startRun(workshop: string, kind: RunKind, opts: RunOptions
     );
   }
   log.info("run started", { workshop, runId, kind });
-  await recordEvent({ workshop, type: "run.started", runId, detail: { ...opts.event, kind } });
+  // A deploy's or retry's selection goes with it, so the activity says which labs are rebuilt.
+  const hosts = kind === "deploy" || kind === "retry" ? opts.hosts : undefined;
+  await recordEvent({
+    workshop,
+    type: "run.started",
+    runId,
+    detail: { ...(hosts?.length ? { hosts } : {}), ...opts.event, kind },
+  });
   await workflows.start(kind, { workshop, runId, force: opts.force ?? false });
   return run;
 }

@@ -460,15 +460,23 @@ async function timeBuild(spec: Workshop, hostId: string, runId: string) {
   if (h) await recordBuild(spec, h, runId);
 }
 
-/** A host reached ready or failed: an event, with the recorded (already redacted) reason of a failure. */
+/**
+ * A host reached ready or failed: an event, with the build time of a ready lab (`seconds`, from the deploy's
+ * start to ready) and the recorded (already redacted) reason of a failure.
+ */
 async function hostEvent(workshop: string, hostId: string, state: "ready" | "failed", runId: string) {
-  const h = state === "failed" ? (await useDeps().store.host.get({ workshop, hostId }).go()).data : null;
+  const h = (await useDeps().store.host.get({ workshop, hostId }).go()).data;
+  const took =
+    h?.deployStartedAt && h.readyAt ? (Date.parse(h.readyAt) - Date.parse(h.deployStartedAt)) / 1000 : NaN;
   await recordEvent({
     workshop,
     type: state === "ready" ? "host.ready" : "host.failed",
     hostId,
     runId,
-    ...(h?.error ? { detail: { reason: h.error.slice(0, 300) } } : {}),
+    ...(state === "failed" && h?.error ? { detail: { reason: h.error.slice(0, 300) } } : {}),
+    ...(state === "ready" && Number.isFinite(took) && took >= 0
+      ? { detail: { seconds: Math.round(took) } }
+      : {}),
   });
 }
 

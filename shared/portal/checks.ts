@@ -1,3 +1,4 @@
+import { recordEvent } from "../fleet/events.ts";
 import { isConditionalFailure } from "../fleet/runs.ts";
 import { assertActor } from "../runtime/actor.ts";
 import { isoNow } from "../runtime/clock.ts";
@@ -165,6 +166,12 @@ export async function checkMyWork(token: string): Promise<LabChecks> {
   );
   const passed = outcomes.filter((o) => o.passed).length;
   log.info("checks ran", { workshop, lab: claim.hostId, passed, failed: outcomes.length - passed });
+  await recordEvent({
+    workshop,
+    type: "checks.run",
+    hostId: claim.hostId,
+    detail: { student: claim.name, passed, total: outcomes.length },
+  });
   return {
     workshop,
     lab: claim.hostId,

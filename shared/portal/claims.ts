@@ -269,7 +269,12 @@ export async function claimLab(
       .finally(release);
     if (!r.canceled) {
       forgetStudentReads(workshop);
-      await recordEvent({ workshop, type: "lab.claimed", hostId: lab, detail: { how: "open" } });
+      await recordEvent({
+        workshop,
+        type: "lab.claimed",
+        hostId: lab,
+        detail: { how: "open", student: claimBase.name },
+      });
       return { lab, token };
     }
     const [labLost, emailLost, , inLine] = r.data.map((d) => d.rejected);
@@ -501,5 +506,6 @@ export async function recoverLab(
     ])
     .go();
   if (r.canceled) throw new VisibleError("conflict", "portal.busy", "The portal is busy. Try again.");
+  await recordEvent({ workshop, type: "lab.recovered", hostId: c.hostId, detail: { student: c.name } });
   return { lab: c.hostId, token };
 }

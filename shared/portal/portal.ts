@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { recordEvent } from "../fleet/events.ts";
+import { type EventType, recordEvent } from "../fleet/events.ts";
 import { assertActor } from "../runtime/actor.ts";
 import { isoNow } from "../runtime/clock.ts";
 import { open, seal } from "../runtime/crypto.ts";
@@ -87,11 +87,19 @@ export async function openPortal(
     .set({ state, mode: spec.portal.mode, updatedAt: isoNow(clock) })
     .go();
   forgetStudentReads(workshop);
+  if (existing?.state !== state || !existing)
+    await recordEvent({ workshop, type: PORTAL_EVENT[state], detail: { mode: spec.portal.mode } });
   if (state === "open") await serveQueueAfter(workshop); // claiming opens again: the line first
   return portalInfo(workshop);
 }
 
 export const closePortal = (workshop: string) => openPortal(workshop, "closed");
+
+const PORTAL_EVENT = {
+  open: "portal.opened",
+  closed: "portal.closed",
+  published: "portal.published",
+} as const satisfies Record<PortalView["state"], EventType>;
 
 /**
  * `labfleet portal publish`: the board goes live before claiming opens, so students can enter the code and
@@ -124,6 +132,8 @@ export async function rotateCode(workshop: string): Promise<PortalView> {
     .go();
   await store.portalCode.delete({ codeHash: p.codeHash }).go();
   forgetStudentReads(workshop);
+  // The code itself never goes into an event: only that it changed, and its number.
+  await recordEvent({ workshop, type: "portal.code_rotated", detail: { version } });
   return portalInfo(workshop);
 }
 
@@ -196,8 +206,12 @@ async function claimOfEmail(workshop: string, email: string) {
   return e;
 }
 
-/** Frees a lab: its claim, its email and its personal link go. */
-export async function releaseLab(workshop: string, hostId: string): Promise<{ lab: string }> {
+/** Frees a lab: its claim, its email and its personal link go (`how`: released by lab, or revoked by email). */
+export async function releaseLab(
+  workshop: string,
+  hostId: string,
+  how: "released" | "revoked" = "released",
+): Promise<{ lab: string }> {
   assertActor("instructor", "system");
   const { store } = useDeps();
   const c = (await store.claim.get({ workshop, hostId }).go()).data;
@@ -214,14 +228,14 @@ export async function releaseLab(workshop: string, hostId: string): Promise<{ la
     .go();
   forgetStudentReads(workshop);
   await forgetChecks(workshop, hostId);
-  await recordEvent({ workshop, type: "lab.released", hostId });
+  await recordEvent({ workshop, type: "lab.released", hostId, detail: { how, student: c.name } });
   await serveQueueAfter(workshop); // the first in line gets it (spares first)
   return { lab: hostId };
 }
 
 export async function revokeEmail(workshop: string, email: string): Promise<{ lab: string }> {
   const e = await claimOfEmail(workshop, email);
-  return releaseLab(workshop, e.hostId);
+  return releaseLab(workshop, e.hostId, "revoked");
 }
 
 export async function unlockEmail(workshop: string, email: string): Promise<{ unlocked: boolean }> {
@@ -233,6 +247,8 @@ export async function unlockEmail(workshop: string, email: string): Promise<{ un
       .patch({ workshop, emailHash: inLine.emailHash })
       .set({ failedPins: 0, locked: false })
       .go();
+    const entry = (await store.queueEntry.get({ workshop, place: inLine.place }).go()).data;
+    await recordEvent({ workshop, type: "lab.unlocked", detail: { student: entry?.name, inLine: true } });
     return { unlocked: true };
   }
   const e = await claimOfEmail(workshop, email);
@@ -240,6 +256,8 @@ export async function unlockEmail(workshop: string, email: string): Promise<{ un
     .store.claimEmail.patch({ workshop, emailHash: e.emailHash })
     .set({ failedPins: 0, locked: false })
     .go();
+  const c = (await store.claim.get({ workshop, hostId: e.hostId }).go()).data;
+  await recordEvent({ workshop, type: "lab.unlocked", hostId: e.hostId, detail: { student: c?.name } });
   return { unlocked: true };
 }
 
@@ -284,6 +302,12 @@ export async function reassign(
   if (r.canceled) throw new VisibleError("conflict", "portal.lab_taken", `lab ${hostId} is already claimed`);
   // The work was done on the old lab: its check results go with it (the new claim starts with none).
   await forgetChecks(workshop, old.hostId);
+  await recordEvent({
+    workshop,
+    type: "lab.moved",
+    hostId: old.hostId,
+    detail: { to: hostId, student: old.name },
+  });
   await serveQueueAfter(workshop); // the lab the student left is free
   return { lab: hostId, token };
 }

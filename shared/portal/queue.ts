@@ -159,8 +159,13 @@ async function serveBatch(
     .go();
   if (!r.canceled) {
     forgetStudentReads(workshop);
-    for (const { lab } of pairs)
-      await recordEvent({ workshop, type: "lab.claimed", hostId: lab, detail: { how: "queue" } });
+    for (const { lab, entry } of pairs)
+      await recordEvent({
+        workshop,
+        type: "lab.claimed",
+        hostId: lab,
+        detail: { how: "queue", student: entry.name, by: "labfleet" },
+      });
     log.info("queue: labs handed to the line", { workshop, count: pairs.length });
     return "served";
   }
@@ -176,7 +181,7 @@ async function serveBatch(
 /** Removes an entry with its email record and link (conditional on the entry being the same). */
 async function removeEntry(
   workshop: string,
-  e: Pick<QueueEntryItem, "place" | "emailHash" | "linkHash">,
+  e: Pick<QueueEntryItem, "place" | "emailHash" | "linkHash" | "name">,
   why: "left" | "removed",
 ): Promise<boolean> {
   const { store } = useDeps();
@@ -195,14 +200,14 @@ async function removeEntry(
     .go();
   if (r.canceled) return false;
   forgetStudentReads(workshop);
-  await recordEvent({ workshop, type: "queue.left", detail: { how: why } });
+  await recordEvent({ workshop, type: "queue.left", detail: { how: why, student: e.name } });
   return true;
 }
 
 /** A student leaves the line (the waiting page's button): their place, email record and link go. */
 export async function leaveEntry(
   workshop: string,
-  e: Pick<QueueEntryItem, "place" | "emailHash" | "linkHash">,
+  e: Pick<QueueEntryItem, "place" | "emailHash" | "linkHash" | "name">,
 ): Promise<boolean> {
   return removeEntry(workshop, e, "left");
 }

@@ -1,3 +1,4 @@
+import { recordEvent } from "../fleet/events.ts";
 import { isConditionalFailure } from "../fleet/runs.ts";
 import { loadWorkshop, removeHosts } from "../fleet/up.ts";
 import { listHosts } from "../fleet/workshops.ts";
@@ -91,6 +92,11 @@ async function pickAndRemove(
     provider,
     hosts.filter((h) => set.has(h.hostId)),
   );
+  const students = new Map(claims.map((c) => [c.hostId, c.name]));
+  for (const lab of picked) {
+    const student = students.get(lab);
+    await recordEvent({ workshop, type: "lab.removed", hostId: lab, detail: student ? { student } : {} });
+  }
   log.info("scaled down unclaimed labs", { workshop, removed: picked.length });
   return { removed: picked, releasedClaims };
 }

@@ -128,13 +128,12 @@ export async function swapLab(workshop: string, target: SwapTarget): Promise<Swa
   }
   if (!to) throw new VisibleError("conflict", "portal.busy", "The portal is busy. Try again.");
   forgetStudentReads(workshop);
-  const first = old.name.trim().split(/\s+/)[0] ?? "";
   log.info("lab swapped", { workshop, from: old.hostId, to });
   await recordEvent({
     workshop,
     type: "lab.swapped",
     hostId: old.hostId,
-    detail: { from: old.hostId, to, name: first },
+    detail: { from: old.hostId, to, student: old.name },
   });
   const rebuild = await rebuildLab(workshop, old.hostId, to);
   return { from: old.hostId, to, name: old.name, ...rebuild };

@@ -115,7 +115,7 @@ async function joinLine(workshop: string, input: ClaimInput): Promise<string> {
     if (hasLab) throw alreadyHasLab();
     throw busy();
   }
-  await recordEvent({ workshop, type: "queue.joined" });
+  await recordEvent({ workshop, type: "queue.joined", detail: { student: input.name.trim() } });
   log.info("queue: a student joined the line", { workshop });
   return token;
 }

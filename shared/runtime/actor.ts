@@ -1,8 +1,15 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import { VisibleError } from "./errors.ts";
 
-/** Who is acting: set by each entry point (HTTP middleware, workflow handler, scheduler), read by domain code. */
-export type Actor = { type: "instructor"; id: string } | { type: "system"; id: string } | { type: "public" };
+/**
+ * Who is acting: set by each entry point (HTTP middleware, workflow handler, scheduler), read by domain code.
+ * An instructor's `name` is what activity shows as who did it: the API token's name or the sign-in identity's
+ * display name, never an email or a token.
+ */
+export type Actor =
+  | { type: "instructor"; id: string; name?: string }
+  | { type: "system"; id: string }
+  | { type: "public" };
 
 const storage = new AsyncLocalStorage<Actor>();
 
@@ -21,4 +28,13 @@ export function assertActor(...types: Actor["type"][]): Actor {
     throw new VisibleError("forbidden", "actor.forbidden", `this action needs a ${types.join(" or ")} actor`);
   }
   return actor;
+}
+
+/**
+ * Who did it, in words for an activity list: the instructor's name ("instructor" without one), "labfleet" for
+ * what labfleet did by itself (workflows, schedules, health passes), "student" for the portal's visitors.
+ */
+export function actorName(actor: Actor = useActor()): string {
+  if (actor.type === "instructor") return actor.name?.trim() || "instructor";
+  return actor.type === "system" ? "labfleet" : "student";
 }

@@ -255,7 +255,7 @@ describe("the API tokens page", () => {
 describe("a workshop's activity list", () => {
   /** The events, as their recorders would write them, one second apart (so their order is certain). */
   const recorded: EventInput[] = [
-    { workshop: WS, type: "run.started", runId: "run_1", detail: { kind: "up" } },
+    { workshop: WS, type: "run.started", runId: "run_1", detail: { kind: "up", by: "Alice Admin" } },
     { workshop: WS, type: "host.ready", hostId: "student-01", detail: { seconds: 42 } },
     {
       workshop: WS,
@@ -264,18 +264,23 @@ describe("a workshop's activity list", () => {
       detail: { reason: "setup exited with code 7; last lines of the log: mirror unreachable" },
     },
     { workshop: WS, type: "host.failed", hostId: "student-03" },
-    { workshop: WS, type: "lab.claimed", hostId: "student-01", detail: { how: "open", firstName: "Ada" } },
-    { workshop: WS, type: "lab.released", hostId: "student-01" },
+    { workshop: WS, type: "lab.claimed", hostId: "student-01", detail: { how: "open", student: "Ada" } },
+    {
+      workshop: WS,
+      type: "lab.released",
+      hostId: "student-01",
+      detail: { how: "released", student: "Ada", by: "Alice Admin" },
+    },
     { workshop: WS, type: "run.finished", runId: "run_1", detail: { kind: "up", state: "failed" } },
     { workshop: WS, type: "workshop.torn_down" },
   ];
   const sentences = [
-    "Up started.",
+    "Alice Admin started up.",
     "student-01 is ready (built in 42 s).",
     "student-02 failed: setup exited with code 7; last lines of the log: mirror unreachable",
     "student-03 failed.",
-    "Lab student-01 was claimed by Ada.",
-    "Lab student-01 was released and is free again.",
+    "Ada claimed lab student-01.",
+    "Alice Admin released lab student-01 from Ada; it is free again.",
     "Up failed.",
     "The workshop was torn down: its hosts and portal are gone.",
   ];
@@ -336,8 +341,8 @@ describe("a workshop's activity list", () => {
     expect(body.activity.events.map((e: { id: string }) => e.id)).toEqual(ids.slice(5));
     expect(body.activity.last).toBe(ids.at(-1));
     expect(typesIn(body.activity.html).map((m) => m[1])).toEqual(ids.slice(5).reverse());
-    expect(body.activity.html).toContain("Lab student-01 was released and is free again.");
-    expect(body.activity.html).not.toContain("was claimed by Ada");
+    expect(body.activity.html).toContain("Alice Admin released lab student-01 from Ada; it is free again.");
+    expect(body.activity.html).not.toContain("Ada claimed lab student-01.");
     expect(body.activity.html).not.toContain("data-empty");
 
     const none = json((await signedIn.get(`/console/w/${WS}/live?after=${ids.at(-1)}`)).text);

@@ -53,7 +53,18 @@ describe("events", () => {
       "workshop.torn_down",
     ]);
     expect(JSON.stringify(all)).not.toContain(email);
-    expect(JSON.stringify(all)).not.toContain("Lovelace");
+    // Who did it, and the student's display name (never the email).
+    expect(all.find((e) => e.type === "lab.claimed")?.detail).toEqual({
+      how: "open",
+      student: "Ada Lovelace",
+      by: "student",
+    });
+    expect(all.find((e) => e.type === "lab.released")?.detail).toEqual({
+      how: "released",
+      student: "Ada Lovelace",
+      by: "instructor",
+    });
+    expect(all.find((e) => e.type === "workshop.torn_down")?.detail).toEqual({ by: "labfleet" });
   });
 
   it("page forward with after, newest first in one read, ids in write order even within a millisecond", async () => {

@@ -155,7 +155,9 @@ describe("health while in use, and swaps that keep the link", { timeout: 120_000
       [["student-01"], true, "succeeded"],
     ]);
     const swapped = (await events(WS)).filter((e) => e.type === "lab.swapped");
-    expect(swapped.map((e) => e.detail)).toEqual([{ from: "student-01", to: "student-03", name: "Ada" }]);
+    expect(swapped.map((e) => e.detail)).toEqual([
+      { from: "student-01", to: "student-03", student: "Ada Lovelace", by: "bootstrap token" },
+    ]);
     expect(JSON.stringify(await events(WS))).not.toContain(ADA.email);
   });
 

@@ -121,8 +121,8 @@ describe("a provision run", () => {
     expect((await rt.store.workshop.get({ name: "prov" }).go()).data?.activeRunId).toBeUndefined();
     const { events } = await asInstructor(() => listEvents("prov"));
     expect(events.map((e) => [e.type, e.detail])).toEqual([
-      ["run.started", { kind: "provision" }],
-      ["run.finished", { kind: "provision", state: "succeeded" }],
+      ["run.started", { kind: "provision", by: "instructor" }],
+      ["run.finished", { kind: "provision", state: "succeeded", by: "labfleet" }],
     ]);
   });
 

@@ -106,7 +106,10 @@ describe("the waiting line", () => {
     expect(events.filter((e) => e.type === "queue.joined")).toHaveLength(4);
     expect(
       events.filter((e) => e.type === "lab.claimed" && e.hostId === "student-02").map((e) => e.detail),
-    ).toEqual([{ how: "open" }, { how: "queue" }]);
+    ).toEqual([
+      { how: "open", student: "Student 2", by: "student" },
+      { how: "queue", student: "Student 3", by: "labfleet" },
+    ]);
     expect(JSON.stringify(events)).not.toContain("example.test");
   });
 

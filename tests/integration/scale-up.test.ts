@@ -228,6 +228,7 @@ describe("scaling a workshop up", () => {
       (e) => e.runId === runId,
     );
     expect(events.find((e) => e.type === "run.started")?.detail).toEqual({
+      by: "bootstrap token",
       kind: "scale",
       from: 2,
       to: 4,

@@ -20,7 +20,11 @@ describe("the console's sentences for health while in use and swaps", () => {
     expect(eventSentence(event("lab.unhealthy"))).toBe("Lab student-01 is failing its health check.");
     expect(eventSentence(event("lab.healthy"))).toBe("Lab student-01 passes its health check again.");
     expect(eventSentence(event("lab.swapped", { from: "student-01", to: "student-05", name: "Ada" }))).toBe(
-      "Ada moved from lab student-01 to student-05; student-01 is rebuilt.",
+      "Ada swapped lab student-01 for student-05; student-01 is rebuilt.",
+    );
+    const byInstructor = { from: "student-01", to: "student-05", student: "Ada Lovelace", by: "Alice Admin" };
+    expect(eventSentence(event("lab.swapped", byInstructor))).toBe(
+      "Alice Admin swapped Ada Lovelace's lab student-01 for student-05; student-01 is rebuilt.",
     );
   });
 });

@@ -48,7 +48,10 @@ const Selection = {
 const SelectionBody = z.strictObject(Selection);
 const DeployBody = z.strictObject({
   ...Selection,
-  force: z.boolean().default(false).meta({ description: "redeploy labs that are already ready" }),
+  force: z.boolean().default(false).meta({
+    description:
+      "redeploy labs that are already ready, and labs students have claimed (without it, a deploy that would rebuild a claimed lab answers 409 `rebuild.claimed`)",
+  }),
   ref: z
     .string()
     .regex(/^[\w./-]{1,200}$/, { error: "expected a branch, tag or commit" })
@@ -61,9 +64,14 @@ const RetryBody = z.strictObject({
     .boolean()
     .default(false)
     .meta({ description: "every selected host, not only the failed ones" }),
+  force: z.boolean().default(false).meta({
+    description:
+      "rebuild labs students have claimed too (without it, a retry that would rebuild a claimed lab answers 409 `rebuild.claimed`, naming each lab and its student)",
+  }),
 });
 const DiagnoseBody = z.strictObject({
-  ...RetryBody.shape,
+  ...Selection,
+  allSelected: RetryBody.shape.allSelected,
   from: z.string().min(1).max(64).optional().meta({
     description: "continue a diagnose at this host: the `X-Labfleet-Diagnose-Next` of the previous part",
   }),
@@ -175,7 +183,7 @@ const deployRoute = createRoute({
   tags,
   summary: "Deploy the lab on hosts",
   description:
-    "Starts a deploy run on the selected hosts (all by default); ready labs are skipped unless `force`.",
+    "Starts a deploy run on the selected hosts (all by default); ready labs are skipped unless `force`. A deploy that would rebuild a lab a student has claimed answers 409 `rebuild.claimed` (naming each lab and its student) unless `force`.",
   middleware: [readJson] as const,
   request: { params: NameParams, body: jsonBody(DeployBody, "Which hosts, and how.") },
   responses: { 202: json(RunAnswer, "The run was started."), ...selectionErrors },
@@ -187,7 +195,8 @@ const retryRoute = createRoute({
   path: "/{name}/retry",
   tags,
   summary: "Rebuild the failed labs",
-  description: "Starts a retry run on the selected hosts that failed (or all selected with `allSelected`).",
+  description:
+    "Starts a retry run on the selected hosts that failed (or all selected with `allSelected`). A retry that would rebuild a lab a student has claimed answers 409 `rebuild.claimed` (naming each lab and its student) unless `force`.",
   middleware: [readJson] as const,
   request: { params: NameParams, body: jsonBody(RetryBody, "Which hosts.") },
   responses: {
@@ -413,6 +422,7 @@ export const fleet = apiRouter()
     const b = c.req.valid("json");
     const r = await startRetry(c.req.valid("param").name, sel(b), {
       allSelected: b.allSelected,
+      force: b.force,
       ...(b.concurrency ? { concurrency: b.concurrency } : {}),
     });
     return r.run

@@ -589,6 +589,7 @@ interface Access {
 
 const style = `
 body { font: 15px/1.45 system-ui, sans-serif; margin: 1rem; color: #111; }
+.scroll { overflow-x: auto; max-width: 100%; }
 table { border-collapse: collapse; width: 100%; }
 th, td { text-align: left; padding: 0.35rem 0.5rem; border-bottom: 1px solid #ccc; vertical-align: top; }
 dl { margin: 0; } dt { font-weight: 600; display: inline; } dd { display: inline; margin: 0 0.75rem 0 0.25rem; }
@@ -628,7 +629,7 @@ export const adminPage = new Hono().get("/:workshop/:token", async (c) => {
   const workshop = c.req.param("workshop");
   if (!Name.safeParse(workshop).success || !(await checkAdminLink(workshop, c.req.param("token"))))
     return c.html(notFound(), 404);
-  return withActor({ type: "instructor", id: `admin-link:${workshop}` }, async () => {
+  return withActor({ type: "instructor", id: `admin-link:${workshop}`, name: "admin link" }, async () => {
     const [status, claims, b] = await Promise.all([
       workshopStatus(workshop),
       listClaims(workshop),
@@ -675,6 +676,7 @@ export const adminPage = new Hono().get("/:workshop/:token", async (c) => {
             ${b.open ? "open" : "closed"} · ${claims.length} claimed
             ${status.expiry ? ` · expires ${status.expiry}` : ""}
           </p>
+          <div class="scroll">
           <table>
             <thead>
               <tr>
@@ -689,6 +691,7 @@ export const adminPage = new Hono().get("/:workshop/:token", async (c) => {
               ${rows}
             </tbody>
           </table>
+          </div>
         </body>
       </html>`);
   });

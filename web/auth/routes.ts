@@ -130,7 +130,7 @@ function admit(config: AuthConfig, identity: Identity): SessionUser | undefined 
 }
 
 const asInstructor = <T>(session: CurrentSession, fn: () => Promise<T>) =>
-  withActor({ type: "instructor", id: session.id }, fn);
+  withActor({ type: "instructor", id: session.id, ...(session.name ? { name: session.name } : {}) }, fn);
 
 async function jsonBody(req: Request): Promise<unknown> {
   const text = await req.text();

@@ -11,6 +11,7 @@ import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { ZodError, z } from "zod";
 import { assertSignInAllowed, recordSignInFailure } from "../../shared/auth/sign-in-limit.ts";
 import { CreateTokenInput, createToken, listTokens, revokeToken, TokenId } from "../../shared/auth/tokens.ts";
+import { ClaimedRebuildError } from "../../shared/fleet/claimed.ts";
 import { ExtendInput, extendWorkshop } from "../../shared/fleet/extend.ts";
 import { fleetView } from "../../shared/fleet/fleet-view.ts";
 import { notReadyProblem, setStudentAccess } from "../../shared/fleet/open-access.ts";
@@ -94,6 +95,7 @@ import {
   PortalSummary,
   type ProviderLink,
   portText,
+  RebuildConfirm,
   ResultPage,
   type RunHostRow,
   RunList,
@@ -138,7 +140,11 @@ const Email = z
   .refine((s) => !hasControlChars(s), { error: "expected an email address without control characters" });
 const Confirm = z.string().max(100).optional();
 const LoginForm = z.object({ token: z.string().max(1000), next: z.string().max(300).optional() });
-const DeployForm = z.object({ hosts: z.string().max(4000).default(""), force: z.literal("yes").optional() });
+const DeployForm = z.object({
+  hosts: z.string().max(4000).default(""),
+  force: z.literal("yes").optional(),
+  confirm: Confirm,
+});
 const DiagnoseForm = z.object({ all: z.literal("yes").optional() });
 const ExtendForm = z.object({ hours: z.string().max(20) });
 const ScaleForm = z.object({ count: z.string().max(20), confirm: Confirm });
@@ -217,12 +223,39 @@ async function live(c: Context, regions: Record<string, Child>, extra: Record<st
   return c.json({ at: useDeps().clock.now().toISOString(), regions: out, ...extra });
 }
 
+/** Who a session's actions are by in activity lists: the sign-in's display name, never its email. */
+function actingName(s: CurrentSession): string {
+  return s.name ?? (s.via === "token" ? "instructor token" : "instructor");
+}
+
 function viewer(c: Ctx): Viewer {
   const s = c.get("session");
   return {
     label: s.name ?? s.email ?? (s.via === "token" ? "instructor token" : s.id),
     csrf: s.csrf,
   };
+}
+
+/**
+ * Starts a deploy or retry; when it would rebuild labs students have claimed and the instructor has not
+ * confirmed yet, answers the page that names each lab and student instead (nothing is started).
+ */
+async function askBeforeRebuildingClaimed<T>(
+  c: Ctx,
+  name: string,
+  verb: "deploy" | "retry",
+  confirmed: boolean,
+  how: { fields: Record<string, string>; start: (rebuildClaimed: boolean) => Promise<T> },
+): Promise<T | Response> {
+  try {
+    return await how.start(confirmed);
+  } catch (err) {
+    if (!(err instanceof ClaimedRebuildError)) throw err;
+    return page(
+      c,
+      <RebuildConfirm viewer={viewer(c)} name={name} verb={verb} claimed={err.claimed} fields={how.fields} />,
+    );
+  }
 }
 
 const now = () => useDeps().clock.now();
@@ -475,7 +508,7 @@ export function consoleRoutes(auth: InstructorAuth, opts: ConsoleOptions = {}) {
     if (c.req.method !== "GET" && c.req.method !== "HEAD" && !(await csrfValid(c, session)))
       return forbidden(c, { label: session.name ?? session.email ?? "instructor", csrf: session.csrf });
     c.set("session", session);
-    return withActor({ type: "instructor", id: session.id }, () => next());
+    return withActor({ type: "instructor", id: session.id, name: actingName(session) }, () => next());
   });
 
   app.post("/logout", async (c) => {
@@ -581,15 +614,23 @@ export function consoleRoutes(auth: InstructorAuth, opts: ConsoleOptions = {}) {
     const name = nameOf(c);
     const f = DeployForm.parse(await c.req.parseBody());
     const hosts = hostList(f.hosts);
-    await startDeploy(name, hosts.length ? { hosts } : {}, { force: f.force === "yes" });
-    return done(c, name, "deploy");
+    const force = f.force === "yes";
+    const run = await askBeforeRebuildingClaimed(c, name, "deploy", f.confirm === "yes", {
+      fields: { hosts: f.hosts, ...(force ? { force: "yes" } : {}) },
+      start: (rebuildClaimed) => startDeploy(name, hosts.length ? { hosts } : {}, { force, rebuildClaimed }),
+    });
+    return run instanceof Response ? run : done(c, name, "deploy");
   });
   // --- Run a command on the selected hosts (labfleet exec): web/console/exec.tsx -----------------------
   app.post("/w/:name/exec", async (c) => execAction(c, nameOf(c), viewer(c), (node) => page(c, node)));
   app.post("/w/:name/retry", async (c) => {
     const name = nameOf(c);
-    const r = await startRetry(name, {});
-    return done(c, name, r.run ? "retry" : "retry-none");
+    const f = ConfirmForm.parse(await c.req.parseBody());
+    const r = await askBeforeRebuildingClaimed(c, name, "retry", f.confirm === "yes", {
+      fields: {},
+      start: (rebuildClaimed) => startRetry(name, {}, { rebuildClaimed }),
+    });
+    return r instanceof Response ? r : done(c, name, r.run ? "retry" : "retry-none");
   });
   app.post("/w/:name/diagnose", async (c) => {
     const name = nameOf(c);

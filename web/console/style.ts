@@ -1,7 +1,10 @@
 /**
  * The console's one stylesheet, served from /console/console.css. Colours keep at least 4.5:1 against
- * their background; focus is a 3 px outline on every control; tables scroll inside their own box, so the
- * page fits 1280x800 and a 768 px tablet without scrolling sideways.
+ * their background; focus is a 3 px outline on every control; wide tables scroll inside their own box, so the
+ * page fits 1280x800, a 768 px tablet and a 390 px phone without scrolling sideways.
+ *
+ * `scroll`: put every wide table (and anything else wider than a phone) in a `<div class="scroll">`: the box
+ * scrolls sideways on its own, the page does not. `table-wrap` adds the white box with its border.
  */
 export const consoleCss = `
 *, *::before, *::after { box-sizing: border-box; }
@@ -59,6 +62,7 @@ textarea { width: 100%; font-family: ui-monospace, SFMono-Regular, Menlo, Consol
 .actions h3 { margin: 0; }
 .row { display: flex; flex-wrap: wrap; gap: 0.5rem; align-items: center; }
 .row form { margin: 0; }
+.scroll { overflow-x: auto; max-width: 100%; -webkit-overflow-scrolling: touch; }
 .table-wrap { overflow-x: auto; background: #fff; border: 1px solid #d5d9e0; border-radius: 8px; }
 .receipt code { white-space: nowrap; }
 table { border-collapse: collapse; width: 100%; }
@@ -81,7 +85,7 @@ code { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; ba
 progress { width: 8rem; height: 0.9rem; vertical-align: middle; accent-color: #0b57d0; }
 .phase { margin-left: 0.4rem; }
 ul.board { list-style: none; padding: 0; margin: 0; display: grid; grid-template-columns: repeat(auto-fill, minmax(9rem, 1fr)); gap: 0.5rem; }
-ul.board li { padding: 0.5rem 0.7rem; border-radius: 6px; border: 2px solid #c7ccd4; background: #fff; }
+ul.board li { padding: 0.5rem 0.7rem; border-radius: 6px; border: 2px solid #c7ccd4; background: #fff; overflow-wrap: anywhere; min-width: 0; }
 ul.board li.free { border-color: #0a6b2d; }
 ul.board .lab { display: block; font-weight: 600; }
 ul.board .state { white-space: normal; overflow-wrap: anywhere; }

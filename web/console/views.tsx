@@ -5,6 +5,7 @@
 export * from "./views/fleet.tsx";
 export * from "./views/layout.tsx";
 export * from "./views/portal.tsx";
+export * from "./views/rebuild.tsx";
 export * from "./views/runs.tsx";
 export * from "./views/slide.tsx";
 export * from "./views/tokens.tsx";

@@ -32,6 +32,8 @@ dl { display: grid; grid-template-columns: minmax(6rem, max-content) 1fr; gap: 0
 dt { font-weight: 600; }
 dd { margin: 0; overflow-wrap: anywhere; }
 code { font-size: 1.05rem; background: #eee; padding: 0.1rem 0.3rem; border-radius: 4px; overflow-wrap: anywhere; }
+/* A wide table (or anything wider than a phone) goes in a <div class="scroll">: it scrolls in its own box. */
+.scroll { overflow-x: auto; max-width: 100%; -webkit-overflow-scrolling: touch; }
 table { border-collapse: collapse; width: 100%; }
 th, td { text-align: left; padding: 0.4rem 0.5rem; border-bottom: 1px solid #ccc; vertical-align: top; }
 main.lab { max-width: 40rem; }

@@ -654,26 +654,28 @@ export function PrivacyPage() {
         <span id="retention-counters">{RETENTION.rateCounters}</span>.
       </p>
       <h2>Cookies</h2>
-      <table>
-        <thead>
-          <tr>
-            <th scope="col">Cookie</th>
-            <th scope="col">Why</th>
-            <th scope="col">How long</th>
-          </tr>
-        </thead>
-        <tbody>
-          {cookies.map((k) => (
-            <tr id={`cookie-${k.name}`}>
-              <td>
-                <code>{k.name}</code>
-              </td>
-              <td>{k.purpose}</td>
-              <td data-seconds={String(k.maxAgeSeconds)}>{cookieDuration(k.maxAgeSeconds)}</td>
+      <div class="scroll">
+        <table>
+          <thead>
+            <tr>
+              <th scope="col">Cookie</th>
+              <th scope="col">Why</th>
+              <th scope="col">How long</th>
             </tr>
-          ))}
-        </tbody>
-      </table>
+          </thead>
+          <tbody>
+            {cookies.map((k) => (
+              <tr id={`cookie-${k.name}`}>
+                <td>
+                  <code>{k.name}</code>
+                </td>
+                <td>{k.purpose}</td>
+                <td data-seconds={String(k.maxAgeSeconds)}>{cookieDuration(k.maxAgeSeconds)}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </div>
       <p>No tracking, no advertising, no third-party cookies. Logs never hold your email, PIN or links.</p>
       <p>
         <a href="/">Back to the portal</a>

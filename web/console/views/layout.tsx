@@ -45,7 +45,7 @@ export function DataTable(props: {
   children?: Child;
 }) {
   return (
-    <div class={props.wrapClass ?? "table-wrap"}>
+    <div class={`scroll ${props.wrapClass ?? "table-wrap"}`}>
       <table {...(props.labelledBy ? { "aria-labelledby": props.labelledBy } : {})}>
         {props.caption ? <caption>{props.caption}</caption> : null}
         <thead>

@@ -308,46 +308,48 @@ export function HeldBackSection(props: { data: PortalData; csrf: string }) {
     );
   return (
     <>
-      <table aria-labelledby="held-h">
-        <thead>
-          <tr>
-            <th scope="col">Address</th>
-            <th scope="col">Held back</th>
-            <th scope="col">Wrong attempts</th>
-            <th scope="col">Lifts by itself</th>
-            <th scope="col">Actions</th>
-          </tr>
-        </thead>
-        <tbody>
-          {addresses.map((address) =>
-            holds
-              .filter((h) => h.address === address)
-              .map((h, i) => (
-                <tr>
-                  <th scope="row">{i === 0 ? address : ""}</th>
-                  <td>
-                    {h.scope === "browser" && h.browser ? `one browser (…${h.browser})` : holdText[h.scope]}
-                  </td>
-                  <td class="num">
-                    {h.count} of {h.limit}
-                  </td>
-                  <td class="num">{when(h.liftsAt)}</td>
-                  <td>
-                    {i === 0 ? (
-                      <form method="post" action={`${base}/unblock`}>
-                        <Csrf token={props.csrf} />
-                        <input type="hidden" name="address" value={address} />
-                        <button type="submit" class="secondary" aria-label={`Let ${address} in again`}>
-                          Let in
-                        </button>
-                      </form>
-                    ) : null}
-                  </td>
-                </tr>
-              )),
-          )}
-        </tbody>
-      </table>
+      <div class="scroll">
+        <table aria-labelledby="held-h">
+          <thead>
+            <tr>
+              <th scope="col">Address</th>
+              <th scope="col">Held back</th>
+              <th scope="col">Wrong attempts</th>
+              <th scope="col">Lifts by itself</th>
+              <th scope="col">Actions</th>
+            </tr>
+          </thead>
+          <tbody>
+            {addresses.map((address) =>
+              holds
+                .filter((h) => h.address === address)
+                .map((h, i) => (
+                  <tr>
+                    <th scope="row">{i === 0 ? address : ""}</th>
+                    <td>
+                      {h.scope === "browser" && h.browser ? `one browser (…${h.browser})` : holdText[h.scope]}
+                    </td>
+                    <td class="num">
+                      {h.count} of {h.limit}
+                    </td>
+                    <td class="num">{when(h.liftsAt)}</td>
+                    <td>
+                      {i === 0 ? (
+                        <form method="post" action={`${base}/unblock`}>
+                          <Csrf token={props.csrf} />
+                          <input type="hidden" name="address" value={address} />
+                          <button type="submit" class="secondary" aria-label={`Let ${address} in again`}>
+                            Let in
+                          </button>
+                        </form>
+                      ) : null}
+                    </td>
+                  </tr>
+                )),
+            )}
+          </tbody>
+        </table>
+      </div>
       {addresses.length > 1 ? (
         <form method="post" action={`${base}/unblock`}>
           <Csrf token={props.csrf} />

@@ -39,7 +39,7 @@ export function RunList(props: { runs: RunRow[] }) {
           </ul>
           {run.error ? <pre class="error">{run.error}</pre> : null}
           {hosts.length ? (
-            <div class="table-wrap">
+            <div class="scroll table-wrap">
               <table>
                 <caption class="sr-only">Hosts of run {run.id}</caption>
                 <thead>
