@@ -433,7 +433,6 @@ async function run(ctx: {
     workshop: name,
     type: "exec",
     detail: {
-      by: actor.type === "public" ? "public" : actor.id,
       hosts: results.length,
       summary: summary.text,
       ok: summary.ok,
