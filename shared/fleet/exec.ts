@@ -1,6 +1,6 @@
 import { z } from "zod";
 import type { Provider } from "../providers/types.ts";
-import { type Actor, assertActor } from "../runtime/actor.ts";
+import { type Actor, actorName, assertActor } from "../runtime/actor.ts";
 import { isoNow } from "../runtime/clock.ts";
 import { timeLeft } from "../runtime/deadline.ts";
 import { useDeps } from "../runtime/deps.ts";
@@ -433,6 +433,7 @@ async function run(ctx: {
     workshop: name,
     type: "exec",
     detail: {
+      by: actorName(actor),
       hosts: results.length,
       summary: summary.text,
       ok: summary.ok,
