@@ -306,7 +306,7 @@ describe("API tokens", () => {
     const me = await j(app().request("/api/tokens/current", { headers: bearer }));
     expect(me).toMatchObject({ owner: "bootstrap", token: { id: info.id } });
     expect(me.token.lastUsedAt).toBeDefined();
-    expect(await verifyToken(token)).toEqual({ id: "bootstrap", tokenId: info.id });
+    expect(await verifyToken(token)).toEqual({ id: "bootstrap", tokenId: info.id, name: "ci pipeline" });
 
     const revoked = await app().request(`/api/tokens/${info.id}`, { method: "DELETE", headers: bootHeaders });
     expect(revoked.status).toBe(200);
@@ -425,7 +425,11 @@ describe("device login over HTTP", () => {
     clock.advance(5000);
     const got = await j(poll());
     expect(got.status).toBe("approved");
-    expect(await verifyToken(got.token)).toEqual({ id: "oidc:ada-sub", tokenId: got.tokenId });
+    expect(await verifyToken(got.token)).toEqual({
+      id: "oidc:ada-sub",
+      tokenId: got.tokenId,
+      name: "labfleet login (labfleet CLI)",
+    });
     const item = (await scan("apiToken")).find((i) => i.tokenId === got.tokenId);
     expect(item.name).toBe("labfleet login (labfleet CLI)");
     expect(item.expiresAt).toBeGreaterThan(Date.now() / 1000 + 89 * 24 * 3600);
