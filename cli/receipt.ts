@@ -1,5 +1,5 @@
 import { ApiClient, CliError, resolveTarget } from "./client.ts";
-import { block, clean, jsonText, type Output, paint, writeTable } from "./render.ts";
+import { block, clean, jsonText, type Output, paint, when, writeTable } from "./render.ts";
 
 /** The receipt of a workshop's last teardown, as GET /api/workshops/{name}/receipt answers it. */
 export interface ReceiptView {
@@ -44,7 +44,7 @@ function usageLine(u: ReceiptView["usage"]): string {
 export function writeReceipt(r: ReceiptView, out: Output): void {
   const where = r.region ? ` in ${clean(r.region)}` : "";
   out.write(
-    `receipt ${clean(r.workshop)} (${clean(r.provider)}${where}), teardown ended ${clean(r.endedAt)}\n`,
+    `receipt ${clean(r.workshop)} (${clean(r.provider)}${where}), teardown ended ${when(r.endedAt)}\n`,
   );
   out.write(`used: ${usageLine(r.usage)}\n`);
   if (r.removed.length) {
@@ -64,14 +64,14 @@ export function writeReceipt(r: ReceiptView, out: Output): void {
     out.write(
       r.checkError
         ? "nothing else was found left, but the check is incomplete\n"
-        : `${paint(out, "ready", "nothing left")} (checked ${clean(r.checkedAt)})\n`,
+        : `${paint(out, "ready", "nothing left")} (checked ${when(r.checkedAt)})\n`,
     );
     return;
   }
   out.write(`${paint(out, "failed", `left (${r.left.length})`)}:\n`);
   for (const l of r.left) {
     const host = l.hostId ? ` (${clean(l.hostId)})` : "";
-    const by = l.foundBy === "sweeper" ? `, found by the sweeper at ${clean(l.foundAt)}` : "";
+    const by = l.foundBy === "sweeper" ? `, found by the sweeper at ${when(l.foundAt)}` : "";
     out.write(`  ${clean(l.kind)} ${clean(l.id)}${host}: ${clean(l.why)}${by}\n`);
     out.write(`    remove it: ${clean(l.command)}\n`);
   }
