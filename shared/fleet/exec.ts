@@ -239,9 +239,15 @@ export function commandForEvent(command: string, redact: (text: string) => strin
     : oneLine;
 }
 
-const skippedResult = (host: string, reason: string): ExecHostResult => ({
+/** A host whose command did not run to an end of its own: no exit code, no output. */
+const noOutput = (
+  host: string,
+  status: "skipped" | "timeout" | "error",
+  reason: string,
+  durationMs = 0,
+): ExecHostResult => ({
   host,
-  status: "skipped",
+  status,
   exitCode: null,
   stdout: "",
   stderr: "",
@@ -249,9 +255,10 @@ const skippedResult = (host: string, reason: string): ExecHostResult => ({
   stderrTruncated: false,
   stdoutBytes: 0,
   stderrBytes: 0,
-  durationMs: 0,
+  durationMs,
   reason,
 });
+const skippedResult = (host: string, reason: string) => noOutput(host, "skipped", reason);
 
 /** The selected hosts: every known host that is not torn down (a static fleet before its first up: hosts[]). */
 export async function execTargets(name: string, sel: { hosts?: string[]; labels?: Record<string, string> }) {
@@ -329,23 +336,16 @@ async function run(ctx: {
       const parsed = parseExecOutput(r.stdout, r.stderr);
       if (!parsed) {
         // The wrapper did not get to its end: the transport's own timeout, or the host could not run it.
-        return {
-          host: h.hostId,
-          status: r.timedOut ? "timeout" : "error",
-          exitCode: null,
-          stdout: "",
-          stderr: "",
-          stdoutTruncated: false,
-          stderrTruncated: false,
-          stdoutBytes: 0,
-          stderrBytes: 0,
-          durationMs,
-          reason: r.timedOut
+        return noOutput(
+          h.hostId,
+          r.timedOut ? "timeout" : "error",
+          r.timedOut
             ? `no answer within ${seconds} s`
             : r.exitCode === 97
               ? "the host could not make a temporary folder"
               : `the host did not run the command (exit ${r.exitCode})`,
-        };
+          durationMs,
+        );
       }
       const out = bound(redact(parsed.stdout), caps.stdout);
       const err = bound(redact(parsed.stderr), caps.stderr);

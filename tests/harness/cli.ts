@@ -1,5 +1,16 @@
 import { type ChildProcess, spawn } from "node:child_process";
 
+/** The CLI's environment in tests: no colour, and no runtime but the one a test names. */
+function cliEnv(extra: NodeJS.ProcessEnv | Record<string, string | undefined> = {}): NodeJS.ProcessEnv {
+  return {
+    ...process.env,
+    NO_COLOR: "1",
+    LABFLEET_URL: undefined,
+    LABFLEET_TOKEN: undefined,
+    ...extra,
+  } as NodeJS.ProcessEnv;
+}
+
 export const cliBin = new URL("../../cli/bin.mjs", import.meta.url).pathname;
 
 export interface CliResult {
@@ -16,13 +27,7 @@ export function runCli(
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [cliBin, ...args], {
       cwd: opts.cwd ?? process.cwd(),
-      env: {
-        ...process.env,
-        NO_COLOR: "1",
-        LABFLEET_URL: undefined,
-        LABFLEET_TOKEN: undefined,
-        ...opts.env,
-      } as NodeJS.ProcessEnv,
+      env: cliEnv(opts.env),
       stdio: ["ignore", "pipe", "pipe"],
     });
     let stdout = "";
@@ -71,13 +76,7 @@ export function runCliOnTty(
   const command = [process.execPath, cliBin, ...args].map(sh).join(" ");
   return new Promise((resolve, reject) => {
     const child = spawn("script", ["-q", "-e", "-c", command, "/dev/null"], {
-      env: {
-        ...process.env,
-        NO_COLOR: "1",
-        LABFLEET_URL: undefined,
-        LABFLEET_TOKEN: undefined,
-        ...opts.env,
-      } as NodeJS.ProcessEnv,
+      env: cliEnv(opts.env),
       stdio: ["pipe", "pipe", "pipe"],
     });
     let output = "";
