@@ -100,6 +100,7 @@ describe("bash completion", () => {
         "--jobs",
         "--failed-only",
         "--all-selected",
+        "--force",
         "--output",
         "--help",
       ].sort(),
