@@ -93,7 +93,7 @@ describe("the demo lab", () => {
   });
 
   it("the server stops when the workshop is torn down", async () => {
-    const down = await runCli(["down", WS, "--output", "json"], { env });
+    const down = await runCli(["down", WS, "--yes", "--output", "json"], { env });
     expect(down.code, down.stdout + down.stderr).toBe(0);
     // The local provider ended each host's server as it removed the host.
     const run = JSON.parse(down.stdout).run;

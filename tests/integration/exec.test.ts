@@ -30,7 +30,7 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => {
-  await runCli(["down", W], { env });
+  await runCli(["down", W, "--yes"], { env });
   await rt?.close();
   if (rt) removeDir(rt.dataDir);
   if (work) removeDir(work);
