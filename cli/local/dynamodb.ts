@@ -64,7 +64,7 @@ export function localClient(endpoint: string | (() => string)): DynamoDBClient {
     maxAttempts: 3,
     // A request DynamoDB Local never answers (a stalled JVM on a busy machine) fails and is retried
     // instead of hanging its caller forever; the SDK has no timeout by default.
-    requestHandler: { connectionTimeout: 5_000, requestTimeout: 30_000 },
+    requestHandler: { connectionTimeout: 15_000, requestTimeout: 30_000 },
   });
 }
 
