@@ -1,34 +1,9 @@
+import type { Receipt } from "../shared/fleet/receipt.ts";
 import { ApiClient, CliError, resolveTarget } from "./client.ts";
 import { block, clean, jsonText, type Output, paint, when, writeTable } from "./render.ts";
 
 /** The receipt of a workshop's last teardown, as GET /api/workshops/{name}/receipt answers it. */
-export interface ReceiptView {
-  workshop: string;
-  runId: string;
-  provider: string;
-  region?: string;
-  endedAt: string;
-  checkedAt: string;
-  removed: { kind: string; id: string; hostId?: string; detail?: string }[];
-  left: {
-    kind: string;
-    id: string;
-    hostId?: string;
-    why: string;
-    command: string;
-    foundBy: "teardown" | "sweeper";
-    foundAt: string;
-  }[];
-  checkError?: string;
-  usage: {
-    hosts: number;
-    hostHours: number;
-    instanceType?: string;
-    pricePerHour?: number;
-    costUsd?: number;
-    basis: string;
-  };
-}
+export type ReceiptView = Receipt;
 
 export function fetchReceipt(client: ApiClient, name: string): Promise<{ receipt: ReceiptView }> {
   return client.call<{ receipt: ReceiptView }>("GET", `/workshops/${encodeURIComponent(name)}/receipt`);
