@@ -124,9 +124,7 @@ describe("the fleet view", () => {
     const bar = row.locator("svg.timeline g.bar").first();
     expect(await bar.getAttribute("aria-label")).toMatch(/^student-\d\d: phase prepare, (running for|\d)/);
     expect(await row.locator("svg.timeline").getAttribute("aria-label")).toMatch(/timeline: prepare /);
-    expect(await row.locator("td").nth(1).textContent()).toMatch(
-      /prepare|install|configure|started|sync/,
-    );
+    expect(await row.locator("td").nth(1).textContent()).toMatch(/prepare|install|configure|started|sync/);
     await screenshot(p, SHOTS.building);
 
     const phone = await signedIn({ width: 390, height: 844 }, `/console/w/${WS}`);
