@@ -23,6 +23,7 @@ import {
 } from "./lab.ts";
 import { startRun } from "./runs.ts";
 import { redactor, secretRedactor, secretValues } from "./secrets.ts";
+import { assertProvisioned, type Stage } from "./stages.ts";
 import { checkHost, loadWorkshop } from "./up.ts";
 import { type HostView, hostView, listHosts } from "./workshops.ts";
 
@@ -291,15 +292,32 @@ async function guardClaimed(
 export async function startDeploy(
   name: string,
   sel: Selection,
-  opts: { force?: boolean; ref?: string; concurrency?: number; rebuildClaimed?: boolean } = {},
+  opts: {
+    force?: boolean;
+    ref?: string;
+    concurrency?: number;
+    rebuildClaimed?: boolean;
+    stages?: Stage[];
+  } = {},
 ): Promise<RunItem> {
   assertActor("instructor", "system");
   const { spec } = await loadWorkshop(name);
   const hosts = selectHosts(await candidates(name, spec), sel);
   if (hosts.length === 0) throw new VisibleError("input", "selection.empty", "no host matches the selection");
-  const rebuilt = hosts.filter((h) => opts.force || !("state" in h) || h.state !== "ready");
+  if (opts.stages) {
+    assertProvisioned(
+      opts.stages,
+      hosts.map((h) => h.hostId),
+      await listHosts(name),
+    );
+  }
+  const rebuilt =
+    opts.stages?.includes("deploy") === false
+      ? []
+      : hosts.filter((h) => opts.force || !("state" in h) || h.state !== "ready");
   await guardClaimed(name, "deploy", rebuilt, opts.rebuildClaimed ?? opts.force ?? false);
   return startRun(name, "deploy", {
+    ...(opts.stages ? { stages: opts.stages } : {}),
     ...(opts.force ? { force: true } : {}),
     ...(opts.ref ? { ref: opts.ref } : {}),
     ...(opts.concurrency ? { concurrency: opts.concurrency } : {}),
@@ -311,7 +329,13 @@ export async function startDeploy(
 export async function startRetry(
   name: string,
   sel: Selection,
-  opts: { allSelected?: boolean; concurrency?: number; force?: boolean; rebuildClaimed?: boolean } = {},
+  opts: {
+    allSelected?: boolean;
+    concurrency?: number;
+    force?: boolean;
+    rebuildClaimed?: boolean;
+    stages?: Stage[];
+  } = {},
 ): Promise<{ run?: RunItem; hosts: string[] }> {
   assertActor("instructor", "system");
   const views = await refreshHosts(name, sel, opts.concurrency ?? DEFAULT_READ_CONCURRENCY);
@@ -324,6 +348,7 @@ export async function startRetry(
     opts.rebuildClaimed ?? opts.force ?? false,
   );
   const run = await startRun(name, "retry", {
+    ...(opts.stages ? { stages: opts.stages } : {}),
     force: true,
     hosts: targets,
     ...(opts.concurrency ? { concurrency: opts.concurrency } : {}),

@@ -9,6 +9,7 @@ import type { Workshop } from "../workshop/schema.ts";
 import { recordEvent } from "./events.ts";
 import { checkRef } from "./git.ts";
 import { secretValues } from "./secrets.ts";
+import { allStages, type Stage } from "./stages.ts";
 import type { RunKind } from "./workflows.ts";
 import { getWorkshop, listRuns } from "./workshops.ts";
 
@@ -26,6 +27,11 @@ export interface RunOptions {
    * run never joins a running one.
    */
   change?: { spec: Workshop; removedHosts: string[]; basedOn: string };
+  /**
+   * The stages the run goes through (shared/fleet/stages.ts), recorded on the run when not every stage; a run
+   * that deploys nothing (no deploy stage) needs no operator secret and no ref check at its start.
+   */
+  stages?: Stage[];
   /** More to say in the run's `run.started` event (ids, counts; never a secret). */
   event?: Record<string, unknown>;
 }
@@ -91,7 +97,7 @@ export async function startRun(workshop: string, kind: RunKind, opts: RunOptions
       );
     }
     // A provision run deploys nothing: the secrets and the ref are checked by the run that deploys.
-    if (kind !== "provision") {
+    if (kind !== "provision" && (!opts.stages || opts.stages.includes("deploy"))) {
       const spec = w.spec as Workshop;
       await checkSecrets(spec);
       await checkRef(spec, opts.ref ?? spec.lab.ref);
@@ -113,6 +119,7 @@ export async function startRun(workshop: string, kind: RunKind, opts: RunOptions
         ...(opts.hosts?.length ? { selection: opts.hosts } : {}),
         ...(opts.ref ? { ref: opts.ref } : {}),
         ...(opts.concurrency ? { concurrency: opts.concurrency } : {}),
+        ...(opts.stages && !allStages(opts.stages) ? { stages: opts.stages } : {}),
       })
       .go()
   ).data;
@@ -158,7 +165,12 @@ export async function startRun(workshop: string, kind: RunKind, opts: RunOptions
     workshop,
     type: "run.started",
     runId,
-    detail: { ...(hosts?.length ? { hosts } : {}), ...opts.event, kind },
+    detail: {
+      ...(hosts?.length ? { hosts } : {}),
+      ...(opts.stages && !allStages(opts.stages) ? { stages: opts.stages } : {}),
+      ...opts.event,
+      kind,
+    },
   });
   await workflows.start(kind, { workshop, runId, force: opts.force ?? false });
   return run;

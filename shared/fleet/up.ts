@@ -34,6 +34,7 @@ import { openAccessWhenReady } from "./open-access.ts";
 import { checkSecrets, getRun, recordTransitions, releaseWorkshop } from "./runs.ts";
 import { ensureTeardownSchedule } from "./schedules.ts";
 import { publishSecretParameter, pushSecrets, removeSecretParameter, secretRedactor } from "./secrets.ts";
+import { type StageFlags, stageFlags, stagesOf } from "./stages.ts";
 import { timePhases } from "./timeline.ts";
 import { getWorkshop, listHosts } from "./workshops.ts";
 
@@ -71,10 +72,17 @@ export interface UpSettings {
   pollSeconds: number;
   deadline: string;
   /**
-   * Whether the run goes on to deploy after provisioning: false for a `provision` run. Read from the run
-   * record's kind, so a resumed run and a Step Functions execution (whose input holds no kind) both know.
+   * Whether the run deploys: false for a `provision` run and a run that leaves the deploy stage out. Read from
+   * the run record, so a resumed run and a Step Functions execution (whose input holds no kind) both know.
    */
   deploy: boolean;
+  /** The stages the run goes through (shared/fleet/stages.ts), for the workflow's Choice states. */
+  stages: StageFlags;
+  /**
+   * The hosts a run that leaves out the provision stage acts on: those recorded (its selection, if any), which
+   * the workflow uses in place of Provision's answer. Empty when the run provisions.
+   */
+  hostIds: string[];
 }
 
 /**
@@ -98,7 +106,8 @@ export async function beginUp(workshop: string, runId: string): Promise<UpSettin
     deadline = new Date(clock.now().getTime() + spec.lab.timeout_minutes * 60_000).toISOString();
     await store.run.patch({ workshop, runId }).set({ deadline }).go();
   }
-  const deploy = run.kind !== "provision";
+  const stages = stagesOf(run);
+  const deploy = stages.includes("deploy");
   // Before any host is touched, also when a run was not started through startRun. A provision run deploys
   // nothing, so it needs no secret: the `up` that deploys its hosts checks them. For hosts reached through
   // SSM the secrets parameter is written here, once for the run: every DeployHost only names it.
@@ -114,6 +123,8 @@ export async function beginUp(workshop: string, runId: string): Promise<UpSettin
     pollSeconds: spec.lab.poll_seconds,
     deadline,
     deploy,
+    stages: stageFlags(stages),
+    hostIds: stages.includes("provision") ? [] : (await runHosts(workshop, runId)).map((h) => h.hostId),
   };
 }
 
@@ -289,7 +300,15 @@ export async function deployHost(
     const now = isoNow(clock);
     await store.host
       .patch({ workshop, hostId })
-      .set({ state: "deploying", phase: "sync", phases: [], deployStartedAt: now, updatedAt: now })
+      .set({
+        state: "deploying",
+        phase: "sync",
+        phases: [],
+        deployStartedAt: now,
+        updatedAt: now,
+        // The ref it is built at, for check mode's "built at a different ref".
+        ...(spec.lab.source.startsWith("git:") ? { builtRef: run.ref ?? spec.lab.ref ?? "HEAD" } : {}),
+      })
       // A rebuilt lab starts with no in-use health record (shared/fleet/health.ts): no stale `failing` flag.
       .remove(["error", "readyAt", "access", "health", "healthFailures", "healthError", "healthCheckedAt"])
       .add({ attempt: 1 })
@@ -434,14 +453,16 @@ export async function pollFleet(workshop: string, runId: string, deadline: strin
     (s) => s === "deploying" || s === "pending" || s === "provisioning",
   ).length;
   // Labs go on the board as they pass their health gate; the portal opens once portal.open_at_percent of
-  // the workshop's labs (all of them, not only this run's) are ready.
-  if (spec.portal.enabled) {
+  // the workshop's labs (all of them, not only this run's) are ready. A run without the publish stage
+  // opens nothing and hands no lab to the waiting line: the run that publishes does.
+  const publish = stagesOf(await getRun(workshop, runId)).includes("publish");
+  if (publish && spec.portal.enabled) {
     const all = (await listHosts(workshop)).filter((h) => h.state !== "torn_down");
     await openWhenReady(spec, all.filter((h) => h.state === "ready").length, all.length);
   }
   // A lab that became ready (a first deploy, a rebuild, a scale-up) goes to the first in line, whether the
   // portal was opened by the workflow or by the instructor.
-  if (becameReady > 0) {
+  if (becameReady > 0 && publish) {
     forgetStudentReads(workshop);
     await serveQueueAfter(workshop);
   }
@@ -526,8 +547,12 @@ export async function failUnfinished(
 /** Ends the run: per-host results on the run, the workshop ready only when every lab is. */
 export async function finishUp(workshop: string, runId: string): Promise<{ state: "succeeded" | "failed" }> {
   const { store, clock } = useDeps();
-  const { kind } = await getRun(workshop, runId);
+  const run = await getRun(workshop, runId);
+  const { kind } = run;
   if (kind === "provision") return finishProvision(workshop, runId);
+  const stages = stagesOf(run);
+  const waited = stages.includes("wait");
+  const publish = stages.includes("publish");
   const hosts = await runHosts(workshop, runId);
   const results = Object.fromEntries(
     hosts.map((h) => [
@@ -535,22 +560,28 @@ export async function finishUp(workshop: string, runId: string): Promise<{ state
       { state: h.state, ...(h.error && h.state !== "ready" ? { error: h.error } : {}) },
     ]),
   );
-  const allReady = hosts.length > 0 && hosts.every((h) => h.state === "ready");
+  // A run that waits succeeds when every lab it acted on is ready; one that does not wait, when none failed
+  // (its labs may still be building: the next run that waits follows them).
+  const good = (h: HostItem) => h.state === "ready" || (!waited && h.state !== "failed");
+  const allReady = hosts.length > 0 && hosts.every(good);
   const state = allReady ? "succeeded" : "failed";
   const live = (await listHosts(workshop)).filter((h) => h.state !== "torn_down");
   const ready = live.length > 0 && live.every((h) => h.state === "ready");
+  if (publish && !waited) await publishReady(workshop, live);
   // With provider.student_access: open, the lab UIs are opened to the internet once every lab of the
   // workshop is ready (never failing the run), before the run is recorded as ended.
-  if (ready) {
+  if (ready && publish) {
     const { spec, provider } = await loadWorkshop(workshop);
     await openAccessWhenReady(spec, provider, runId, live);
   }
   await recordTransitions(workshop, runId, kind);
   const now = isoNow(clock);
-  await store.workshop
-    .patch({ name: workshop })
-    .set({ state: ready ? "ready" : "failed", updatedAt: now })
-    .go();
+  // The workshop is `ready` once a run that publishes finds every lab ready. A run that waits and publishes
+  // leaves it `failed` otherwise, as does any run that failed; a run that leaves out wait or publish and did
+  // not fail leaves it `deploying` (labs building, or built and not handed out yet).
+  const workshopState =
+    ready && publish ? "ready" : (waited && publish) || state === "failed" ? "failed" : "deploying";
+  await store.workshop.patch({ name: workshop }).set({ state: workshopState, updatedAt: now }).go();
   await store.run
     .patch({ workshop, runId })
     .set({
@@ -568,6 +599,19 @@ export async function finishUp(workshop: string, runId: string): Promise<{ state
   await releaseWorkshop(workshop, runId);
   await recordEvent({ workshop, type: "run.finished", runId, detail: { kind, state } });
   return { state };
+}
+
+/**
+ * The publish stage of a run that did not wait (`--only publish`): what the polls of a waiting run do as labs
+ * become ready, done once: the portal opens at portal.open_at_percent, and the waiting line gets the free labs.
+ */
+async function publishReady(workshop: string, live: HostItem[]): Promise<void> {
+  const { spec } = await loadWorkshop(workshop);
+  if (spec.portal.enabled) {
+    await openWhenReady(spec, live.filter((h) => h.state === "ready").length, live.length);
+  }
+  forgetStudentReads(workshop);
+  await serveQueueAfter(workshop);
 }
 
 /**

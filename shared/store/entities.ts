@@ -119,6 +119,8 @@ function entities(client: DynamoDBDocumentClient, table: string) {
         labels: { type: "any" },
         expiry: { type: "string" },
         deployStartedAt: { type: "string" },
+        /** The git ref the lab was last built at: the run's `--ref`, else lab.ref, else HEAD (a git source only). */
+        builtRef: { type: "string" },
         readyAt: { type: "string" },
         attempt: { type: "number", default: 0 },
         access: { type: "string" },
@@ -161,6 +163,11 @@ function entities(client: DynamoDBDocumentClient, table: string) {
         ref: { type: "string" },
         /** Deploy concurrency overriding lab.concurrency (`-j`). */
         concurrency: { type: "number" },
+        /**
+         * The stages this run goes through (`--only`/`--skip`, shared/fleet/stages.ts); absent: every stage (a
+         * provision run: provision alone).
+         */
+        stages: { type: "list", items: { type: "string" } },
         deadline: { type: "string" },
         startedAt: { type: "string", required: true },
         endedAt: { type: "string" },
