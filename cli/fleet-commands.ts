@@ -8,6 +8,7 @@ import type { DoctorReport } from "../shared/fleet/ops.ts";
 import { ApiClient, CliError, resolveTarget } from "./client.ts";
 import { type Args, checkedFile, follow, jsonOutput, report, selectionBody, workshopName } from "./main.ts";
 import { block, clean, clock, jsonText, type Output, paint, when, writeTable } from "./render.ts";
+import { runCheck, stageBody } from "./stage-commands.ts";
 
 /**
  * The fleet operations: doctor, deploy, retry, diagnose, access, hosts, extend, open-access. Each is a client
@@ -15,11 +16,15 @@ import { block, clean, clock, jsonText, type Output, paint, when, writeTable } f
  */
 export async function run(command: string, args: Args, out: Output): Promise<number> {
   const client = new ApiClient(resolveTarget());
+  const staged = command === "deploy" || command === "retry";
+  const stages = staged ? stageBody(args) : {};
+  // --check changes nothing, so it submits nothing: it checks the workshop as submitted.
+  const checking = staged && (args.values.check ?? false);
   // With -f, the file is validated and submitted first, so the operation acts on what the file says.
   let name: string;
   if (args.values.file) {
     const f = checkedFile(args.values.file);
-    await client.submit(f.yaml, f.baseDir);
+    if (!checking) await client.submit(f.yaml, f.baseDir);
     name = f.name;
   } else if (command === "hosts") {
     // labfleet hosts SUB NAME
@@ -47,8 +52,18 @@ export async function run(command: string, args: Args, out: Output): Promise<num
               ...sel,
               force: args.values.force ?? false,
               ...(args.values.ref ? { ref: args.values.ref } : {}),
+              ...stages,
             }
-          : { ...sel, allSelected: args.values["all-selected"] ?? false, force: args.values.force ?? false };
+          : {
+              ...sel,
+              allSelected: args.values["all-selected"] ?? false,
+              force: args.values.force ?? false,
+              ...stages,
+            };
+      if (checking) {
+        const { concurrency: _, ...checked } = body;
+        return runCheck(client, name, { command, ...checked }, json, out);
+      }
       const started = await client.call<{ run: { id: string } | null; hosts?: string[] }>(
         "POST",
         `${path}/${command}`,
@@ -64,7 +79,7 @@ export async function run(command: string, args: Args, out: Output): Promise<num
           `${command} ${clean(name)}: run ${clean(started.run.id)}${started.hosts ? ` on ${started.hosts.map(clean).join(", ")}` : ""}\n`,
         );
       const s = await follow(client, name, started.run.id, json ? undefined : out);
-      return report(s, started.run.id, json, out, "ready");
+      return report(s, started.run.id, json, out, "ready", args.values.file);
     }
     case "diagnose": {
       // A large diagnose comes in parts (each a few MB): every part goes into the one folder, and the parts'

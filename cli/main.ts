@@ -28,6 +28,7 @@ import {
   when,
   writeTable,
 } from "./render.ts";
+import { runCheck, stageBody } from "./stage-commands.ts";
 
 /** Generated from the command table in help.ts, as are `labfleet help CMD` and the shell completion. */
 const HELP = overview();
@@ -62,6 +63,9 @@ export const options = {
   address: { type: "string" },
   all: { type: "boolean" },
   yes: { type: "boolean", short: "y" },
+  only: { type: "string" },
+  skip: { type: "string" },
+  check: { type: "boolean" },
   help: { type: "boolean", short: "h" },
   version: { type: "boolean" },
 } as const;
@@ -97,6 +101,9 @@ export interface Args {
     address?: string;
     all?: boolean;
     yes?: boolean;
+    only?: string;
+    skip?: string;
+    check?: boolean;
     help?: boolean;
     version?: boolean;
   };
@@ -242,15 +249,25 @@ async function cmdUp(args: Args, out: Output): Promise<number> {
   const { yaml, baseDir, name } = checkedFile(file);
   const json = jsonOutput(args);
   const client = new ApiClient(resolveTarget());
+  const stages = stageBody(args);
   if (args.values.plan) return printPlan(await client.plan(yaml, baseDir), json, out);
+  const force = args.values.force ?? false;
+  if (args.values.check)
+    return runCheck(client, name, { command: "up", yaml, baseDir, force, ...stages }, json, out);
   const submitted = await client.submit(yaml, baseDir);
-  const { run } = await client.up(name, args.values.force ?? false);
+  const { run } = await client.call<{ run: RunView }>("POST", `/workshops/${encodeURIComponent(name)}/up`, {
+    force,
+    ...stages,
+  });
   if (!json) {
     writeCountKept(name, file, submitted.countKept, out);
-    out.write(`up ${clean(name)}: run ${clean(run.id)}\n`);
+    out.write(`${run.kind === "provision" ? "provision" : "up"} ${clean(name)}: run ${clean(run.id)}\n`);
   }
+  // `--only provision` is a provision run: it ends as `labfleet provision` does.
+  if (run.kind === "provision")
+    return reportProvision(await follow(client, name, run.id, undefined), run.id, json, out, file);
   const s = await follow(client, name, run.id, json ? undefined : out);
-  return report(s, run.id, json, out, "ready");
+  return report(s, run.id, json, out, "ready", file);
 }
 
 /** A file whose provider.count is lower than the workshop's: the workshop kept its count; how to remove labs. */
@@ -377,9 +394,13 @@ export function report(
   json: boolean,
   out: Output,
   want: "ready" | "torn_down",
+  file?: string,
 ): number {
   const run = s.runs.find((r) => r.id === runId);
-  const ok = (h: WorkshopStatus["hostList"][number]) => h.state === want;
+  // A run that left out the wait stage ends with its labs still building: it did its part when none failed.
+  const waited = !run?.stages || run.stages.includes("wait");
+  const ok = (h: WorkshopStatus["hostList"][number]) =>
+    h.state === want || (!waited && want === "ready" && h.state !== "failed");
   if (run?.selection?.length) {
     const wanted = new Set(run.selection);
     s = { ...s, hostList: s.hostList.filter((h) => wanted.has(h.id)) };
@@ -395,6 +416,12 @@ export function report(
     }
     // A succeeded run may still carry a note (student access that could not be opened): it is shown too.
     if (run?.error) out.write(`${block(run.error)}\n`);
+    const building = s.hostList.filter((h) => h.state === "deploying").length;
+    if (!waited && building > 0) {
+      out.write(
+        `${building} lab${building === 1 ? " is" : "s are"} still building (the run left out the wait stage): \`labfleet up -f ${clean(file ?? "workshop.yaml")} --only wait,publish\` waits for them and hands them out\n`,
+      );
+    }
   }
   return success ? 0 : 1;
 }

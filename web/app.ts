@@ -2,6 +2,7 @@ import { createHash, timingSafeEqual } from "node:crypto";
 import { Hono } from "hono";
 import { withActor } from "../shared/runtime/actor.ts";
 import { VisibleError } from "../shared/runtime/errors.ts";
+import { checkApi } from "./api/check.ts";
 import { events } from "./api/events.ts";
 import { execApi } from "./api/exec.ts";
 import { fleet } from "./api/fleet.ts";
@@ -84,6 +85,7 @@ function addInstructorRoutes(app: Hono, auth: InstructorAuth, authConfig: AuthCo
   api.route("/workshops", portalApi);
   api.route("/workshops", events);
   api.route("/workshops", receiptApi);
+  api.route("/workshops", checkApi);
   api.route("/tokens", tokensApi);
   api.route("/", apiReference); // GET /api/openapi.json and /api/docs: the token, or a console session
   app.route("/api", api);

@@ -178,7 +178,7 @@ function deployItem(opts: CheckOptions, spec: Workshop, t: Target, student?: str
   const refNote = otherRef ? `built at ${h?.builtRef}, asked for ${asked}` : "";
   let action: CheckAction;
   let detail: string;
-  if (!h || !h.deployStartedAt || h.state === "pending" || h.state === "provisioning") {
+  if (!h?.deployStartedAt || h.state === "pending" || h.state === "provisioning") {
     [action, detail] = ["create", "not built yet"];
   } else if (h.state === "failed") {
     [action, detail] = ["rebuild", "failed: will rebuild"];

@@ -10,6 +10,7 @@ import type { HostItem, RunItem, WorkshopItem } from "../store/entities.ts";
 import type { KeyOrigin } from "../transports/host-keys.ts";
 import { parseWorkshopYaml, resolveLabSource } from "../workshop/load.ts";
 import type { Workshop } from "../workshop/schema.ts";
+import { STAGES, type Stage } from "./check.ts";
 import { hostKeyViews } from "./host-key-records.ts";
 
 export interface WorkshopSummary {
@@ -50,6 +51,8 @@ export interface RunView {
   transitions: number;
   /** The hosts a deploy or retry acted on. */
   selection?: string[];
+  /** The stages the run goes through, when not every one (`--only`/`--skip`). */
+  stages?: Stage[];
   /** Per host: its end state, why it failed (`error`), or what was done (`detail`, e.g. a teardown). */
   hosts?: Record<string, { state: string; error?: string; detail?: string }>;
   error?: string;
@@ -225,6 +228,7 @@ export function runView(r: RunItem): RunView {
       : {}),
     transitions: r.transitions ?? 0,
     ...(r.selection?.length ? { selection: r.selection } : {}),
+    ...(r.stages?.length ? { stages: STAGES.filter((st) => r.stages?.includes(st)) } : {}),
     ...(r.hosts ? { hosts: r.hosts as RunView["hosts"] } : {}),
     ...(r.error ? { error: r.error } : {}),
   };

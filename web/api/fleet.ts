@@ -17,8 +17,10 @@ import {
   startDeploy,
   startRetry,
 } from "../../shared/fleet/ops.ts";
+import { resolveStages } from "../../shared/fleet/stages.ts";
 import { runView } from "../../shared/fleet/workshops.ts";
 import { diagnoseArchive } from "./archive.ts";
+import { StageFields } from "./check.ts";
 import {
   apiRouter,
   errors,
@@ -57,6 +59,7 @@ const DeployBody = z.strictObject({
     .regex(/^[\w./-]{1,200}$/, { error: "expected a branch, tag or commit" })
     .optional()
     .meta({ description: "deploy this git ref instead of `lab.ref`" }),
+  ...StageFields,
 });
 const RetryBody = z.strictObject({
   ...Selection,
@@ -68,6 +71,7 @@ const RetryBody = z.strictObject({
     description:
       "rebuild labs students have claimed too (without it, a retry that would rebuild a claimed lab answers 409 `rebuild.claimed`, naming each lab and its student)",
   }),
+  ...StageFields,
 });
 const DiagnoseBody = z.strictObject({
   ...Selection,
@@ -415,6 +419,7 @@ export const fleet = apiRouter()
       force: b.force,
       ...(b.ref ? { ref: b.ref } : {}),
       ...(b.concurrency ? { concurrency: b.concurrency } : {}),
+      ...(b.only || b.skip ? { stages: resolveStages(b) } : {}),
     });
     return c.json({ run: runView(run) }, 202);
   })
@@ -424,6 +429,7 @@ export const fleet = apiRouter()
       allSelected: b.allSelected,
       force: b.force,
       ...(b.concurrency ? { concurrency: b.concurrency } : {}),
+      ...(b.only || b.skip ? { stages: resolveStages(b) } : {}),
     });
     return r.run
       ? c.json({ run: runView(r.run), hosts: r.hosts }, 202)

@@ -5,6 +5,7 @@ import pkg from "../../package.json" with { type: "json" };
 import { CreateTokenInput, TokenInfo } from "../../shared/auth/tokens.ts";
 import { EVENT_TYPES } from "../../shared/store/entities.ts";
 import { SESSION_COOKIE } from "../console/session.ts";
+import { checkApi } from "./check.ts";
 import { execApi } from "./exec.ts";
 import { fleet } from "./fleet.ts";
 import { fleetViewApi } from "./fleet-view.ts";
@@ -204,6 +205,7 @@ export function apiDocument(): ApiDocument {
   all.route("/api/workshops", fleetViewApi);
   all.route("/api/workshops", portalApi);
   all.route("/api/workshops", receiptApi);
+  all.route("/api/workshops", checkApi);
   all.route("/api", apiReference);
   for (const route of [health, events, ...tokens]) all.openAPIRegistry.registerPath(route);
   all.openAPIRegistry.registerComponent("securitySchemes", SECURITY_SCHEME, {

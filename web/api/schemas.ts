@@ -153,6 +153,10 @@ export const RunView = z
       .array(z.string())
       .optional()
       .meta({ description: "the hosts a deploy or retry acted on, or a scale added" }),
+    stages: z
+      .array(z.enum(["provision", "deploy", "wait", "publish"]))
+      .optional()
+      .meta({ description: "the stages the run goes through, when not every one (`only`/`skip`)" }),
     hosts: z
       .record(z.string(), z.object({ state: z.string(), error: z.string().optional() }))
       .optional()

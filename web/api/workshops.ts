@@ -1,6 +1,8 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { getRun, startRun } from "../../shared/fleet/runs.ts";
 import { ScaleInput, scaleUp } from "../../shared/fleet/scale.ts";
+import { resolveStages } from "../../shared/fleet/stages.ts";
+import { startUp } from "../../shared/fleet/start-up.ts";
 import {
   hostAccess,
   listWorkshops,
@@ -11,6 +13,7 @@ import {
 } from "../../shared/fleet/workshops.ts";
 import { WORKSHOP_YAML_MAX_BYTES } from "../../shared/workshop/load.ts";
 import { Workshop } from "../../shared/workshop/schema.ts";
+import { StageFields } from "./check.ts";
 import {
   apiRouter,
   errors,
@@ -43,6 +46,7 @@ const SubmitBody = z
   .meta({ id: "WorkshopSubmit" });
 const UpBody = z.strictObject({
   force: z.boolean().default(false).meta({ description: "redeploy labs that are already ready" }),
+  ...StageFields,
 });
 /** Provisioning takes no option: only `{}` (or an empty body); an unknown key is a 400. */
 const ProvisionBody = z.strictObject({});
@@ -158,7 +162,8 @@ const up = createRoute({
   path: "/{name}/up",
   tags,
   summary: "Start up: provision, deploy, wait until ready, publish",
-  description: "Starts the `up` workflow; labs already ready are skipped unless `force`. Poll the run.",
+  description:
+    "Starts the `up` workflow; labs already ready are skipped unless `force`. Poll the run. `only`/`skip` pick its stages (provision, deploy, wait, publish); `only: [provision]` is a provision run. A selection without provision answers 409 `stages.missing` when a host is not provisioned.",
   middleware: [readJson] as const,
   request: { params: NameParams, body: jsonBody(UpBody, "Optional; `{}` or an empty body is fine.") },
   responses: {
@@ -265,7 +270,11 @@ export const workshops = apiRouter()
   })
   .openapi(status, async (c) => c.json(await workshopStatus(c.req.valid("param").name), 200))
   .openapi(up, async (c) => {
-    const run = await startRun(c.req.valid("param").name, "up", { force: c.req.valid("json").force });
+    const b = c.req.valid("json");
+    const run = await startUp(c.req.valid("param").name, {
+      force: b.force,
+      ...(b.only || b.skip ? { stages: resolveStages(b) } : {}),
+    });
     return c.json({ run: runView(run) }, 202);
   })
   .openapi(provision, async (c) => {
