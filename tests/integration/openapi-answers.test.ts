@@ -73,6 +73,20 @@ const CALLS: Call[] = [
   { op: "POST /api/workshops/{name}/provision", status: 202, after: runEnds },
   { op: "POST /api/workshops/{name}/up", status: 202, after: runEnds },
   { op: "POST /api/workshops/{name}/up", status: 404, path: "/api/workshops/oa-none/up" },
+  { op: "POST /api/workshops/{name}/up", status: 400, body: { only: ["build"] } },
+  { op: "POST /api/workshops/{name}/check", status: 200, body: { command: "up" } },
+  {
+    op: "POST /api/workshops/{name}/check",
+    status: 200,
+    body: { command: "deploy", force: true, skip: ["wait"] },
+  },
+  { op: "POST /api/workshops/{name}/check", status: 400, body: { command: "up", skip: ["later"] } },
+  {
+    op: "POST /api/workshops/{name}/check",
+    status: 404,
+    path: "/api/workshops/oa-none/check",
+    body: { command: "retry" },
+  },
   { op: "GET /api/workshops/{name}/runs/{runId}", status: 200 },
   {
     op: "GET /api/workshops/{name}/runs/{runId}",

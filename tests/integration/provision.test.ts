@@ -89,8 +89,8 @@ describe("a provision run", () => {
       "student-02": { state: "provisioned" },
       "student-03": { state: "provisioned" },
     });
-    // BeginUp, Provision, AfterProvision, FinishUp: no Deploy, no Wait, no Poll.
-    expect(view?.transitions).toBe(4);
+    // BeginUp, ProvisionStage, Provision, AfterProvision, FinishUp: no Deploy, no Wait, no Poll.
+    expect(view?.transitions).toBe(5);
     // Hosts exist but have no lab: the workshop stays at provisioning, each host pending with its address.
     expect(s.state).toBe("provisioning");
     expect(s.hosts).toEqual({ total: 3, ready: 0, failed: 0 });
@@ -263,7 +263,7 @@ describe("a provision run", () => {
     expect(s.runs.find((r) => r.id === runId)).toMatchObject({
       kind: "provision",
       state: "succeeded",
-      transitions: 4,
+      transitions: 5,
     });
     expect(s.state).toBe("provisioning");
     expect(s.hostList.map((h) => h.state)).toEqual(["pending", "pending"]);
@@ -355,7 +355,7 @@ describe("labfleet provision", () => {
         error: null,
       },
     ]);
-    expect(doc.run).toMatchObject({ kind: "provision", state: "succeeded", transitions: 4 });
+    expect(doc.run).toMatchObject({ kind: "provision", state: "succeeded", transitions: 5 });
   });
 
   it("then up deploys the provisioned hosts to ready", async () => {

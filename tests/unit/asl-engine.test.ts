@@ -480,7 +480,14 @@ describe("the up workflow's history budget (shared/workshop/limits.ts)", () => {
           if (worst && n <= LAMBDA_RETRIES_PER_TASK) throw worstError(n);
           if (worst && name === "FinishUp") throw new Error("cannot record the result");
           if (name === "BeginUp")
-            return { concurrency: 40, pollSeconds: 10, deadline: "2099-01-01T00:00:00.000Z", deploy: true };
+            return {
+              concurrency: 40,
+              pollSeconds: 10,
+              deadline: "2099-01-01T00:00:00.000Z",
+              deploy: true,
+              stages: { provision: true, deploy: true, wait: true, publish: true },
+              hostIds: [],
+            };
           if (name === "Provision") return { hostIds: Array.from({ length: hosts }, (_, i) => `h${i}`) };
           return { state: "failed" };
         }

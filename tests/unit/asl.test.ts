@@ -65,14 +65,32 @@ describe("ASL definitions", () => {
     expect(item.Catch?.[0]).toMatchObject({ ErrorEquals: ["States.ALL"], Next: "RecordHostFailure" });
   });
 
-  it("after Provision, a Choice on BeginUp's deploy flag goes to Deploy, or for provision to FinishUp", () => {
+  it("Choices on BeginUp's stages skip provision, deploy and wait when the run leaves them out", () => {
     const def = loadDefinition("up");
-    expect(def.States.BeginUp?.ResultSelector).toMatchObject({ "deploy.$": "$.Payload.deploy" });
-    expect(def.States.Provision?.Next).toBe("AfterProvision");
-    expect(def.States.AfterProvision).toMatchObject({
+    expect(def.States.BeginUp?.ResultSelector).toMatchObject({
+      "deploy.$": "$.Payload.deploy",
+      "stages.$": "$.Payload.stages",
+      "hostIds.$": "$.Payload.hostIds",
+    });
+    expect(def.States.BeginUp?.Next).toBe("ProvisionStage");
+    expect(def.States.ProvisionStage).toMatchObject({
       Type: "Choice",
-      Choices: [{ Variable: "$.settings.deploy", BooleanEquals: false, Next: "FinishUp" }],
-      Default: "Deploy",
+      Choices: [{ Variable: "$.settings.stages.provision", BooleanEquals: false, Next: "RecordedHosts" }],
+      Default: "Provision",
+    });
+    expect(def.States.RecordedHosts).toMatchObject({
+      Type: "Pass",
+      Parameters: { "hostIds.$": "$.settings.hostIds" },
+      ResultPath: "$.provision",
+      Next: "AfterProvision",
+    });
+    expect(def.States.Provision?.Next).toBe("AfterProvision");
+    expect(def.States.AfterProvision).toMatchObject({ Type: "Choice", Default: "Deploy" });
+    expect(def.States.Deploy?.Next).toBe("AfterDeploy");
+    expect(def.States.AfterDeploy).toMatchObject({
+      Type: "Choice",
+      Choices: [{ Variable: "$.settings.stages.wait", BooleanEquals: false, Next: "FinishUp" }],
+      Default: "WaitBeforePoll",
     });
   });
 });
@@ -97,18 +115,35 @@ describe("run kinds and definitions", () => {
  * Runs the real `up` definition with stand-in handlers to count what Step Functions would bill. `deploy:
  * false` is what BeginUp returns for a provision run.
  */
+type Flags = { provision: boolean; deploy: boolean; wait: boolean; publish: boolean };
+const ALL: Flags = { provision: true, deploy: true, wait: true, publish: true };
+const PROVISION_ONLY: Flags = { provision: true, deploy: false, wait: false, publish: false };
+
 async function countTransitions(
   hosts: number,
   pollsUntilReady: number,
-  deploy = true,
-): Promise<{ transitions: number; polls: number; tasks: string[] }> {
+  stages: Flags = ALL,
+): Promise<{ transitions: number; polls: number; tasks: string[]; deployed: string[] }> {
   const def = loadDefinition("up");
   let polls = 0;
   const tasks: string[] = [];
+  const deployed: string[] = [];
+  const ids = Array.from({ length: hosts }, (_, i) => `h${i}`);
   const stand: Record<string, (p: Record<string, unknown>) => unknown> = {
-    BeginUp: () => ({ concurrency: 4, pollSeconds: 60, deadline: "2099-01-01T00:00:00.000Z", deploy }),
-    Provision: () => ({ hostIds: Array.from({ length: hosts }, (_, i) => `h${i}`) }),
-    DeployHost: (p) => ({ hostId: p.hostId, action: "started" }),
+    BeginUp: () => ({
+      concurrency: 4,
+      pollSeconds: 60,
+      deadline: "2099-01-01T00:00:00.000Z",
+      deploy: stages.deploy,
+      stages,
+      // Without the provision stage, BeginUp lists the hosts recorded.
+      hostIds: stages.provision ? [] : ids,
+    }),
+    Provision: () => ({ hostIds: ids }),
+    DeployHost: (p) => {
+      deployed.push(String(p.hostId));
+      return { hostId: p.hostId, action: "started" };
+    },
     Poll: () => {
       polls++;
       return { done: polls >= pollsUntilReady, timedOut: false, ready: 0, failed: 0, deploying: hosts };
@@ -137,15 +172,16 @@ async function countTransitions(
   })();
   await execution.result;
   await counting;
-  return { transitions, polls, tasks };
+  return { transitions, polls, tasks, deployed };
 }
 
 describe("state transitions (Step Functions bills per transition)", () => {
   it("a 50-host lab polled every minute for two hours stays under 1,000 transitions", async () => {
     const { transitions, polls } = await countTransitions(50, 120);
     expect(polls).toBe(120);
-    // BeginUp, Provision, AfterProvision, Deploy + 50 DeployHost items, 120 x (Wait, Poll, Choice), FinishUp.
-    expect(transitions).toBe(4 + 50 + 120 * 3 + 1);
+    // BeginUp, ProvisionStage, Provision, AfterProvision, Deploy + 50 DeployHost items, AfterDeploy,
+    // 120 x (Wait, Poll, Choice), FinishUp.
+    expect(transitions).toBe(6 + 50 + 120 * 3 + 1);
     expect(transitions).toBeLessThan(1000);
   });
 
@@ -155,13 +191,65 @@ describe("state transitions (Step Functions bills per transition)", () => {
     expect(large.transitions - small.transitions).toBe(35);
   });
 
-  it("a provision run stops after provisioning: four transitions whatever the fleet, no deploy, no poll", async () => {
+  it("a provision run stops after provisioning: five transitions whatever the fleet, no deploy, no poll", async () => {
     for (const hosts of [1, 50]) {
-      const { transitions, polls, tasks } = await countTransitions(hosts, 120, false);
-      // BeginUp, Provision, AfterProvision, FinishUp.
-      expect(transitions).toBe(4);
+      const { transitions, polls, tasks } = await countTransitions(hosts, 120, PROVISION_ONLY);
+      // BeginUp, ProvisionStage, Provision, AfterProvision, FinishUp.
+      expect(transitions).toBe(5);
       expect(polls).toBe(0);
       expect(tasks).toEqual(["BeginUp", "Provision", "FinishUp"]);
     }
+  });
+});
+
+describe("stages (--only / --skip): the workflow runs exactly the stages BeginUp says", () => {
+  const run = (stages: Partial<Flags>) => countTransitions(3, 2, { ...ALL, ...stages });
+  const polled = (tasks: string[]) => tasks.filter((t) => t === "Poll").length;
+
+  it("every stage: provision, deploy each host, poll until done, finish", async () => {
+    const r = await run({});
+    expect(r.tasks.filter((t) => t !== "DeployHost" && t !== "Poll")).toEqual([
+      "BeginUp",
+      "Provision",
+      "FinishUp",
+    ]);
+    expect(r.deployed.sort()).toEqual(["h0", "h1", "h2"]);
+    expect(polled(r.tasks)).toBe(2);
+  });
+
+  it("--skip wait: deploys and ends without one poll (three transitions fewer per poll saved)", async () => {
+    const r = await run({ wait: false });
+    expect(r.deployed.sort()).toEqual(["h0", "h1", "h2"]);
+    expect(polled(r.tasks)).toBe(0);
+    expect(r.tasks.at(-1)).toBe("FinishUp");
+    // BeginUp, ProvisionStage, Provision, AfterProvision, Deploy + 3 items, AfterDeploy, FinishUp.
+    expect(r.transitions).toBe(6 + 3 + 1);
+  });
+
+  it("--skip provision: no Provision task, the recorded hosts are deployed and waited for", async () => {
+    const r = await run({ provision: false });
+    expect(r.tasks).not.toContain("Provision");
+    expect(r.deployed.sort()).toEqual(["h0", "h1", "h2"]);
+    expect(polled(r.tasks)).toBe(2);
+  });
+
+  it("--only deploy: neither Provision nor a poll", async () => {
+    const r = await run({ provision: false, wait: false, publish: false });
+    expect(r.tasks.filter((t) => t !== "DeployHost")).toEqual(["BeginUp", "FinishUp"]);
+    expect(r.deployed).toHaveLength(3);
+  });
+
+  it("--only wait: polls what is building, deploys nothing", async () => {
+    const r = await run({ provision: false, deploy: false, publish: false });
+    expect(r.deployed).toEqual([]);
+    expect(r.tasks.filter((t) => t !== "Poll")).toEqual(["BeginUp", "FinishUp"]);
+    expect(polled(r.tasks)).toBe(2);
+  });
+
+  it("--only publish: straight from BeginUp to FinishUp (which publishes)", async () => {
+    const r = await run({ provision: false, deploy: false, wait: false });
+    expect(r.tasks).toEqual(["BeginUp", "FinishUp"]);
+    // BeginUp, ProvisionStage, RecordedHosts, AfterProvision, FinishUp.
+    expect(r.transitions).toBe(5);
   });
 });

@@ -89,7 +89,19 @@ describe("bash completion", () => {
 
   it("completes each command's own options after -", () => {
     expect(complete(["up", "-"])).toEqual(
-      ["-f", "--file", "--force", "--plan", "-o", "--output", "-h", "--help"].sort(),
+      [
+        "-f",
+        "--file",
+        "--force",
+        "--only",
+        "--skip",
+        "--check",
+        "--plan",
+        "-o",
+        "--output",
+        "-h",
+        "--help",
+      ].sort(),
     );
     expect(complete(["up", "--f"])).toEqual(["--file", "--force"]);
     expect(complete(["retry", "my-workshop", "--"])).toEqual(
@@ -101,6 +113,9 @@ describe("bash completion", () => {
         "--failed-only",
         "--all-selected",
         "--force",
+        "--only",
+        "--skip",
+        "--check",
         "--output",
         "--help",
       ].sort(),
