@@ -56,11 +56,12 @@ export const RETRY_EVENTS_PER_HOST = 2 * LAMBDA_RETRIES_PER_TASK * 3;
 
 /**
  * Once per run, on the longest path: ExecutionStarted; BeginUp and Provision (5 each: TaskStateEntered,
- * TaskScheduled, TaskStarted, TaskSucceeded, TaskStateExited); AfterProvision (2); the Deploy Map's
+ * TaskScheduled, TaskStarted, TaskSucceeded, TaskStateExited); the stage Choices ProvisionStage,
+ * AfterProvision and AfterDeploy (2 each: ChoiceStateEntered, ChoiceStateExited); the Deploy Map's
  * MapStateEntered, MapStateStarted, MapStateSucceeded, MapStateExited (4); at the deadline FailUnfinished,
  * then FinishUp failing into FailRun (5 each); the Fail state's FailStateEntered and ExecutionFailed.
  */
-export const FIXED_EVENTS = 1 + 5 + 5 + 2 + 4 + 5 + 5 + 5 + 1 + 1;
+export const FIXED_EVENTS = 1 + 5 + 5 + 2 * 3 + 4 + 5 + 5 + 5 + 1 + 1;
 
 /**
  * Room for retries of the run's own tasks and polls (BeginUp, Provision, Poll, FailUnfinished, FinishUp,
