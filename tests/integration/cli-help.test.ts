@@ -146,7 +146,19 @@ describe("labfleet completion", () => {
     const sub = run("labfleet portal rot");
     expect(sub.stdout).toBe("rotate-code\n");
     const opts = run("labfleet up -").stdout.split("\n").filter(Boolean).sort();
-    expect(opts).toEqual(["--file", "--force", "--help", "--output", "--plan", "-f", "-h", "-o"]);
+    expect(opts).toEqual([
+      "--check",
+      "--file",
+      "--force",
+      "--help",
+      "--only",
+      "--output",
+      "--plan",
+      "--skip",
+      "-f",
+      "-h",
+      "-o",
+    ]);
   });
 
   it("prints a zsh script, refuses other shells with exit 2, and answers --output json", async () => {
