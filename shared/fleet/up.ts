@@ -30,6 +30,7 @@ import {
   syncSource,
 } from "./lab.ts";
 import { recordBuild } from "./lab-timings.ts";
+import { deprovisionLabs, provisionLabs } from "./machines.ts";
 import { openAccessWhenReady } from "./open-access.ts";
 import { checkSecrets, getRun, recordTransitions, releaseWorkshop } from "./runs.ts";
 import { ensureTeardownSchedule } from "./schedules.ts";
@@ -145,9 +146,12 @@ export async function provisionHosts(workshop: string, runId: string): Promise<{
   // Every run provisions what it acts on (a deploy or retry its selection): provision is idempotent, so live
   // hosts are reused as they are, and a host whose machine is gone (an EC2 instance a student powered off) is
   // replaced before it is deployed.
-  const provisioned = await provider.provision(
+  const provisioned = await provisionLabs(
+    provider,
     spec,
-    hostIdsOf(spec).filter((id) => !removed.has(id) && (!selected || selected.has(id))),
+    hostIdsOf(spec)
+      .filter((id) => !removed.has(id) && (!selected || selected.has(id)))
+      .map((hostId) => ({ hostId, machine: existing.get(hostId)?.machine })),
     { expiry: new Date(expiry), attempt: runId },
   );
   for (const p of provisioned) {
@@ -162,6 +166,8 @@ export async function provisionHosts(workshop: string, runId: string): Promise<{
         address: p.address,
         ...(p.providerId ? { providerId: p.providerId } : {}),
         ...(p.publicIp ? { publicIp: p.publicIp } : {}),
+        ...(prev?.machine && prev.state !== "torn_down" ? { machine: prev.machine } : {}),
+        ...(keep && prev.ref ? { ref: prev.ref } : {}),
         labels: p.labels ?? {},
         expiry,
         state: p.error ? "failed" : keep ? prev.state : "pending",
@@ -220,10 +226,7 @@ export async function removeHosts(spec: Workshop, provider: Provider, dropped: H
       await t.close?.();
     }
   });
-  const results = await provider.deprovision(
-    spec,
-    dropped.map((h) => h.hostId),
-  );
+  const results = await deprovisionLabs(provider, spec, dropped);
   for (const r of results) {
     if (r.result === "error")
       await patchHost(spec.name, r.hostId, { error: `removing this host failed: ${r.detail ?? ""}` });
@@ -232,7 +235,7 @@ export async function removeHosts(spec: Workshop, provider: Provider, dropped: H
       await store.host
         .patch({ workshop: spec.name, hostId: r.hostId })
         .set({ state: "torn_down", updatedAt: isoNow(clock) })
-        .remove(["access", "address"])
+        .remove(["access", "address", "machine"])
         .go();
     }
   }
@@ -290,8 +293,20 @@ export async function deployHost(
     await store.host
       .patch({ workshop, hostId })
       .set({ state: "deploying", phase: "sync", phases: [], deployStartedAt: now, updatedAt: now })
-      // A rebuilt lab starts with no in-use health record (shared/fleet/health.ts): no stale `failing` flag.
-      .remove(["error", "readyAt", "access", "health", "healthFailures", "healthError", "healthCheckedAt"])
+      // A rebuilt lab starts with no in-use health record (shared/fleet/health.ts): no stale `failing` flag, and
+      // it is built at the run's ref (or lab.ref), not at a rollout's.
+      .remove([
+        "error",
+        "readyAt",
+        "access",
+        "health",
+        "healthFailures",
+        "healthError",
+        "healthCheckedAt",
+        "ref",
+        "notice",
+        "noticeAt",
+      ])
       .add({ attempt: 1 })
       .go();
     await pushSecrets(t, spec, provider.transport);
@@ -633,7 +648,8 @@ export async function failRun(workshop: string, runId: string, error: string): P
   const run = await getRun(workshop, runId);
   await store.workshop
     .patch({ name: workshop })
-    .set({ state: run.kind === "teardown" ? w.state : "failed", updatedAt: now })
+    // A teardown or a rollout that fails leaves the workshop as it was (a rollout changes no lab it did not finish).
+    .set({ state: run.kind === "teardown" || run.kind === "rollout" ? w.state : "failed", updatedAt: now })
     .go();
   await removeRunSecrets(workshop);
   await releaseWorkshop(workshop, runId);
