@@ -64,6 +64,14 @@ export const options = {
   yes: { type: "boolean", short: "y" },
   help: { type: "boolean", short: "h" },
   version: { type: "boolean" },
+  // rollout
+  canary: { type: "string" },
+  batch: { type: "string" },
+  "include-claimed": { type: "boolean" },
+  check: { type: "boolean" },
+  status: { type: "boolean" },
+  resume: { type: "boolean" },
+  abort: { type: "boolean" },
 } as const;
 
 export interface Args {
@@ -99,6 +107,14 @@ export interface Args {
     yes?: boolean;
     help?: boolean;
     version?: boolean;
+    // rollout
+    canary?: string;
+    batch?: string;
+    "include-claimed"?: boolean;
+    check?: boolean;
+    status?: boolean;
+    resume?: boolean;
+    abort?: boolean;
   };
   positionals: string[];
   /** What follows `--` (`labfleet exec NAME -- CMD`); other commands take it as positionals. */
@@ -651,6 +667,8 @@ export async function main(argv: string[], out: Output = stdoutOutput()): Promis
       }
       case "exec":
         return await (await import("./exec-command.ts")).cmdExec(args, out);
+      case "rollout":
+        return await (await import("./rollout-command.ts")).cmdRollout(args, out);
       case "login":
       case "logout":
       case "tokens": {

@@ -38,11 +38,31 @@ import { getWorkshop, listHosts } from "./workshops.ts";
  */
 
 export const RolloutOptions = z.object({
-  ref: z.string().trim().min(1, "expected a git branch, tag or commit").max(200),
-  canary: z.number().int().min(1).max(1000).default(1),
-  /** Labs per batch after the canary; default a quarter of the fleet, at least one. */
-  batch: z.number().int().min(1).max(1000).optional(),
-  includeClaimed: z.boolean().default(false),
+  ref: z
+    .string()
+    .regex(/^[\w./-]{1,200}$/, { error: "expected a git branch, tag or commit" })
+    .meta({
+      description: "the git ref to roll out (a branch, tag or commit of lab.source)",
+      example: "v2",
+    }),
+  canary: z
+    .number()
+    .int()
+    .min(1)
+    .max(1000)
+    .default(1)
+    .meta({ description: "labs updated first, alone; the rollout halts if one fails" }),
+  batch: z
+    .number()
+    .int()
+    .min(1)
+    .max(1000)
+    .optional()
+    .meta({ description: "labs per batch after the canary (default: a quarter of the fleet, at least 1)" }),
+  includeClaimed: z
+    .boolean()
+    .default(false)
+    .meta({ description: "also update labs students have claimed (they are told before and after)" }),
 });
 export type RolloutOptions = z.input<typeof RolloutOptions>;
 
