@@ -32,7 +32,7 @@ import { checkSecrets, getRun, recordTransitions, releaseWorkshop } from "./runs
 import { publishSecretParameter, pushSecrets, removeSecretParameter, secretRedactor } from "./secrets.ts";
 import { timePhases } from "./timeline.ts";
 import { boundConcurrency, loadWorkshop, POLL_CONCURRENCY, POLL_MIN_HOST_MS } from "./up.ts";
-import { getWorkshop } from "./workshops.ts";
+import { getWorkshop, listHosts } from "./workshops.ts";
 
 /**
  * The steps of the rollout workflow (stepfunctions/rollout.asl.json), each called by one thin handler in
@@ -479,13 +479,21 @@ export async function finishRollout(
   const completed =
     failed.length === 0 && hosts.every((h) => h.state !== "pending" && h.state !== "building");
   const now = isoNow(clock);
-  if (!completed) await stopUnpromoted(workshop, r, "aborted");
   const error = completed
     ? undefined
     : `rollout halted: ${failed.map((h) => h.hostId).join(", ") || "a lab"} failed the update to ${r.ref}; the labs not reached stay as they were (labfleet rollout ${workshop} --resume goes on after a fix)`;
   if (completed) {
     const w = await getWorkshop(workshop);
     const spec = w.spec as Workshop;
+    // The labs the rollout left alone (claimed, already there, not ready) keep saying which ref they are at.
+    const rolled = new Set(hosts.map((h) => h.hostId));
+    for (const h of await listHosts(workshop)) {
+      if (rolled.has(h.hostId) || h.ref || h.state === "torn_down") continue;
+      await store.host
+        .patch({ workshop, hostId: h.hostId })
+        .set({ ref: spec.lab.ref ?? "HEAD" })
+        .go();
+    }
     await store.workshop
       .patch({ name: workshop })
       .set({ spec: { ...spec, lab: { ...spec.lab, ref: r.ref } }, updatedAt: now })

@@ -292,7 +292,14 @@ export async function deployHost(
     const now = isoNow(clock);
     await store.host
       .patch({ workshop, hostId })
-      .set({ state: "deploying", phase: "sync", phases: [], deployStartedAt: now, updatedAt: now })
+      .set({
+        state: "deploying",
+        phase: "sync",
+        phases: [],
+        deployStartedAt: now,
+        updatedAt: now,
+        ...(run.ref ? { ref: run.ref } : {}),
+      })
       // A rebuilt lab starts with no in-use health record (shared/fleet/health.ts): no stale `failing` flag, and
       // it is built at the run's ref (or lab.ref), not at a rollout's.
       .remove([
@@ -303,7 +310,7 @@ export async function deployHost(
         "healthFailures",
         "healthError",
         "healthCheckedAt",
-        "ref",
+        ...(run.ref ? [] : (["ref"] as const)),
         "notice",
         "noticeAt",
       ])
