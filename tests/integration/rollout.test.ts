@@ -130,7 +130,7 @@ describe("labfleet rollout on local hosts", { timeout: 180_000 }, () => {
     const st = json((await cli(["status", WS, "--output", "json"])).stdout);
     expect(st.workshop).toBe(WS);
     const w = (await rt.store.workshop.get({ name: WS }).go()).data;
-    expect((w?.spec as { lab: { ref: string } }).lab.ref).toBe("v2");
+    expect((w?.spec as { lab: { ref: string } } | undefined)?.lab.ref).toBe("v2");
     const ev = await events(WS);
     expect(
       ev
@@ -194,7 +194,7 @@ describe("labfleet rollout on local hosts", { timeout: 180_000 }, () => {
     }
     expect(await labForLink(bob.token)).toMatchObject({ lab: "student-01", update: null });
     const w = (await rt.store.workshop.get({ name: WS }).go()).data;
-    expect((w?.spec as { lab: { ref: string } }).lab.ref).toBe("main");
+    expect((w?.spec as { lab: { ref: string } } | undefined)?.lab.ref).toBe("main");
     expect(w?.state).toBe("ready");
     expect((await events(WS)).filter((e) => e.type === "lab.updated")).toEqual([]);
   });
