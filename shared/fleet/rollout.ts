@@ -11,6 +11,7 @@ import type { HostItem, RolloutHostItem, RolloutItem } from "../store/entities.t
 import type { Workshop } from "../workshop/schema.ts";
 import { type CheckItem, type CheckReport, checkReport } from "./check.ts";
 import { recordEvent } from "./events.ts";
+import { checkRef } from "./git.ts";
 import { transportFor } from "./hosts.ts";
 import { stopLab } from "./lab.ts";
 import { deprovisionLabs, machineOf } from "./machines.ts";
@@ -175,6 +176,8 @@ export async function planRollout(workshop: string, options: RolloutOptions): Pr
 export async function checkRollout(workshop: string, options: RolloutOptions): Promise<CheckReport> {
   assertActor("instructor", "system");
   const plan = await planRollout(workshop, options);
+  // The ref is checked as a start checks it: a check that passes means the rollout would start.
+  await checkRef(plan.spec, plan.ref);
   return checkReport(workshop, "rollout", plan.items);
 }
 
