@@ -3,6 +3,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { claimLab } from "../../shared/portal/claims.ts";
 import { loadSshIdentity, publicKeyLine } from "../../shared/transports/ssh-identity.ts";
+import { type GitHttpServer, startGitHttp } from "../harness/git-http.ts";
 import { makeRolloutLab, type RolloutLab } from "../harness/rollout-lab.ts";
 import { removeDir, tempDir, testRuntime } from "../harness/runtime.ts";
 import { type FakeHosts, startFakeHosts } from "../harness/ssh-hosts.ts";
@@ -10,13 +11,14 @@ import { type FakeHosts, startFakeHosts } from "../harness/ssh-hosts.ts";
 /**
  * `labfleet rollout` on bring-your-own hosts over real OpenSSH (tests/harness/ssh-hosts.ts): they cannot be
  * replaced, so they are updated in place, one that fails stays off the board, and a claimed one is left alone
- * without includeClaimed. The lab is the rollout lab's git repository (tests/harness/rollout-lab.ts).
+ * without includeClaimed. The lab is the rollout lab's git repository (tests/harness/rollout-lab.ts), over HTTP.
  */
 
 type Runtime = Awaited<ReturnType<typeof testRuntime>>;
 let rt: Runtime;
 let fleet: FakeHosts;
 let lab: RolloutLab;
+let gitServer: GitHttpServer;
 const WS = "rbyo";
 
 // biome-ignore lint/suspicious/noExplicitAny: answers are checked field by field
@@ -40,6 +42,8 @@ const rollout = async (body: unknown) => {
 
 beforeAll(async () => {
   lab = makeRolloutLab();
+  // Over HTTP: the hosts' login user does not own the repository, and git refuses a file:// clone of it.
+  gitServer = await startGitHttp({ repos: { "lab.git": lab.dir } });
   const data = tempDir();
   const home = join(data, "operator-home");
   mkdirSync(home, { recursive: true });
@@ -49,7 +53,7 @@ beforeAll(async () => {
   const hosts = fleet.hosts.map((h) => `  - id: ${h.id}\n    ssh: ${h.address}\n`).join("");
   const yaml = `name: ${WS}
 lab:
-  source: ${lab.source}
+  source: git:${gitServer.url("lab.git")}
   ref: main
   setup: bash setup.sh
   health: test -f built
@@ -69,6 +73,7 @@ ${hosts}`;
 afterAll(async () => {
   await rt?.close();
   await fleet?.stop();
+  await gitServer?.close();
   if (rt) removeDir(rt.dataDir);
   lab?.remove();
 });
