@@ -17,7 +17,8 @@ let cloud: Cloud;
 beforeAll(async () => {
   cloud = await startCloud();
   const yaml = awsWorkshopYaml({ name: W, source: cloud.lab("quick"), count: 2, extraLab: "ref: main" });
-  expect((await cloud.api("", { yaml })).status).toBe(201);
+  const submitted = await cloud.api("", { yaml });
+  expect(submitted.status, JSON.stringify(submitted.body)).toBe(201);
   const up = await cloud.api(`/${W}/up`, {});
   expect(up.status).toBe(202);
   expect((await cloud.runToEnd(W, up.body.run.id, 120_000)).state).toBe("succeeded");
