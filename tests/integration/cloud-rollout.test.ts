@@ -73,7 +73,7 @@ describe("a rollout on the AWS double", { timeout: 300_000 }, () => {
     expect(r.state).toBe("halted");
     const canary = r.hosts.find((h) => h.hostId === "student-01");
     expect(canary?.state).toBe("failed");
-    expect(canary?.error).toContain("UnauthorizedOperation");
+    expect(canary?.error).toContain("no identity-based policy allows the ec2:RunInstances action");
     expect(r.hosts.find((h) => h.hostId === "student-02")?.state).toBe("pending");
     expect(launched("StartRolloutHost")).toEqual([]);
     expect(await hostList()).toEqual(before);
