@@ -13,11 +13,13 @@ import { block, clean, jsonText, type Output, paint, when, writeTable } from "./
 export async function cmdRollout(args: Args, out: Output): Promise<number> {
   const name = workshopName(args);
   const json = jsonOutput(args);
-  const client = new ApiClient(resolveTarget());
-  const path = `/workshops/${encodeURIComponent(name)}/rollout`;
   const v = args.values;
   const modes = [v.status, v.resume, v.abort, v.check].filter(Boolean).length;
   if (modes > 1) throw new CliError("rollout takes one of --status, --resume, --abort and --check", 2);
+  if (!v.status && !v.resume && !v.abort && !v.ref)
+    throw new CliError("rollout needs --ref REF (the git branch, tag or commit to roll out)", 2);
+  const client = new ApiClient(resolveTarget());
+  const path = `/workshops/${encodeURIComponent(name)}/rollout`;
   if (v.status) {
     const { rollout } = await client.call<{ rollout: RolloutView }>("GET", path);
     return write(rollout, json, out);
