@@ -115,6 +115,9 @@ export default $config({
       [CLOUD_ENV.teardownStateMachineArn]: arnOf(
         `arn:{partition}:states:{region}:{account}:stateMachine:${named.teardownStateMachine}`,
       ),
+      [CLOUD_ENV.rolloutStateMachineArn]: arnOf(
+        `arn:{partition}:states:{region}:{account}:stateMachine:${named.rolloutStateMachine}`,
+      ),
       [CLOUD_ENV.hostInstanceProfileArn]: hostProfile.arn,
       [CLOUD_ENV.scheduleGroup]: named.scheduleGroup,
       [CLOUD_ENV.schedulerRoleArn]: schedulerRole.arn,
@@ -176,12 +179,17 @@ export default $config({
       ),
     });
     const machines: { arn: $util.Output<string> }[] = [];
-    for (const which of ["up", "teardown"] as const) {
+    const machineNames = {
+      up: ["UpStateMachine", named.upStateMachine],
+      teardown: ["TeardownStateMachine", named.teardownStateMachine],
+      rollout: ["RolloutStateMachine", named.rolloutStateMachine],
+    } as const;
+    for (const which of ["up", "teardown", "rollout"] as const) {
       const asl = readFileSync(join($cli.paths.root, "stepfunctions", `${which}.asl.json`), "utf8");
       const machine = new aws.sfn.StateMachine(
-        which === "up" ? "UpStateMachine" : "TeardownStateMachine",
+        machineNames[which][0],
         {
-          name: which === "up" ? named.upStateMachine : named.teardownStateMachine,
+          name: machineNames[which][1],
           type: "STANDARD",
           roleArn: machineRole.arn,
           definition: taskArns.apply((arns) => infra.substituteFunctionArns(asl, arns)),

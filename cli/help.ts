@@ -98,6 +98,16 @@ export const OPTIONS = {
   yes: { short: "y", help: "do not ask for confirmation (for scripts)" },
   help: { short: "h", help: "show help (for a command: its usage, options and examples)" },
   version: { help: "print the version" },
+  // rollout
+  canary: { value: "N", help: "rollout: labs updated first, alone (default 1); a failure there halts" },
+  batch: { value: "N", help: "rollout: labs per batch after the canary (default a quarter of the fleet)" },
+  "include-claimed": { help: "rollout: also update claimed labs (their students are told before and after)" },
+  check: { help: "report per host what would change (exit 0: nothing, 2: something); change nothing" },
+  status: {
+    help: "rollout: show the latest rollout, each lab's old and new ref, state, gate and failure log",
+  },
+  resume: { help: "rollout: go on with a halted or aborted rollout (failed labs are tried again)" },
+  abort: { help: "rollout: stop the running rollout; new hosts not yet promoted are removed" },
 } as const satisfies Record<string, OptionSpec>;
 
 export type OptionName = keyof typeof OPTIONS;
@@ -400,6 +410,43 @@ export const COMMANDS: readonly CommandSpec[] = [
       },
     ],
     json: true,
+  },
+  {
+    name: "rollout",
+    group: "workshops",
+    summary:
+      "update the labs to a new git ref safely: canary first, then batches, each lab replaced only once its new one passes lab.health",
+    usage: [
+      [
+        `rollout ${W} --ref REF [--canary N] [--batch N] [--include-claimed] [--check]`,
+        "roll REF out and follow it",
+      ],
+      [`rollout ${W} --status`, "each lab of the latest rollout: old and new ref, state, gate, failure log"],
+      [`rollout ${W} --resume`, "go on after a fix (failed labs are tried again)"],
+      [`rollout ${W} --abort`, "stop it; new hosts not yet promoted are removed"],
+    ],
+    options: [
+      "file",
+      ["ref", "the git branch, tag or commit to roll out"],
+      "canary",
+      "batch",
+      "include-claimed",
+      ["check", "report per lab what the rollout would do (exit 0: nothing, 2: something); change nothing"],
+      "status",
+      "resume",
+      "abort",
+      "output",
+    ],
+    examples: [
+      { command: "npx labfleet rollout my-workshop --ref v2 --check" },
+      { command: "npx labfleet rollout my-workshop --ref v2 --canary 2 --batch 5", overview: true },
+      { command: "npx labfleet rollout my-workshop --status" },
+    ],
+    json: true,
+    notes: [
+      "Labs on local and aws hosts get a new host beside the old one; bring-your-own hosts are updated in place and one that fails stays off the board until labfleet retry.",
+      "Exit 0 when the rollout completed, 1 when it halted or was aborted.",
+    ],
   },
   {
     name: "retry",

@@ -68,6 +68,14 @@ export const options = {
   check: { type: "boolean" },
   help: { type: "boolean", short: "h" },
   version: { type: "boolean" },
+  // rollout
+  canary: { type: "string" },
+  batch: { type: "string" },
+  "include-claimed": { type: "boolean" },
+  check: { type: "boolean" },
+  status: { type: "boolean" },
+  resume: { type: "boolean" },
+  abort: { type: "boolean" },
 } as const;
 
 export interface Args {
@@ -106,6 +114,14 @@ export interface Args {
     check?: boolean;
     help?: boolean;
     version?: boolean;
+    // rollout
+    canary?: string;
+    batch?: string;
+    "include-claimed"?: boolean;
+    check?: boolean;
+    status?: boolean;
+    resume?: boolean;
+    abort?: boolean;
   };
   positionals: string[];
   /** What follows `--` (`labfleet exec NAME -- CMD`); other commands take it as positionals. */
@@ -678,6 +694,8 @@ export async function main(argv: string[], out: Output = stdoutOutput()): Promis
       }
       case "exec":
         return await (await import("./exec-command.ts")).cmdExec(args, out);
+      case "rollout":
+        return await (await import("./rollout-command.ts")).cmdRollout(args, out);
       case "login":
       case "logout":
       case "tokens": {

@@ -3,19 +3,26 @@ import { cloudDeps } from "../shared/cloud/deps.ts";
 import { linkedFrom } from "../shared/cloud/secrets.ts";
 import { configure } from "../shared/runtime/deps.ts";
 import type { InvocationContext } from "../shared/runtime/handler.ts";
+import { handler as beginRollout } from "./begin-rollout.ts";
 import { handler as beginUp } from "./begin-up.ts";
 import { handler as deployHost } from "./deploy-host.ts";
 import { handler as deprovision } from "./deprovision.ts";
+import { handler as failRollout } from "./fail-rollout.ts";
 import { handler as failRun } from "./fail-run.ts";
 import { handler as failUnfinished } from "./fail-unfinished.ts";
+import { handler as finishRollout } from "./finish-rollout.ts";
 import { handler as finishTeardown } from "./finish-teardown.ts";
 import { handler as finishUp } from "./finish-up.ts";
 import { handler as forwardEvents } from "./forward-events.ts";
+import { handler as nextRolloutBatch } from "./next-rollout-batch.ts";
 import { handler as poll } from "./poll.ts";
+import { handler as pollRollout } from "./poll-rollout.ts";
 import { handler as provision } from "./provision.ts";
 import { handler as reconcileRun } from "./reconcile-run.ts";
 import { handler as recordHostFailure } from "./record-host-failure.ts";
+import { handler as recordRolloutHostFailure } from "./record-rollout-host-failure.ts";
 import { handler as runChecks } from "./run-checks.ts";
+import { handler as startRolloutHost } from "./start-rollout-host.ts";
 import { handler as sweep } from "./sweep.ts";
 
 /**
@@ -48,6 +55,13 @@ export const FinishUp = cloud(finishUp);
 export const FailRun = cloud(failRun);
 export const Deprovision = cloud(deprovision);
 export const FinishTeardown = cloud(finishTeardown);
+export const BeginRollout = cloud(beginRollout);
+export const NextRolloutBatch = cloud(nextRolloutBatch);
+export const StartRolloutHost = cloud(startRolloutHost);
+export const RecordRolloutHostFailure = cloud(recordRolloutHostFailure);
+export const PollRollout = cloud(pollRollout);
+export const FinishRollout = cloud(finishRollout);
+export const FailRollout = cloud(failRollout);
 /** Fails a run whose execution ended (failed, timed out, aborted) without recording it: the EventBridge rule's target. */
 export const ReconcileRun = cloud(reconcileRun);
 /** Runs a lab's checks on its host for the portal's "Check my work" (the portal invokes it by name). */

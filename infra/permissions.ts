@@ -49,6 +49,7 @@ export function names(app: string, stage: string) {
   return {
     upStateMachine: `${base}-up`,
     teardownStateMachine: `${base}-teardown`,
+    rolloutStateMachine: `${base}-rollout`,
     /** The role and instance profile of EC2 lab hosts (AmazonSSMManagedInstanceCore only). */
     hostRole: `${base}-host`,
     /** The role EventBridge Scheduler assumes for the one-time TTL schedules. */
@@ -67,9 +68,9 @@ export function names(app: string, stage: string) {
 export type Refs = Record<"partition" | "region" | "account" | "stage" | "app" | "table", string>;
 
 const ec2 = (type: string) => `arn:{partition}:ec2:{region}:{account}:${type}/*`;
-const stateMachine = (which: "up" | "teardown") =>
+const stateMachine = (which: "up" | "teardown" | "rollout") =>
   `arn:{partition}:states:{region}:{account}:stateMachine:{app}-{stage}-${which}`;
-const executions = (which: "up" | "teardown") =>
+const executions = (which: "up" | "teardown" | "rollout") =>
   `arn:{partition}:states:{region}:{account}:execution:{app}-{stage}-${which}:*`;
 
 const TABLE_ITEM_ACTIONS = [
@@ -375,7 +376,7 @@ export const GRANTS = {
     {
       sid: "StartRuns",
       actions: ["states:StartExecution"],
-      resources: [stateMachine("up"), stateMachine("teardown")],
+      resources: [stateMachine("up"), stateMachine("teardown"), stateMachine("rollout")],
     },
   ],
 
@@ -384,7 +385,7 @@ export const GRANTS = {
     {
       sid: "ControlRuns",
       actions: ["states:StopExecution", "states:DescribeExecution", "states:GetExecutionHistory"],
-      resources: [executions("up"), executions("teardown")],
+      resources: [executions("up"), executions("teardown"), executions("rollout")],
     },
   ],
 
@@ -393,7 +394,7 @@ export const GRANTS = {
     {
       sid: "RunHistory",
       actions: ["states:GetExecutionHistory"],
-      resources: [executions("up"), executions("teardown")],
+      resources: [executions("up"), executions("teardown"), executions("rollout")],
     },
   ],
 
@@ -640,6 +641,96 @@ export const FUNCTIONS = {
     grants: ["table", "schedules", "secretParameters", "workflowsHistory", "leftovers"],
     secrets: ["AccessKey"],
   },
+  BeginRollout: {
+    handler: "functions/lambda.BeginRollout",
+    source: "functions/begin-rollout.ts",
+    description:
+      "labfleet rollout: read the rollout's settings, check the operator secrets, write the secrets parameter",
+    timeout: "1 minute",
+    memory: "512 MB",
+    grants: ["table", "operatorSecrets", "secretParameters", "lambdaSettings"],
+    secrets: ["AccessKey"],
+  },
+  NextRolloutBatch: {
+    handler: "functions/lambda.NextRolloutBatch",
+    source: "functions/next-rollout-batch.ts",
+    description:
+      "labfleet rollout: the next batch of labs to update, or done (every batch, or a failure halted it)",
+    timeout: "1 minute",
+    memory: "256 MB",
+    grants: ["table"],
+    secrets: ["AccessKey"],
+  },
+  StartRolloutHost: {
+    handler: "functions/lambda.StartRolloutHost",
+    source: "functions/start-rollout-host.ts",
+    description:
+      "labfleet rollout: make a lab's new host beside the old one (or update it in place) and start its setup",
+    timeout: "15 minutes",
+    memory: "512 MB",
+    // The provider's create path, as Provision; a failed new host is terminated again.
+    grants: [
+      ...reachesHosts.grants,
+      "operatorSecrets",
+      "ec2Read",
+      "quota",
+      "hostsLaunch",
+      "hostsTerminate",
+      "securityGroups",
+    ],
+    secrets: reachesHosts.secrets as LinkedSecretName[],
+  },
+  RecordRolloutHostFailure: {
+    handler: "functions/lambda.RecordRolloutHostFailure",
+    source: "functions/record-rollout-host-failure.ts",
+    description: "labfleet rollout: record why a lab's update failed and remove its new host",
+    timeout: "5 minutes",
+    memory: "512 MB",
+    grants: [...reachesHosts.grants, "operatorSecrets", "ec2Read", "hostsTerminate", "securityGroups"],
+    secrets: reachesHosts.secrets as LinkedSecretName[],
+  },
+  PollRollout: {
+    handler: "functions/lambda.PollRollout",
+    source: "functions/poll-rollout.ts",
+    description:
+      "labfleet rollout: check the batch's new labs, promote those that pass lab.health, remove their old hosts",
+    timeout: "5 minutes",
+    memory: "512 MB",
+    grants: [...reachesHosts.grants, "operatorSecrets", "ec2Read", "hostsTerminate", "securityGroups"],
+    secrets: reachesHosts.secrets as LinkedSecretName[],
+  },
+  FinishRollout: {
+    handler: "functions/lambda.FinishRollout",
+    source: "functions/finish-rollout.ts",
+    description: "labfleet rollout: record the outcome; a completed rollout makes the new ref the workshop's",
+    timeout: "5 minutes",
+    memory: "512 MB",
+    grants: [
+      ...reachesHosts.grants,
+      "secretParameters",
+      "workflowsHistory",
+      "ec2Read",
+      "hostsTerminate",
+      "securityGroups",
+    ],
+    secrets: reachesHosts.secrets as LinkedSecretName[],
+  },
+  FailRollout: {
+    handler: "functions/lambda.FailRollout",
+    source: "functions/fail-rollout.ts",
+    description: "labfleet rollout: halt with the step's error, remove new hosts not promoted",
+    timeout: "5 minutes",
+    memory: "512 MB",
+    grants: [
+      ...reachesHosts.grants,
+      "secretParameters",
+      "workflowsHistory",
+      "ec2Read",
+      "hostsTerminate",
+      "securityGroups",
+    ],
+    secrets: reachesHosts.secrets as LinkedSecretName[],
+  },
   ReconcileRun: {
     handler: "functions/lambda.ReconcileRun",
     source: "functions/reconcile-run.ts",
@@ -827,6 +918,7 @@ export function envNamesOf(name: FunctionName): string[] {
     CLOUD_ENV.stage,
     CLOUD_ENV.upStateMachineArn,
     CLOUD_ENV.teardownStateMachineArn,
+    CLOUD_ENV.rolloutStateMachineArn,
   ];
   const extra = spec.grants.flatMap((g) => GRANT_ENV[g] ?? []);
   const web = spec.web ? [CLOUD_ENV.portalUrl] : [];

@@ -1,13 +1,20 @@
+import { handler as BeginRollout } from "../functions/begin-rollout.ts";
 import { handler as BeginUp } from "../functions/begin-up.ts";
 import { handler as DeployHost } from "../functions/deploy-host.ts";
 import { handler as Deprovision } from "../functions/deprovision.ts";
+import { handler as FailRollout } from "../functions/fail-rollout.ts";
 import { handler as FailRun } from "../functions/fail-run.ts";
 import { handler as FailUnfinished } from "../functions/fail-unfinished.ts";
+import { handler as FinishRollout } from "../functions/finish-rollout.ts";
 import { handler as FinishTeardown } from "../functions/finish-teardown.ts";
 import { handler as FinishUp } from "../functions/finish-up.ts";
+import { handler as NextRolloutBatch } from "../functions/next-rollout-batch.ts";
 import { handler as Poll } from "../functions/poll.ts";
+import { handler as PollRollout } from "../functions/poll-rollout.ts";
 import { handler as Provision } from "../functions/provision.ts";
 import { handler as RecordHostFailure } from "../functions/record-host-failure.ts";
+import { handler as RecordRolloutHostFailure } from "../functions/record-rollout-host-failure.ts";
+import { handler as StartRolloutHost } from "../functions/start-rollout-host.ts";
 
 /**
  * The function each `${NameFunction}` placeholder stands for. The local executor calls these in-process;
@@ -24,6 +31,13 @@ export const taskFunctions = {
   FailRun,
   Deprovision,
   FinishTeardown,
+  BeginRollout,
+  NextRolloutBatch,
+  StartRolloutHost,
+  RecordRolloutHostFailure,
+  PollRollout,
+  FinishRollout,
+  FailRollout,
 } satisfies Record<string, (event: unknown) => Promise<unknown>>;
 
 export const functionFiles: Record<keyof typeof taskFunctions, string> = {
@@ -37,4 +51,11 @@ export const functionFiles: Record<keyof typeof taskFunctions, string> = {
   FailRun: "functions/fail-run.handler",
   Deprovision: "functions/deprovision.handler",
   FinishTeardown: "functions/finish-teardown.handler",
+  BeginRollout: "functions/begin-rollout.handler",
+  NextRolloutBatch: "functions/next-rollout-batch.handler",
+  StartRolloutHost: "functions/start-rollout-host.handler",
+  RecordRolloutHostFailure: "functions/record-rollout-host-failure.handler",
+  PollRollout: "functions/poll-rollout.handler",
+  FinishRollout: "functions/finish-rollout.handler",
+  FailRollout: "functions/fail-rollout.handler",
 };

@@ -117,7 +117,7 @@ export class LocalExecutor implements Workflows {
         },
       });
     };
-    this.engines = { up: make("up"), teardown: make("teardown") };
+    this.engines = { up: make("up"), teardown: make("teardown"), rollout: make("rollout") };
   }
 
   async start(kind: RunKind, input: RunInput): Promise<void> {

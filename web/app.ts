@@ -10,6 +10,7 @@ import { fleetViewApi } from "./api/fleet-view.ts";
 import { apiReference } from "./api/openapi.ts";
 import { adminPage, portalApi } from "./api/portal.ts";
 import { receiptApi } from "./api/receipt.ts";
+import { rolloutApi } from "./api/rollout.ts";
 import { workshops } from "./api/workshops.ts";
 import { type AuthConfig, authConfigFromEnv } from "./auth/config.ts";
 import { authRoutes, signInLinks } from "./auth/routes.ts";
@@ -86,6 +87,7 @@ function addInstructorRoutes(app: Hono, auth: InstructorAuth, authConfig: AuthCo
   api.route("/workshops", events);
   api.route("/workshops", receiptApi);
   api.route("/workshops", checkApi);
+  api.route("/workshops", rolloutApi);
   api.route("/tokens", tokensApi);
   api.route("/", apiReference); // GET /api/openapi.json and /api/docs: the token, or a console session
   app.route("/api", api);

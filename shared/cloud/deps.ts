@@ -33,6 +33,7 @@ export interface CloudConfig {
   region: string | undefined;
   upStateMachineArn: string;
   teardownStateMachineArn: string;
+  rolloutStateMachineArn: string;
   hostInstanceProfileArn: string | undefined;
   /** All three or none: the functions that create, move or delete TTL schedules get them. */
   schedules: { group: string; roleArn: string; targetArn: string } | undefined;
@@ -46,6 +47,7 @@ export function cloudConfig(env: Env): CloudConfig {
     CLOUD_ENV.stage,
     CLOUD_ENV.upStateMachineArn,
     CLOUD_ENV.teardownStateMachineArn,
+    CLOUD_ENV.rolloutStateMachineArn,
   ]);
   const opt = (name: string) => env[name] || undefined;
   const scheduleVars = [CLOUD_ENV.scheduleGroup, CLOUD_ENV.schedulerRoleArn, CLOUD_ENV.scheduleTargetArn];
@@ -56,6 +58,7 @@ export function cloudConfig(env: Env): CloudConfig {
     region: opt("AWS_REGION"),
     upStateMachineArn: env[CLOUD_ENV.upStateMachineArn] as string,
     teardownStateMachineArn: env[CLOUD_ENV.teardownStateMachineArn] as string,
+    rolloutStateMachineArn: env[CLOUD_ENV.rolloutStateMachineArn] as string,
     hostInstanceProfileArn: opt(CLOUD_ENV.hostInstanceProfileArn),
     schedules: env[CLOUD_ENV.scheduleGroup]
       ? {
@@ -140,7 +143,11 @@ export function cloudDeps(env: Env, options: CloudDepsOptions = {}): Deps {
     transport: cloudTransportFactory({ ssm: clients.ssm, sshIdentity }),
     workflows: new StepFunctionsWorkflows({
       client: clients.sfn,
-      stateMachineArns: { up: config.upStateMachineArn, teardown: config.teardownStateMachineArn },
+      stateMachineArns: {
+        up: config.upStateMachineArn,
+        teardown: config.teardownStateMachineArn,
+        rollout: config.rolloutStateMachineArn,
+      },
     }),
     accessKey,
     secrets: parameterStoreSecrets({ client: clients.ssm, stage: config.stage }),

@@ -12,6 +12,7 @@ export const CLOUD_ENV = {
   stage: "LABFLEET_STAGE",
   upStateMachineArn: "LABFLEET_UP_STATE_MACHINE_ARN",
   teardownStateMachineArn: "LABFLEET_TEARDOWN_STATE_MACHINE_ARN",
+  rolloutStateMachineArn: "LABFLEET_ROLLOUT_STATE_MACHINE_ARN",
   /** The instance profile EC2 hosts get, so their SSM agent can register (AmazonSSMManagedInstanceCore). */
   hostInstanceProfileArn: "LABFLEET_HOST_INSTANCE_PROFILE_ARN",
   /** The EventBridge Scheduler group TTL schedules are created in (`labfleet-<stage>`). */

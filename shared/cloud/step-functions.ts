@@ -98,7 +98,7 @@ export class StepFunctionsWorkflows implements Workflows {
    * got as far as starting), and so is an execution that has already ended.
    */
   async stop(runId: string): Promise<void> {
-    for (const name of ["up", "teardown"] as const) {
+    for (const name of ["up", "teardown", "rollout"] as const) {
       if (await this.stopOn(executionArnOf(this.arns[name], runId))) return;
     }
     log.info("no execution to stop", { runId });

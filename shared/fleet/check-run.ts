@@ -174,8 +174,8 @@ function deployItem(opts: CheckOptions, spec: Workshop, t: Target, student?: str
   // retry always rebuilds what it selects (its run is forced); up and deploy only with --force.
   const force = opts.command === "retry" || (opts.force ?? false);
   const asked = askedRef(opts, spec);
-  const otherRef = asked !== undefined && h?.builtRef !== undefined && h.builtRef !== asked;
-  const refNote = otherRef ? `built at ${h?.builtRef}, asked for ${asked}` : "";
+  const otherRef = asked !== undefined && h?.ref !== undefined && h.ref !== asked;
+  const refNote = otherRef ? `built at ${h?.ref}, asked for ${asked}` : "";
   let action: CheckAction;
   let detail: string;
   if (!h?.deployStartedAt || h.state === "pending" || h.state === "provisioning") {

@@ -34,6 +34,11 @@ export interface RunOptions {
   stages?: Stage[];
   /** More to say in the run's `run.started` event (ids, counts; never a secret). */
   event?: Record<string, unknown>;
+  /**
+   * Writes what the run's workflow reads (a rollout's records), once the run owns the workshop and before its
+   * workflow starts. When it throws, the run fails with its reason and gives the workshop up.
+   */
+  beforeStart?: (runId: string) => Promise<void>;
 }
 
 /** Operator secrets the lab needs must all be in the secret store before any host is touched. */
@@ -172,6 +177,14 @@ export async function startRun(workshop: string, kind: RunKind, opts: RunOptions
       kind,
     },
   });
+  if (opts.beforeStart) {
+    try {
+      await opts.beforeStart(runId);
+    } catch (err) {
+      await failRunIfRunning(workshop, runId, errorMessage(err));
+      throw err;
+    }
+  }
   await workflows.start(kind, { workshop, runId, force: opts.force ?? false });
   return run;
 }

@@ -10,6 +10,7 @@ import { recordEvent } from "./events.ts";
 import { forgetAllHostKeys } from "./host-keys.ts";
 import { transportFor } from "./hosts.ts";
 import { stopLab } from "./lab.ts";
+import { deprovisionLabs } from "./machines.ts";
 import { type ReceiptEntry, takeReceipt } from "./receipt.ts";
 import { recordTransitions, releaseWorkshop } from "./runs.ts";
 import { cancelSchedules } from "./schedules.ts";
@@ -44,10 +45,7 @@ export async function deprovisionHosts(workshop: string): Promise<{ results: Dep
       await t.close?.();
     }
   });
-  const results = await provider.deprovision(
-    spec,
-    hosts.map((h) => h.hostId),
-  );
+  const results = await deprovisionLabs(provider, spec, hosts);
   return { results };
 }
 

@@ -30,6 +30,7 @@ import {
   syncSource,
 } from "./lab.ts";
 import { recordBuild } from "./lab-timings.ts";
+import { deprovisionLabs, provisionLabs } from "./machines.ts";
 import { openAccessWhenReady } from "./open-access.ts";
 import { checkSecrets, getRun, recordTransitions, releaseWorkshop } from "./runs.ts";
 import { ensureTeardownSchedule } from "./schedules.ts";
@@ -156,9 +157,12 @@ export async function provisionHosts(workshop: string, runId: string): Promise<{
   // Every run provisions what it acts on (a deploy or retry its selection): provision is idempotent, so live
   // hosts are reused as they are, and a host whose machine is gone (an EC2 instance a student powered off) is
   // replaced before it is deployed.
-  const provisioned = await provider.provision(
+  const provisioned = await provisionLabs(
+    provider,
     spec,
-    hostIdsOf(spec).filter((id) => !removed.has(id) && (!selected || selected.has(id))),
+    hostIdsOf(spec)
+      .filter((id) => !removed.has(id) && (!selected || selected.has(id)))
+      .map((hostId) => ({ hostId, machine: existing.get(hostId)?.machine })),
     { expiry: new Date(expiry), attempt: runId },
   );
   for (const p of provisioned) {
@@ -173,6 +177,8 @@ export async function provisionHosts(workshop: string, runId: string): Promise<{
         address: p.address,
         ...(p.providerId ? { providerId: p.providerId } : {}),
         ...(p.publicIp ? { publicIp: p.publicIp } : {}),
+        ...(prev?.machine && prev.state !== "torn_down" ? { machine: prev.machine } : {}),
+        ...(keep && prev.ref ? { ref: prev.ref } : {}),
         labels: p.labels ?? {},
         expiry,
         state: p.error ? "failed" : keep ? prev.state : "pending",
@@ -231,10 +237,7 @@ export async function removeHosts(spec: Workshop, provider: Provider, dropped: H
       await t.close?.();
     }
   });
-  const results = await provider.deprovision(
-    spec,
-    dropped.map((h) => h.hostId),
-  );
+  const results = await deprovisionLabs(provider, spec, dropped);
   for (const r of results) {
     if (r.result === "error")
       await patchHost(spec.name, r.hostId, { error: `removing this host failed: ${r.detail ?? ""}` });
@@ -243,7 +246,7 @@ export async function removeHosts(spec: Workshop, provider: Provider, dropped: H
       await store.host
         .patch({ workshop: spec.name, hostId: r.hostId })
         .set({ state: "torn_down", updatedAt: isoNow(clock) })
-        .remove(["access", "address"])
+        .remove(["access", "address", "machine"])
         .go();
     }
   }
@@ -269,6 +272,7 @@ export async function deployHost(
   const { spec, provider } = await loadWorkshop(workshop);
   const run = await getRun(workshop, runId);
   const host = (await store.host.get({ workshop, hostId }).go()).data;
+  const gitSource = spec.lab.source.startsWith("git:");
   if (!host)
     throw new VisibleError("not_found", "host.not_found", `no host ${hostId} in workshop ${workshop}`);
   const t = transportFor(spec, provider, host);
@@ -306,11 +310,22 @@ export async function deployHost(
         phases: [],
         deployStartedAt: now,
         updatedAt: now,
-        // The ref it is built at, for check mode's "built at a different ref".
-        ...(spec.lab.source.startsWith("git:") ? { builtRef: run.ref ?? spec.lab.ref ?? "HEAD" } : {}),
+        // The git ref it is built at: the run's --ref, else lab.ref, else HEAD (rollouts and check mode read it).
+        ...(gitSource ? { ref: run.ref ?? spec.lab.ref ?? "HEAD" } : {}),
       })
       // A rebuilt lab starts with no in-use health record (shared/fleet/health.ts): no stale `failing` flag.
-      .remove(["error", "readyAt", "access", "health", "healthFailures", "healthError", "healthCheckedAt"])
+      .remove([
+        "error",
+        "readyAt",
+        "access",
+        "health",
+        "healthFailures",
+        "healthError",
+        "healthCheckedAt",
+        ...(gitSource ? [] : (["ref"] as const)),
+        "notice",
+        "noticeAt",
+      ])
       .add({ attempt: 1 })
       .go();
     await pushSecrets(t, spec, provider.transport);
@@ -677,7 +692,8 @@ export async function failRun(workshop: string, runId: string, error: string): P
   const run = await getRun(workshop, runId);
   await store.workshop
     .patch({ name: workshop })
-    .set({ state: run.kind === "teardown" ? w.state : "failed", updatedAt: now })
+    // A teardown or a rollout that fails leaves the workshop as it was (a rollout changes no lab it did not finish).
+    .set({ state: run.kind === "teardown" || run.kind === "rollout" ? w.state : "failed", updatedAt: now })
     .go();
   await removeRunSecrets(workshop);
   await releaseWorkshop(workshop, runId);

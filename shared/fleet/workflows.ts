@@ -1,8 +1,8 @@
 /** How the domain starts and stops workflow runs: Step Functions in the cloud, the local executor here. */
-export type RunKind = "up" | "deploy" | "retry" | "provision" | "scale" | "teardown";
+export type RunKind = "up" | "deploy" | "retry" | "provision" | "scale" | "teardown" | "rollout";
 
-/** The two state machines, as the ASL files in stepfunctions/ (`up.asl.json`, `teardown.asl.json`). */
-export type DefinitionName = "up" | "teardown";
+/** The state machines, as the ASL files in stepfunctions/ (`up.asl.json`, `teardown.asl.json`, `rollout.asl.json`). */
+export type DefinitionName = "up" | "teardown" | "rollout";
 
 /**
  * deploy and retry are runs of the `up` definition on the hosts they select, and so is scale (on the hosts
@@ -17,6 +17,7 @@ const DEFINITIONS: Record<RunKind, DefinitionName> = {
   provision: "up",
   scale: "up",
   teardown: "teardown",
+  rollout: "rollout",
 };
 
 /** Which state machine runs a kind of run: the local executor and the Step Functions adapter both ask here. */

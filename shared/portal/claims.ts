@@ -387,6 +387,8 @@ export interface LabPage {
   /** The in-use health check flagged this lab (shared/fleet/health.ts); `autoSwap`: the student is being moved. */
   failing: boolean;
   autoSwap: boolean;
+  /** A rollout's notice (shared/fleet/rollout.ts): the lab is about to be updated, or just was. */
+  update: "updating" | "updated" | null;
 }
 
 /** The lab a personal link leads to, with its access details; undefined for an unknown (or replaced) link. */
@@ -435,6 +437,7 @@ export async function labForLink(token: string): Promise<LabPage | undefined> {
     expiry: w.expiry ?? null,
     failing: host.data?.health === "failing",
     autoSwap: spec.portal.auto_swap === true,
+    update: host.data?.notice ?? null,
   };
 }
 

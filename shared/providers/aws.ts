@@ -272,7 +272,8 @@ export class AwsProvider implements Provider {
   ): Promise<ProvisionedHost[]> {
     const p = await this.ready(spec, true);
     const labels = { ...(p.labels ?? {}) };
-    const known = new Set(hostIdsOf(spec));
+    // A lab's machine goes by the lab's id or, once a rollout has replaced it, its other id (shared/fleet/machines.ts).
+    const known = new Set(hostIdsOf(spec).flatMap((id) => [id, `${id}.b`]));
     const wanted = [...new Set(hostIds ?? hostIdsOf(spec))];
     const results = new Map<string, ProvisionedHost>();
     for (const hostId of wanted) {

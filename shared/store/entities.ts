@@ -43,14 +43,33 @@ export const EVENT_TYPES = [
   /** `labfleet exec`: who ran it, how many hosts, the summary and the command's start (redacted), never output. */
   "exec",
   "teardown.receipt",
+  /** A rollout to a new ref: started, finished (completed, halted or aborted), and each lab it updated. */
+  "rollout.started",
+  "rollout.finished",
+  "lab.updated",
 ] as const;
 export const EVENT_RETENTION_DAYS = 30;
 /**
  * deploy and retry run the `up` definition on selected hosts (retry forces a rebuild); provision runs it up to
  * the provisioned hosts and stops there (no lab is deployed).
  */
-export const RUN_KINDS = ["up", "deploy", "retry", "provision", "scale", "teardown"] as const;
+export const RUN_KINDS = ["up", "deploy", "retry", "provision", "scale", "teardown", "rollout"] as const;
 export const RUN_STATES = ["running", "succeeded", "failed", "aborted"] as const;
+/** A rollout (shared/fleet/rollout.ts): running, every lab done, stopped by a failure, or stopped by an instructor. */
+export const ROLLOUT_STATES = ["running", "completed", "halted", "aborted"] as const;
+/**
+ * One lab of a rollout: waiting for its batch, its new lab building, the new host promoted in the old one's place
+ * (replace) or the host updated where it is (in place), failed, left out, or stopped by an abort.
+ */
+export const ROLLOUT_HOST_STATES = [
+  "pending",
+  "building",
+  "promoted",
+  "updated",
+  "failed",
+  "skipped",
+  "aborted",
+] as const;
 export const SCHEDULE_STATES = ["pending", "fired", "cancelled"] as const;
 /** How a host key came to be trusted (see KeyOrigin in shared/transports/host-keys.ts). */
 export const HOST_KEY_ORIGINS = ["tofu", "pinned", "ssm"] as const;
@@ -119,8 +138,6 @@ function entities(client: DynamoDBDocumentClient, table: string) {
         labels: { type: "any" },
         expiry: { type: "string" },
         deployStartedAt: { type: "string" },
-        /** The git ref the lab was last built at: the run's `--ref`, else lab.ref, else HEAD (a git source only). */
-        builtRef: { type: "string" },
         readyAt: { type: "string" },
         attempt: { type: "number", default: 0 },
         access: { type: "string" },
@@ -135,12 +152,96 @@ function entities(client: DynamoDBDocumentClient, table: string) {
         healthFailures: { type: "number" },
         /** The last failed check's output, redacted with the workshop's secrets. */
         healthError: { type: "string" },
+        /**
+         * The id the provider knows this lab's machine by, when it is not the lab's own id: a rollout builds the
+         * new machine beside the old one under the other of two ids (`student-01`, `student-01.b`) and promotes it.
+         */
+        machine: { type: "string" },
+        /** The git ref this lab was last built at: a run's `--ref` or a rollout's, else lab.ref, else HEAD (git sources). */
+        ref: { type: "string" },
+        /** A rollout's notice to this lab's student: the lab is about to be updated, or has just been. */
+        notice: { type: ["updating", "updated"] as const },
+        noticeAt: { type: "string" },
         createdAt: { type: "string", required: true, readOnly: true },
         updatedAt: { type: "string", required: true },
       },
       indexes: {
         byWorkshop: {
           pk: { field: "pk", composite: ["workshop"] },
+          sk: { field: "sk", composite: ["hostId"] },
+        },
+      },
+    },
+    config,
+  );
+
+  /** A rollout of a workshop to a new ref (shared/fleet/rollout.ts); its labs are rolloutHost items. */
+  const rollout = new Entity(
+    {
+      model: { entity: "rollout", version: "1", service },
+      attributes: {
+        workshop: { type: "string", required: true },
+        rolloutId: { type: "string", required: true },
+        ref: { type: "string", required: true },
+        /** The workshop's lab.ref when the rollout started (absent: the source's default branch). */
+        fromRef: { type: "string" },
+        state: { type: ROLLOUT_STATES, required: true },
+        canary: { type: "number", required: true },
+        batch: { type: "number", required: true },
+        includeClaimed: { type: "boolean", default: false },
+        /** The run carrying the rollout now (a resume starts another). */
+        runId: { type: "string", required: true },
+        /** The batch being built, and when its labs must be ready by. */
+        batchIndex: { type: "number" },
+        batchDeadline: { type: "string" },
+        by: { type: "string" },
+        error: { type: "string" },
+        createdAt: { type: "string", required: true, readOnly: true },
+        updatedAt: { type: "string", required: true },
+        endedAt: { type: "string" },
+      },
+      indexes: {
+        byWorkshop: {
+          pk: { field: "pk", composite: ["workshop"] },
+          sk: { field: "sk", composite: ["rolloutId"] },
+        },
+      },
+    },
+    config,
+  );
+
+  const rolloutHost = new Entity(
+    {
+      model: { entity: "rolloutHost", version: "1", service },
+      attributes: {
+        workshop: { type: "string", required: true },
+        rolloutId: { type: "string", required: true },
+        hostId: { type: "string", required: true },
+        /** 0 is the canary batch. */
+        batch: { type: "number", required: true },
+        /** replace: a new host beside the old one, then promoted; in_place: a bring-your-own host updated where it is. */
+        mode: { type: ["replace", "in_place"] as const, required: true },
+        state: { type: ROLLOUT_HOST_STATES, required: true },
+        fromRef: { type: "string" },
+        /** The student's display name when the lab was claimed at the start (never an email). */
+        student: { type: "string" },
+        /** The new machine (replace): its provider-side id, address and ids. */
+        machine: { type: "string" },
+        address: { type: "string" },
+        providerId: { type: "string" },
+        publicIp: { type: "string" },
+        /** lab.health on the new lab: passed, or failed (with the reason in error). */
+        gate: { type: ["passed", "failed"] as const },
+        error: { type: "string" },
+        /** The end of the failed setup's log, redacted. */
+        logTail: { type: "string" },
+        startedAt: { type: "string" },
+        endedAt: { type: "string" },
+        updatedAt: { type: "string", required: true },
+      },
+      indexes: {
+        byRollout: {
+          pk: { field: "pk", composite: ["workshop", "rolloutId"] },
           sk: { field: "sk", composite: ["hostId"] },
         },
       },
@@ -720,6 +821,8 @@ function entities(client: DynamoDBDocumentClient, table: string) {
     deviceLogin,
     event,
     receipt,
+    rollout,
+    rolloutHost,
   };
 }
 
@@ -748,5 +851,7 @@ export type EventItem = EntityItem<Entities["event"]>;
 export type ReceiptItem = EntityItem<Entities["receipt"]>;
 export type HostKeyItem = EntityItem<Entities["hostKey"]>;
 export type LabTimingItem = EntityItem<Entities["labTiming"]>;
+export type RolloutItem = EntityItem<Entities["rollout"]>;
+export type RolloutHostItem = EntityItem<Entities["rolloutHost"]>;
 export type HostState = (typeof HOST_STATES)[number];
 export type WorkshopState = (typeof WORKSHOP_STATES)[number];

@@ -4,6 +4,7 @@ import formats from "ajv-formats";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { claimLab } from "../../shared/portal/claims.ts";
 import { type ApiDocument, apiDocument, operations } from "../../web/api/openapi.ts";
+import { makeRolloutLab, type RolloutLab, rolloutYaml } from "../harness/rollout-lab.ts";
 import { removeDir, testRuntime, waitFor, workshopYaml } from "../harness/runtime.ts";
 
 /**
@@ -43,6 +44,22 @@ interface Call {
   // biome-ignore lint/suspicious/noExplicitAny: bodies are checked against the document's schemas
   after?: (body: any) => Promise<void> | void;
 }
+
+const ROLL = "oa-roll";
+let rolloutLab: RolloutLab | undefined;
+/** A workshop of the rollout lab (a git source, so it has refs to roll out), up and ready. */
+const upRolloutWorkshop = async () => {
+  rolloutLab = makeRolloutLab();
+  const post = (path: string, body: unknown) =>
+    fetch(`${rt.url}/api/workshops${path}`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${rt.token}`, "content-type": "application/json" },
+      body: JSON.stringify(body),
+    });
+  expect((await post("", { yaml: rolloutYaml(ROLL, rolloutLab.source, 2) })).status).toBe(201);
+  expect((await post(`/${ROLL}/up`, {})).status).toBe(202);
+  await rt.executor.idle();
+};
 
 const runEnds = async (body: { run?: { id: string } }) => {
   if (body.run?.id) vars.runId = body.run.id;
@@ -102,6 +119,41 @@ const CALLS: Call[] = [
   { op: "POST /api/workshops/{name}/refresh", status: 200 },
   { op: "POST /api/workshops/{name}/deploy", status: 202, body: { hosts: ["student-02"] }, after: runEnds },
   { op: "POST /api/workshops/{name}/retry", status: 200 },
+  { op: "GET /api/workshops/{name}/rollout", status: 404 },
+  // A ref needs a git source: the rollouts run on a second workshop of the rollout lab (tests/harness/rollout-lab.ts).
+  { op: "POST /api/workshops/{name}/rollout/check", status: 400, body: { ref: "v2" } },
+  { op: "POST /api/workshops/{name}/rollout", status: 400, body: { ref: "not a ref" } },
+  {
+    op: "POST /api/workshops/{name}/rollout/check",
+    status: 200,
+    path: `/api/workshops/${ROLL}/rollout/check`,
+    body: { ref: "v2" },
+    before: upRolloutWorkshop,
+  },
+  {
+    op: "POST /api/workshops/{name}/rollout",
+    status: 202,
+    path: `/api/workshops/${ROLL}/rollout`,
+    body: { ref: "v2", canary: 1, batch: 1 },
+    after: idle,
+  },
+  { op: "GET /api/workshops/{name}/rollout", status: 200, path: `/api/workshops/${ROLL}/rollout` },
+  {
+    op: "POST /api/workshops/{name}/rollout",
+    status: 409,
+    path: `/api/workshops/${ROLL}/rollout`,
+    body: { ref: "v2" },
+  },
+  {
+    op: "POST /api/workshops/{name}/rollout/resume",
+    status: 409,
+    path: `/api/workshops/${ROLL}/rollout/resume`,
+  },
+  {
+    op: "POST /api/workshops/{name}/rollout/abort",
+    status: 409,
+    path: `/api/workshops/${ROLL}/rollout/abort`,
+  },
   { op: "POST /api/workshops/{name}/exec", status: 200, body: { command: "echo hi", hosts: ["student-01"] } },
   { op: "POST /api/workshops/{name}/exec", status: 400, body: { command: "" } },
   { op: "POST /api/workshops/{name}/diagnose", status: 200, body: { hosts: ["student-01"] } },
@@ -297,6 +349,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await rt?.close();
   if (rt) removeDir(rt.dataDir);
+  rolloutLab?.remove();
 });
 
 describe("the check itself", () => {

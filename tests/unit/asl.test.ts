@@ -15,7 +15,7 @@ import { localHandlers } from "../../stepfunctions/local-executor.ts";
 import { aslViolations } from "../../stepfunctions/rules.ts";
 
 const root = new URL("../../", import.meta.url).pathname;
-const kinds = ["up", "teardown"] as const;
+const kinds = ["up", "teardown", "rollout"] as const;
 
 describe("ASL definitions", () => {
   it.each(kinds)("%s passes asl-validator", (kind) => {
@@ -104,6 +104,7 @@ describe("run kinds and definitions", () => {
       provision: "up",
       scale: "up",
       teardown: "teardown",
+      rollout: "rollout",
     };
     for (const kind of RUN_KINDS) {
       expect(definitionOf(kind), kind).toBe(expected[kind]);

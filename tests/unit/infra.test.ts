@@ -303,7 +303,7 @@ describe("every function's IAM is scoped", () => {
     for (const s of states) {
       for (const r of s.resources.map((x) => fill(x, refs))) {
         expect(
-          [machines.upStateMachine, machines.teardownStateMachine].some(
+          [machines.upStateMachine, machines.teardownStateMachine, machines.rolloutStateMachine].some(
             (m) =>
               r === `arn:aws:states:eu-west-1:123456789012:stateMachine:${m}` ||
               r === `arn:aws:states:eu-west-1:123456789012:execution:${m}:*`,
@@ -382,7 +382,16 @@ describe("the lab hosts' role", () => {
     const holders = allFunctions.filter((n) => specOf(n).grants.includes("secretParameters"));
     // BeginUp writes it once per run (no host's deploy does: they only name it); the ends of runs delete it,
     // ReconcileRun too when it fails a run whose execution ended outside its steps.
-    expect(holders.sort()).toEqual(["BeginUp", "FailRun", "FinishTeardown", "FinishUp", "ReconcileRun"]);
+    expect(holders.sort()).toEqual([
+      "BeginRollout",
+      "BeginUp",
+      "FailRollout",
+      "FailRun",
+      "FinishRollout",
+      "FinishTeardown",
+      "FinishUp",
+      "ReconcileRun",
+    ]);
   });
 
   it("renders statements as an IAM policy document, conditions grouped by operator", () => {
@@ -435,7 +444,7 @@ describe("the grants and roles of the run's edges", () => {
   });
 
   it("reads the account's Lambda settings from BeginUp only, an action AWS grants on * alone", () => {
-    expect(holders("lambdaSettings")).toEqual(["BeginUp"]);
+    expect(holders("lambdaSettings").sort()).toEqual(["BeginRollout", "BeginUp"]);
     expect(GRANTS.lambdaSettings as Statement[]).toEqual([
       { sid: "LambdaConcurrency", actions: ["lambda:GetAccountSettings"], resources: ["*"] },
     ]);
@@ -664,7 +673,7 @@ describe("sst.config.ts", () => {
     expect(config).toContain(`\`\${which}.asl.json\``);
     expect(config).toContain("infra.substituteFunctionArns(asl, arns)");
     expect(config).not.toContain("sst.aws.StepFunctions");
-    expect(aslFiles.sort()).toEqual(["teardown.asl.json", "up.asl.json"]);
+    expect(aslFiles.sort()).toEqual(["rollout.asl.json", "teardown.asl.json", "up.asl.json"]);
   });
 
   it("declares the table as shared/store/table.ts makes it, and links no table (a link grants dynamodb:*)", () => {

@@ -26,6 +26,7 @@ const sfnMock = mockClient(SFNClient);
 const PREFIX = "arn:aws:states:eu-west-1:123456789012";
 const UP = `${PREFIX}:stateMachine:labfleet-up`;
 const TEARDOWN = `${PREFIX}:stateMachine:labfleet-teardown`;
+const ROLLOUT = `${PREFIX}:stateMachine:labfleet-rollout`;
 const RUN = "run_01J9Z3Q8V6K1M2N3P4R5S6T7V8";
 const UP_EXECUTION = `${PREFIX}:execution:labfleet-up:${RUN}`;
 const TEARDOWN_EXECUTION = `${PREFIX}:execution:labfleet-teardown:${RUN}`;
@@ -34,7 +35,7 @@ const meta = { $metadata: {} };
 function workflows(): StepFunctionsWorkflows {
   return new StepFunctionsWorkflows({
     client: new SFNClient({}),
-    stateMachineArns: { up: UP, teardown: TEARDOWN },
+    stateMachineArns: { up: UP, teardown: TEARDOWN, rollout: ROLLOUT },
   });
 }
 
@@ -59,7 +60,7 @@ describe("executionArnOf", () => {
       () =>
         new StepFunctionsWorkflows({
           client: new SFNClient({}),
-          stateMachineArns: { up: UP, teardown: "labfleet-teardown" },
+          stateMachineArns: { up: UP, teardown: "labfleet-teardown", rollout: ROLLOUT },
         }),
     ).toThrow(/labfleet-teardown/);
   });
@@ -71,6 +72,7 @@ describe("StepFunctionsWorkflows.start", () => {
     ["deploy", UP],
     ["retry", UP],
     ["teardown", TEARDOWN],
+    ["rollout", ROLLOUT],
   ])("starts %s on its definition's machine, named after the run, with the run input", async (kind, arn) => {
     sfnMock.on(StartExecutionCommand).resolves({ executionArn: "x", startDate: new Date() });
     await workflows().start(kind, { workshop: "k8s-intro", runId: RUN, force: true });
@@ -171,12 +173,16 @@ describe("StepFunctionsWorkflows.stop", () => {
     ]);
   });
 
-  it("is fine when neither machine has the execution", async () => {
+  it("is fine when no machine has the execution, the rollout machine tried last", async () => {
     sfnMock
       .on(StopExecutionCommand)
       .rejects(new ExecutionDoesNotExist({ ...meta, message: "Execution Does Not Exist" }));
     await expect(workflows().stop(RUN)).resolves.toBeUndefined();
-    expect(sfnMock.commandCalls(StopExecutionCommand)).toHaveLength(2);
+    expect(sfnMock.commandCalls(StopExecutionCommand).map((c) => c.args[0].input.executionArn)).toEqual([
+      UP_EXECUTION,
+      TEARDOWN_EXECUTION,
+      `${PREFIX}:execution:labfleet-rollout:${RUN}`,
+    ]);
     expect(sfnMock.commandCalls(DescribeExecutionCommand)).toHaveLength(0);
   });
 

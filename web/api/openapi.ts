@@ -11,6 +11,7 @@ import { fleet } from "./fleet.ts";
 import { fleetViewApi } from "./fleet-view.ts";
 import { portalApi } from "./portal.ts";
 import { receiptApi } from "./receipt.ts";
+import { rolloutApi } from "./rollout.ts";
 import { apiRouter, errors, json, jsonBody, NameParams } from "./schemas.ts";
 import { workshops } from "./workshops.ts";
 
@@ -206,6 +207,7 @@ export function apiDocument(): ApiDocument {
   all.route("/api/workshops", portalApi);
   all.route("/api/workshops", receiptApi);
   all.route("/api/workshops", checkApi);
+  all.route("/api/workshops", rolloutApi);
   all.route("/api", apiReference);
   for (const route of [health, events, ...tokens]) all.openAPIRegistry.registerPath(route);
   all.openAPIRegistry.registerComponent("securitySchemes", SECURITY_SCHEME, {

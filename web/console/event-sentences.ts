@@ -24,6 +24,7 @@ const KIND_WORD: Record<string, string> = {
   provision: "Provision",
   scale: "Scale up",
   teardown: "Teardown",
+  rollout: "Rollout",
 };
 const runWord = (kind: unknown) => KIND_WORD[text(kind) ?? ""] ?? "A run";
 /** What `by` started: "up", "a deploy", "the teardown". */
@@ -34,6 +35,7 @@ const STARTED: Record<string, string> = {
   provision: "provisioning",
   scale: "a scale-up",
   teardown: "the teardown",
+  rollout: "a rollout",
 };
 
 /** What a type is called in the list's Event column. */
@@ -159,6 +161,24 @@ export function eventSentence(e: EventView): string {
       const who = d.by === "sweeper" ? "The sweeper found" : "Teardown receipt:";
       if (left.length === 0) return `${who} nothing left.`;
       return `${who} ${plural(left.length, "thing")} left (${clip(left.join(", "), 160)}): see the receipt for the commands that remove them.`;
+    }
+    case "rollout.started": {
+      const ref = text(d.ref);
+      const n = typeof d.labs === "number" ? d.labs : undefined;
+      return `${by} started a rollout${ref ? ` to ${clip(ref, 60)}` : ""}${n === undefined ? "" : ` of ${plural(n, "lab")}`}: canary first, then batches.`;
+    }
+    case "rollout.finished": {
+      const ref = text(d.ref);
+      const to = ref ? ` to ${clip(ref, 60)}` : "";
+      if (d.state === "completed") return `The rollout${to} completed: every lab is on the new ref.`;
+      if (d.state === "aborted")
+        return `${by} aborted the rollout${to}; labs not yet promoted stay as they were.`;
+      return `The rollout${to} halted at a failure; the labs not reached stay as they were.`;
+    }
+    case "lab.updated": {
+      const ref = text(d.ref);
+      const how = d.how === "in place" ? " in place" : " on a new host";
+      return `${host} was updated${ref ? ` to ${clip(ref, 60)}` : ""}${how}${student ? `; ${student} was told` : ""}.`;
     }
     default:
       return eventLabel(type);

@@ -403,9 +403,11 @@ export function LabView(props: {
   const guide = page.guideUrl && isWebUrl(page.guideUrl) ? page.guideUrl : undefined;
   // The page looks again by itself when a warning is due, and every minute during one: no script needed.
   // A failing lab's page looks every HEALTH_REFRESH_SECONDS, so a swap shows the new lab by itself.
-  const refresh = page.failing
-    ? Math.min(left?.refreshSeconds ?? HEALTH_REFRESH_SECONDS, HEALTH_REFRESH_SECONDS)
-    : left?.refreshSeconds;
+  // So does a lab being updated by a rollout: the page shows the new lab once it is promoted.
+  const refresh =
+    page.failing || page.update === "updating"
+      ? Math.min(left?.refreshSeconds ?? HEALTH_REFRESH_SECONDS, HEALTH_REFRESH_SECONDS)
+      : left?.refreshSeconds;
   return (
     <Layout title={warnTitle(left, `Your lab: ${page.lab}`)} refreshSeconds={refresh} lab>
       <div class={guide ? "lab-grid" : undefined}>
@@ -420,6 +422,17 @@ export function LabView(props: {
               {page.autoSwap
                 ? "Your lab is not answering: moving you to a new lab as soon as one is free. This page shows it here, at the same address."
                 : "Your lab is not answering; your instructor has been told. This page shows your new lab here, at the same address, if you are moved."}
+            </p>
+          ) : null}
+          {page.update === "updating" ? (
+            <p class="alert" id="lab-update" role="status">
+              Your instructor is updating this lab. A new copy is being built beside it; once it passes its
+              checks, this page shows it here, at the same address. Save your work somewhere else now: what is
+              on the lab now is not carried over.
+            </p>
+          ) : page.update === "updated" ? (
+            <p class="alert" id="lab-update" role="status">
+              Your lab was updated: this page now shows the new one. Sign in again with the details below.
             </p>
           ) : null}
           {page.access ? null : (

@@ -118,6 +118,7 @@ export class FakeAwsAccount {
     functionName: (fn: FunctionName) => string;
     upStateMachineArn: string;
     teardownStateMachineArn: string;
+    rolloutStateMachineArn: string;
     hostProfileArn: string;
     scheduleGroup: string;
     eventBus: string;
@@ -140,6 +141,7 @@ export class FakeAwsAccount {
       functionName,
       upStateMachineArn: arn.stateMachine(n.upStateMachine),
       teardownStateMachineArn: arn.stateMachine(n.teardownStateMachine),
+      rolloutStateMachineArn: arn.stateMachine(n.rolloutStateMachine),
       hostProfileArn: arn.instanceProfile(n.hostRole),
       scheduleGroup: n.scheduleGroup,
       eventBus: n.eventBus,
@@ -246,13 +248,18 @@ export class FakeAwsAccount {
     });
     const taskArns = Object.fromEntries(TASK_FUNCTIONS.map((fn) => [fn, fnArn(fn)]));
     const machineRole = arn.role(`${FAKE_APP}-${stage}-StateMachineRole`);
-    for (const which of ["up", "teardown"] as const) {
+    const machineName = {
+      up: n.upStateMachine,
+      teardown: n.teardownStateMachine,
+      rollout: n.rolloutStateMachine,
+    };
+    for (const which of ["up", "teardown", "rollout"] as const) {
       const asl = readFileSync(
         join(import.meta.dirname, "..", "..", "..", "stepfunctions", `${which}.asl.json`),
         "utf8",
       );
       this.sfn.addStateMachine({
-        name: which === "up" ? n.upStateMachine : n.teardownStateMachine,
+        name: machineName[which],
         definition: substituteFunctionArns(asl, taskArns),
         roleArn: machineRole,
       });
@@ -264,6 +271,7 @@ export class FakeAwsAccount {
       pattern: executionEndedPattern([
         this.deployed.upStateMachineArn,
         this.deployed.teardownStateMachineArn,
+        this.deployed.rolloutStateMachineArn,
       ]),
       target: async (event) => {
         const out = await this.lambda.invoke(fnArn("ReconcileRun"), JSON.stringify(event));
@@ -382,6 +390,7 @@ export class FakeAwsAccount {
       [CLOUD_ENV.stage]: this.stage,
       [CLOUD_ENV.upStateMachineArn]: arn.stateMachine(n.upStateMachine),
       [CLOUD_ENV.teardownStateMachineArn]: arn.stateMachine(n.teardownStateMachine),
+      [CLOUD_ENV.rolloutStateMachineArn]: arn.stateMachine(n.rolloutStateMachine),
       [CLOUD_ENV.hostInstanceProfileArn]: arn.instanceProfile(n.hostRole),
       [CLOUD_ENV.scheduleGroup]: n.scheduleGroup,
       [CLOUD_ENV.schedulerRoleArn]: arn.role(n.schedulerRole),

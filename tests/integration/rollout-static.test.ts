@@ -1,0 +1,155 @@
+import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { claimLab } from "../../shared/portal/claims.ts";
+import { loadSshIdentity, publicKeyLine } from "../../shared/transports/ssh-identity.ts";
+import { type GitHttpServer, startGitHttp } from "../harness/git-http.ts";
+import { makeRolloutLab, type RolloutLab } from "../harness/rollout-lab.ts";
+import { removeDir, tempDir, testRuntime } from "../harness/runtime.ts";
+import { type FakeHosts, startFakeHosts } from "../harness/ssh-hosts.ts";
+
+/**
+ * `labfleet rollout` on bring-your-own hosts over real OpenSSH (tests/harness/ssh-hosts.ts): they cannot be
+ * replaced, so they are updated in place, one that fails stays off the board, and a claimed one is left alone
+ * without includeClaimed. The lab is the rollout lab's git repository (tests/harness/rollout-lab.ts), over HTTP.
+ */
+
+type Runtime = Awaited<ReturnType<typeof testRuntime>>;
+let rt: Runtime;
+let fleet: FakeHosts;
+let lab: RolloutLab;
+let gitServer: GitHttpServer;
+const WS = "rbyo";
+
+// biome-ignore lint/suspicious/noExplicitAny: answers are checked field by field
+const api = async (path: string, body?: unknown): Promise<{ status: number; body: any }> => {
+  const res = await fetch(`${rt.url}/api/workshops${path}`, {
+    method: body === undefined ? "GET" : "POST",
+    headers: { authorization: `Bearer ${rt.token}`, "content-type": "application/json" },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  return { status: res.status, body: await res.json() };
+};
+const versionOn = (i: number) =>
+  readFileSync(join(fleet.hosts[i]?.root as string, "home", "lab", "VERSION"), "utf8").trim();
+const host = async (hostId: string) => (await rt.store.host.get({ workshop: WS, hostId }).go()).data;
+const rollout = async (body: unknown) => {
+  const started = await api(`/${WS}/rollout`, body);
+  expect(started.status, JSON.stringify(started.body)).toBe(202);
+  await rt.executor.idle();
+  return (await api(`/${WS}/rollout`)).body.rollout;
+};
+
+beforeAll(async () => {
+  lab = makeRolloutLab();
+  // Over HTTP: the hosts' login user does not own the repository, and git refuses a file:// clone of it.
+  gitServer = await startGitHttp({ repos: { "lab.git": lab.dir } });
+  const data = tempDir();
+  const home = join(data, "operator-home");
+  mkdirSync(home, { recursive: true });
+  const identity = await loadSshIdentity({ labfleetHome: home });
+  fleet = await startFakeHosts(3, { authorizedKeys: `${publicKeyLine(identity)}\n` });
+  rt = await testRuntime({ dataDir: data, labfleetHome: home });
+  const hosts = fleet.hosts.map((h) => `  - id: ${h.id}\n    ssh: ${h.address}\n`).join("");
+  const yaml = `name: ${WS}
+lab:
+  source: git:${gitServer.url("lab.git")}
+  ref: main
+  setup: bash setup.sh
+  health: test -f built
+  timeout_minutes: 2
+provider:
+  type: static
+portal:
+  enabled: true
+hosts:
+${hosts}`;
+  expect((await api("", { yaml })).status).toBe(201);
+  expect((await api(`/${WS}/up`, {})).status).toBe(202);
+  await rt.executor.idle();
+  expect((await api(`/${WS}/portal/open`, {})).status).toBe(200);
+}, 180_000);
+
+afterAll(async () => {
+  await rt?.close();
+  await fleet?.stop();
+  await gitServer?.close();
+  if (rt) removeDir(rt.dataDir);
+  lab?.remove();
+});
+
+describe("a rollout on bring-your-own hosts", { timeout: 180_000 }, () => {
+  it("a bad ref fails the canary in place: that host goes off the board, the others are untouched", async () => {
+    const r = await rollout({ ref: "broken" });
+    expect(r.state).toBe("halted");
+    expect(
+      r.hosts.map((h: { hostId: string; state: string; mode: string }) => [h.hostId, h.state, h.mode]),
+    ).toEqual([
+      ["byo-01", "failed", "in_place"],
+      ["byo-02", "pending", "in_place"],
+      ["byo-03", "pending", "in_place"],
+    ]);
+    expect(r.hosts[0].logTail).toContain("broken build of version 3");
+    const canary = await host("byo-01");
+    expect(canary?.state).toBe("failed");
+    expect(canary?.error).toMatch(
+      /^needs attention: its update to broken failed \(labfleet retry rebuilds it\)/,
+    );
+    for (const [i, id] of [
+      [1, "byo-02"],
+      [2, "byo-03"],
+    ] as const) {
+      expect((await host(id))?.state).toBe("ready");
+      expect(versionOn(i)).toBe("1");
+    }
+    // Off the board: a student is given a lab that is ready, never the one that needs attention.
+    const ada = await claimLab(
+      WS,
+      { name: "Ada Lovelace", email: "ada@example.test", pin: "480271" },
+      "127.0.0.1",
+    );
+    expect(ada.lab).toBe("byo-02");
+  });
+
+  it("retry rebuilds the host that needs attention at the workshop's ref", async () => {
+    const res = await api(`/${WS}/retry`, { hosts: ["byo-01"] });
+    expect(res.status, JSON.stringify(res.body)).toBe(202);
+    await rt.executor.idle();
+    expect((await host("byo-01"))?.state).toBe("ready");
+    expect(versionOn(0)).toBe("1");
+  });
+
+  it("a good ref updates the unclaimed hosts in place; the claimed one is untouched without includeClaimed", async () => {
+    const r = await rollout({ ref: "v2" });
+    expect(r.state).toBe("completed");
+    expect(r.hosts.map((h: { hostId: string; state: string }) => [h.hostId, h.state])).toEqual([
+      ["byo-01", "updated"],
+      ["byo-03", "updated"],
+    ]);
+    expect(versionOn(0)).toBe("2");
+    expect(versionOn(2)).toBe("2");
+    expect(versionOn(1)).toBe("1");
+    expect(await host("byo-02")).toMatchObject({ state: "ready", ref: "main" });
+    expect(await host("byo-01")).toMatchObject({ state: "ready", ref: "v2" });
+    expect(existsSync(join(fleet.hosts[1]?.root as string, "home", "lab", "built"))).toBe(true);
+    const claimed = (await rt.store.claim.query.byWorkshop({ workshop: WS }).go()).data;
+    expect(claimed.map((c) => c.hostId)).toEqual(["byo-02"]);
+  });
+
+  it("with includeClaimed the claimed host is updated in place and its student is told", async () => {
+    const link = (await rt.store.claim.query.byWorkshop({ workshop: WS }).go()).data[0];
+    expect(link?.hostId).toBe("byo-02");
+    const r = await rollout({ ref: "v2", includeClaimed: true });
+    expect(r.state).toBe("completed");
+    expect(r.hosts).toEqual([
+      expect.objectContaining({
+        hostId: "byo-02",
+        state: "updated",
+        student: "Ada Lovelace",
+        gate: "passed",
+      }),
+    ]);
+    expect(versionOn(1)).toBe("2");
+    expect(await host("byo-02")).toMatchObject({ state: "ready", ref: "v2", notice: "updated" });
+  });
+});

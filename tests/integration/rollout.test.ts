@@ -1,0 +1,300 @@
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { claimLab, labForLink } from "../../shared/portal/claims.ts";
+import { runCli } from "../harness/cli.ts";
+import { makeRolloutLab, type RolloutLab, rolloutYaml } from "../harness/rollout-lab.ts";
+import { processesUnder, removeDir, tempDir, testRuntime, waitFor } from "../harness/runtime.ts";
+
+/**
+ * `labfleet rollout` on local hosts, through the real CLI and the local runtime: the rollout lab's `v2` branch
+ * is a good ref, `broken` a bad one, `gated` one whose build waits for the test. Each host's folder is its HOME
+ * (`<data>/hosts/<workshop>/<machine>`), so a test reads which version a lab is at from its VERSION file.
+ */
+
+type Runtime = Awaited<ReturnType<typeof testRuntime>>;
+let rt: Runtime;
+let work: string;
+let env: Record<string, string>;
+let lab: RolloutLab;
+
+const hostsDir = () => join(rt.dataDir, "hosts");
+const host = async (ws: string, hostId: string) =>
+  (await rt.store.host.get({ workshop: ws, hostId }).go()).data;
+const versionOf = (address: string) => readFileSync(join(address, "lab", "VERSION"), "utf8").trim();
+const events = async (ws: string) =>
+  (await rt.store.event.query.byWorkshop({ workshop: ws }).go({ pages: "all" })).data;
+const cli = (args: string[]) => runCli(args, { env });
+// biome-ignore lint/suspicious/noExplicitAny: the JSON document is checked field by field
+const json = (text: string): any => JSON.parse(text);
+
+async function upWorkshop(name: string, count: number) {
+  const file = join(work, `${name}.yaml`);
+  writeFileSync(file, rolloutYaml(name, lab.source, count));
+  const up = await cli(["up", "-f", file]);
+  expect(up.code, up.stderr).toBe(0);
+  const open = await cli(["portal", "open", name]);
+  expect(open.code, open.stderr).toBe(0);
+}
+
+beforeAll(async () => {
+  lab = makeRolloutLab();
+  work = tempDir("labfleet-rollout-");
+  rt = await testRuntime();
+  env = { LABFLEET_URL: rt.url, LABFLEET_TOKEN: rt.token };
+}, 120_000);
+
+afterAll(async () => {
+  await rt?.close();
+  if (rt) {
+    expect(processesUnder(hostsDir())).toEqual([]);
+    removeDir(rt.dataDir);
+  }
+  if (work) removeDir(work);
+  lab?.remove();
+});
+
+describe("labfleet rollout on local hosts", { timeout: 180_000 }, () => {
+  it("rolls a good ref out canary first, then in batches; claimed labs keep their links and are told", async () => {
+    const WS = "rgood";
+    await upWorkshop(WS, 4);
+    const ada = await claimLab(
+      WS,
+      { name: "Ada Lovelace", email: "ada@example.test", pin: "480271" },
+      "127.0.0.1",
+    );
+    expect(ada.lab).toBe("student-01");
+    const before = await host(WS, "student-01");
+    expect(versionOf(before?.address as string)).toBe("1");
+
+    const r = cli(["rollout", WS, "--ref", "v2", "--batch", "2", "--include-claimed"]);
+    // The student is told before the lab changes: the page says it is being updated while the new one builds.
+    await waitFor(
+      "the lab page's update notice",
+      async () => (await labForLink(ada.token))?.update === "updating",
+      60_000,
+    );
+    const page = await (await fetch(`${rt.url}/l/${ada.token}`)).text();
+    expect(page).toContain("Your instructor is updating this lab.");
+    expect((await labForLink(ada.token))?.access?.credentials?.password).toBe("v1-student-01");
+    const done = await r;
+    expect(done.code, done.stderr).toBe(0);
+    expect(done.stdout).toMatch(/to v2 from main: completed/);
+
+    // Canary (unclaimed first), then batches of 2; the claimed lab last.
+    const status = json((await cli(["rollout", WS, "--status", "--output", "json"])).stdout).rollout;
+    expect(status.state).toBe("completed");
+    const batchOf = Object.fromEntries(
+      status.hosts.map((h: { hostId: string; batch: number }) => [h.hostId, h.batch]),
+    );
+    expect(batchOf).toEqual({ "student-02": 0, "student-03": 1, "student-04": 1, "student-01": 2 });
+    for (const h of status.hosts) {
+      expect(h).toMatchObject({
+        state: "promoted",
+        gate: "passed",
+        fromRef: "main",
+        toRef: "v2",
+        mode: "replace",
+      });
+    }
+    // No batch started before the one before it had finished.
+    const ended = (b: number) =>
+      Math.max(
+        ...status.hosts
+          .filter((h: { batch: number }) => h.batch === b)
+          .map((h: { endedAt: string }) => Date.parse(h.endedAt)),
+      );
+    const started = (b: number) =>
+      Math.min(
+        ...status.hosts
+          .filter((h: { batch: number }) => h.batch === b)
+          .map((h: { startedAt: string }) => Date.parse(h.startedAt)),
+      );
+    expect(started(1)).toBeGreaterThanOrEqual(ended(0));
+    expect(started(2)).toBeGreaterThanOrEqual(ended(1));
+
+    // Every lab runs v2 on its new machine; the old machines are gone.
+    for (const id of ["student-01", "student-02", "student-03", "student-04"]) {
+      const h = await host(WS, id);
+      expect(h).toMatchObject({ state: "ready", ref: "v2", machine: `${id}.b` });
+      expect(h?.address).toBe(join(hostsDir(), WS, `${id}.b`));
+      expect(versionOf(h?.address as string)).toBe("2");
+      expect(existsSync(join(hostsDir(), WS, id))).toBe(false);
+    }
+    // Ada's link (and lab cookie) open the new lab, which says it was updated.
+    const after = await labForLink(ada.token);
+    expect(after).toMatchObject({ lab: "student-01", name: "Ada Lovelace", update: "updated" });
+    expect(after?.access?.credentials?.password).toBe("v2-student-01");
+    expect(await (await fetch(`${rt.url}/l/${ada.token}`)).text()).toContain("Your lab was updated");
+    // The new ref is the workshop's now; events say what happened and who was told.
+    const st = json((await cli(["status", WS, "--output", "json"])).stdout);
+    expect(st.workshop).toBe(WS);
+    const w = (await rt.store.workshop.get({ name: WS }).go()).data;
+    expect((w?.spec as { lab: { ref: string } } | undefined)?.lab.ref).toBe("v2");
+    const ev = await events(WS);
+    expect(
+      ev
+        .filter((e) => e.type === "lab.updated")
+        .map((e) => e.hostId)
+        .sort(),
+    ).toEqual(["student-01", "student-02", "student-03", "student-04"]);
+    expect(ev.find((e) => e.type === "lab.updated" && e.hostId === "student-01")?.detail).toMatchObject({
+      student: "Ada Lovelace",
+      ref: "v2",
+    });
+    expect(JSON.stringify(ev)).not.toContain("ada@example.test");
+    const runs = json((await cli(["runs", WS, "--output", "json"])).stdout);
+    const run = (runs.runs ?? runs).find((x: { kind: string }) => x.kind === "rollout");
+    expect(run).toMatchObject({ state: "succeeded" });
+    expect(run.transitions).toBeGreaterThan(10);
+
+    // A second rollout to the same ref would change nothing: --check says so with exit 0.
+    const again = await cli(["rollout", WS, "--ref", "v2", "--check", "--include-claimed"]);
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stdout).toContain("nothing would change");
+  });
+
+  it("a bad ref fails the canary and changes nothing else: every lab on the old ref and healthy, no student moved", async () => {
+    const WS = "rbad";
+    await upWorkshop(WS, 3);
+    const bob = await claimLab(
+      WS,
+      { name: "Bob Babbage", email: "bob@example.test", pin: "480272" },
+      "127.0.0.1",
+    );
+    const before = new Map(
+      await Promise.all(
+        ["student-01", "student-02", "student-03"].map(async (id) => [id, await host(WS, id)] as const),
+      ),
+    );
+
+    const r = await cli(["rollout", WS, "--ref", "broken", "--include-claimed"]);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toMatch(/halted/);
+    expect(r.stdout).toContain("broken build of version 3");
+
+    const status = json((await cli(["rollout", WS, "--status", "--output", "json"])).stdout).rollout;
+    expect(status.state).toBe("halted");
+    const canary = status.hosts.find((h: { batch: number }) => h.batch === 0);
+    expect(canary).toMatchObject({ hostId: "student-02", state: "failed" });
+    expect(canary.logTail).toContain("broken build of version 3");
+    expect(
+      status.hosts.filter((h: { batch: number }) => h.batch > 0).map((h: { state: string }) => h.state),
+    ).toEqual(["pending", "pending"]);
+    // The canary's new host is gone; every lab is where it was, on main, healthy and handed out as before.
+    expect(existsSync(join(hostsDir(), WS, "student-02.b"))).toBe(false);
+    for (const [id, was] of before) {
+      const h = await host(WS, id);
+      expect(h).toMatchObject({ state: "ready", address: was?.address });
+      expect(h?.ref).toBeUndefined();
+      expect(h?.machine).toBeUndefined();
+      expect(versionOf(h?.address as string)).toBe("1");
+      expect(existsSync(join(h?.address as string, "lab", "built"))).toBe(true);
+      expect(h?.notice).toBeUndefined();
+    }
+    expect(await labForLink(bob.token)).toMatchObject({ lab: "student-01", update: null });
+    const w = (await rt.store.workshop.get({ name: WS }).go()).data;
+    expect((w?.spec as { lab: { ref: string } } | undefined)?.lab.ref).toBe("main");
+    expect(w?.state).toBe("ready");
+    expect((await events(WS)).filter((e) => e.type === "lab.updated")).toEqual([]);
+  });
+
+  it("leaves a claimed lab untouched without --include-claimed; --check reports that first and changes nothing", async () => {
+    const WS = "rclaim";
+    await upWorkshop(WS, 2);
+    const cy = await claimLab(
+      WS,
+      { name: "Cy Hopper", email: "cy@example.test", pin: "480273" },
+      "127.0.0.1",
+    );
+    expect(cy.lab).toBe("student-01");
+    const claimed = await host(WS, "student-01");
+
+    const check = await cli(["rollout", WS, "--ref", "v2", "--check", "--output", "json"]);
+    expect(check.code, check.stderr).toBe(2);
+    const report = json(check.stdout);
+    expect(report).toMatchObject({ workshop: WS, command: "rollout", changes: true });
+    expect(report.items).toEqual([
+      {
+        hostId: "student-01",
+        stage: "rollout",
+        action: "skip",
+        detail: "claimed by Cy Hopper (--include-claimed updates it)",
+      },
+      expect.objectContaining({ hostId: "student-02", stage: "rollout", action: "promote" }),
+    ]);
+    const text = await cli(["rollout", WS, "--ref", "v2", "--check"]);
+    expect(text.code).toBe(2);
+    expect(text.stdout).toMatch(/student-02\s+promote\s+canary: a new host at v2/);
+    // Nothing was changed by the checks: no rollout, no new host.
+    const none = await cli(["rollout", WS, "--status"]);
+    expect(none.code).toBe(1);
+    expect(none.stderr).toContain("has had no rollout");
+    expect(existsSync(join(hostsDir(), WS, "student-02.b"))).toBe(false);
+
+    const r = await cli(["rollout", WS, "--ref", "v2"]);
+    expect(r.code, r.stderr).toBe(0);
+    const after = await host(WS, "student-01");
+    expect(after).toMatchObject({ state: "ready", address: claimed?.address, ref: "main" });
+    expect(versionOf(after?.address as string)).toBe("1");
+    expect(await labForLink(cy.token)).toMatchObject({ lab: "student-01", update: null });
+    expect(versionOf((await host(WS, "student-02"))?.address as string)).toBe("2");
+    // Bad input is refused with the field and what was expected; nothing is started.
+    const bad = await cli(["rollout", WS, "--ref", "v2;rm", "--canary", "0"]);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain("--canary expects a whole number from 1 to 1000");
+    const res = await fetch(`${rt.url}/api/workshops/${WS}/rollout`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${rt.token}` },
+      body: JSON.stringify({ ref: "v2;rm" }),
+    });
+    expect(res.status).toBe(400);
+    expect(json(await res.text()).error.details).toEqual([
+      { path: "ref", message: "expected a git branch, tag or commit" },
+    ]);
+  });
+});
+
+describe("a rollout interrupted by a restart of the runtime", { timeout: 180_000 }, () => {
+  it("resumes where it stopped: the build it started is followed, not started again", async () => {
+    const WS = "rres";
+    await upWorkshop(WS, 1);
+    const started = await fetch(`${rt.url}/api/workshops/${WS}/rollout`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${rt.token}`, "content-type": "application/json" },
+      body: JSON.stringify({ ref: "gated" }),
+    });
+    expect(started.status).toBe(202);
+    const runId = json(await started.text()).rollout.runId as string;
+    const candidate = join(hostsDir(), WS, "student-01.b");
+    await waitFor(
+      "the new lab's build to start",
+      () => existsSync(join(candidate, "builds")) || undefined,
+      60_000,
+    );
+
+    // The runtime stops mid-rollout and starts again on the same data.
+    const { dataDir, table } = rt;
+    await rt.close();
+    rt = await testRuntime({ dataDir, table });
+    env = { LABFLEET_URL: rt.url, LABFLEET_TOKEN: rt.token };
+    expect(rt.resumed).toContain(runId);
+    writeFileSync(join(candidate, "go"), "");
+    const status = await waitFor(
+      "the rollout to complete",
+      async () => {
+        const s = json((await cli(["rollout", WS, "--status", "--output", "json"])).stdout).rollout;
+        return s.state === "running" ? undefined : s;
+      },
+      90_000,
+    );
+    expect(status).toMatchObject({ state: "completed", runId });
+    expect(readFileSync(join(candidate, "builds"), "utf8")).toBe("build 4\n");
+    expect(await host(WS, "student-01")).toMatchObject({
+      state: "ready",
+      ref: "gated",
+      machine: "student-01.b",
+    });
+    expect(versionOf(candidate)).toBe("4");
+  });
+});
