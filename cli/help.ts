@@ -102,7 +102,6 @@ export const OPTIONS = {
   canary: { value: "N", help: "rollout: labs updated first, alone (default 1); a failure there halts" },
   batch: { value: "N", help: "rollout: labs per batch after the canary (default a quarter of the fleet)" },
   "include-claimed": { help: "rollout: also update claimed labs (their students are told before and after)" },
-  check: { help: "report per host what would change (exit 0: nothing, 2: something); change nothing" },
   status: {
     help: "rollout: show the latest rollout, each lab's old and new ref, state, gate and failure log",
   },

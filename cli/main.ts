@@ -72,7 +72,6 @@ export const options = {
   canary: { type: "string" },
   batch: { type: "string" },
   "include-claimed": { type: "boolean" },
-  check: { type: "boolean" },
   status: { type: "boolean" },
   resume: { type: "boolean" },
   abort: { type: "boolean" },
@@ -118,7 +117,6 @@ export interface Args {
     canary?: string;
     batch?: string;
     "include-claimed"?: boolean;
-    check?: boolean;
     status?: boolean;
     resume?: boolean;
     abort?: boolean;

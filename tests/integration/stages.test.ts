@@ -187,7 +187,7 @@ describe("stages and check mode, one workshop through its life", () => {
     const run = (await runsOf(WS)).find((x) => x.kind === "up");
     expect(run).toMatchObject({ state: "succeeded", stages: ["deploy", "wait"] });
     const hosts = await hostsOf(WS);
-    expect(hosts.map((h) => [h.state, h.builtRef])).toEqual([
+    expect(hosts.map((h) => [h.state, h.ref])).toEqual([
       ["ready", "main"],
       ["ready", "main"],
     ]);
