@@ -43,6 +43,10 @@ export const EVENT_TYPES = [
   /** `labfleet exec`: who ran it, how many hosts, the summary and the command's start (redacted), never output. */
   "exec",
   "teardown.receipt",
+  /** Roster mode: an instructor invited a student (`student`: the display name) to a lab. */
+  "lab.invited",
+  /** An instructor let held-back addresses into the portal again (`addresses`). */
+  "portal.unblocked",
 ] as const;
 export const EVENT_RETENTION_DAYS = 30;
 /**

@@ -160,6 +160,13 @@ export function eventSentence(e: EventView): string {
       if (left.length === 0) return `${who} nothing left.`;
       return `${who} ${plural(left.length, "thing")} left (${clip(left.join(", "), 160)}): see the receipt for the commands that remove them.`;
     }
+    case "lab.invited":
+      return `${by} invited ${student ?? "a student"} to lab ${host} (roster).`;
+    case "portal.unblocked": {
+      const addresses = Array.isArray(d.addresses) ? d.addresses.filter((a) => typeof a === "string") : [];
+      const which = addresses.length ? clip(addresses.join(", "), 120) : "held-back addresses";
+      return `${by} let ${which} into the portal again (wrong attempts start from zero).`;
+    }
     default:
       return eventLabel(type);
   }
