@@ -7,6 +7,7 @@ import { handler as beginUp } from "./begin-up.ts";
 import { handler as deployHost } from "./deploy-host.ts";
 import { handler as deprovision } from "./deprovision.ts";
 import { handler as failRun } from "./fail-run.ts";
+import { handler as failTeardown } from "./fail-teardown.ts";
 import { handler as failUnfinished } from "./fail-unfinished.ts";
 import { handler as finishTeardown } from "./finish-teardown.ts";
 import { handler as finishUp } from "./finish-up.ts";
@@ -48,6 +49,8 @@ export const FinishUp = cloud(finishUp);
 export const FailRun = cloud(failRun);
 export const Deprovision = cloud(deprovision);
 export const FinishTeardown = cloud(finishTeardown);
+/** The teardown's failure path: fail the run, with a receipt of what is left. */
+export const FailTeardown = cloud(failTeardown);
 /** Fails a run whose execution ended (failed, timed out, aborted) without recording it: the EventBridge rule's target. */
 export const ReconcileRun = cloud(reconcileRun);
 /** Runs a lab's checks on its host for the portal's "Check my work" (the portal invokes it by name). */

@@ -640,6 +640,17 @@ export const FUNCTIONS = {
     grants: ["table", "schedules", "secretParameters", "workflowsHistory", "leftovers"],
     secrets: ["AccessKey"],
   },
+  FailTeardown: {
+    handler: "functions/lambda.FailTeardown",
+    source: "functions/fail-teardown.ts",
+    description:
+      "labfleet teardown: fail the run with the step's error, take a receipt of what is left and how to remove it",
+    timeout: "1 minute",
+    memory: "512 MB",
+    // The receipt's leftover check (EC2 by the ownership tags, the TTL schedule, the secrets parameter).
+    grants: ["table", "secretParameters", "workflowsHistory", "leftovers"],
+    secrets: ["AccessKey"],
+  },
   ReconcileRun: {
     handler: "functions/lambda.ReconcileRun",
     source: "functions/reconcile-run.ts",

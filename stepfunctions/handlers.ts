@@ -2,6 +2,7 @@ import { handler as BeginUp } from "../functions/begin-up.ts";
 import { handler as DeployHost } from "../functions/deploy-host.ts";
 import { handler as Deprovision } from "../functions/deprovision.ts";
 import { handler as FailRun } from "../functions/fail-run.ts";
+import { handler as FailTeardown } from "../functions/fail-teardown.ts";
 import { handler as FailUnfinished } from "../functions/fail-unfinished.ts";
 import { handler as FinishTeardown } from "../functions/finish-teardown.ts";
 import { handler as FinishUp } from "../functions/finish-up.ts";
@@ -24,6 +25,7 @@ export const taskFunctions = {
   FailRun,
   Deprovision,
   FinishTeardown,
+  FailTeardown,
 } satisfies Record<string, (event: unknown) => Promise<unknown>>;
 
 export const functionFiles: Record<keyof typeof taskFunctions, string> = {
@@ -37,4 +39,5 @@ export const functionFiles: Record<keyof typeof taskFunctions, string> = {
   FailRun: "functions/fail-run.handler",
   Deprovision: "functions/deprovision.handler",
   FinishTeardown: "functions/finish-teardown.handler",
+  FailTeardown: "functions/fail-teardown.handler",
 };

@@ -35,6 +35,11 @@ export interface ReceiptLeftover extends Leftover {
   /** Who found it: the teardown's own check, or a later sweeper pass. */
   foundBy: "teardown" | "sweeper";
   foundAt: string;
+  /**
+   * The provider's own command that removes it by hand, when `command` is `labfleet down NAME --yes` (the
+   * teardown failed, and running it again removes everything labfleet still knows of).
+   */
+  byHand?: string;
 }
 
 export interface ReceiptUsage {
@@ -60,6 +65,8 @@ export interface Receipt {
   removed: ReceiptEntry[];
   left: ReceiptLeftover[];
   checkError?: string;
+  /** Set when the teardown run failed (a step threw): why. What is left is what it did not get to. */
+  failed?: string;
   usage: ReceiptUsage;
 }
 
@@ -135,6 +142,26 @@ export async function findLeftovers(spec: Workshop): Promise<{ left: Leftover[];
   return errors.length ? { left, error: errors.join("; ") } : { left };
 }
 
+/**
+ * After a failed teardown, what `labfleet down NAME --yes` removes when run again (anything of a host the
+ * workshop still has a record of, and what belongs to no host: the TTL schedule, the secrets parameter, the
+ * security group) gets that as its command, with the provider's own command kept as `byHand`. Something of a
+ * host labfleet does not know keeps its own command: no teardown would touch it.
+ */
+function remedies(
+  spec: Workshop,
+  hosts: Pick<HostItem, "hostId" | "state">[],
+  failed: string | undefined,
+): (l: Leftover) => Leftover & { byHand?: string } {
+  if (failed === undefined) return (l) => l;
+  const known = new Set(hosts.filter((h) => h.state !== "torn_down").map((h) => h.hostId));
+  const again = `labfleet down ${spec.name} --yes`;
+  return (l) =>
+    l.hostId === undefined || known.has(l.hostId)
+      ? { ...l, why: `${l.why} (the teardown failed before removing it)`, command: again, byHand: l.command }
+      : l;
+}
+
 function actorName(): string {
   const actor = useActor();
   return actor.type === "public" ? "labfleet" : actor.id;
@@ -146,7 +173,9 @@ function regionOf(spec: Workshop): string | undefined {
 
 /**
  * Takes and stores the receipt of a teardown that just ended, then records `teardown.receipt`. Never throws: a
- * failed check is written into the receipt (checkError), a failed write is logged.
+ * failed check is written into the receipt (checkError), a failed write is logged. `failed` is the reason of
+ * a teardown run that failed outright (FailTeardown): the receipt then says so, and what is left comes with
+ * `labfleet down NAME --yes` as its command where that removes it.
  */
 export async function takeReceipt(
   spec: Workshop,
@@ -154,12 +183,14 @@ export async function takeReceipt(
   hosts: HostItem[],
   results: DeprovisionResult[],
   extraRemoved: ReceiptEntry[],
+  failed?: string,
 ): Promise<Receipt | undefined> {
   const { store, clock } = useDeps();
   const end = clock.now();
   const endedAt = isoNow(clock);
   const found = await findLeftovers(spec);
   const region = regionOf(spec);
+  const remedy = remedies(spec, hosts, failed);
   const receipt: Receipt = {
     workshop: spec.name,
     runId,
@@ -168,8 +199,9 @@ export async function takeReceipt(
     endedAt,
     checkedAt: isoNow(clock),
     removed: [...removedBy(spec, hosts, results), ...extraRemoved],
-    left: found.left.map((l) => ({ ...l, foundBy: "teardown" as const, foundAt: endedAt })),
+    left: found.left.map((l) => ({ ...remedy(l), foundBy: "teardown" as const, foundAt: endedAt })),
     ...(found.error ? { checkError: found.error } : {}),
+    ...(failed !== undefined ? { failed: failed.slice(0, 2000) } : {}),
     usage: usageOf(spec, hosts, end),
   };
   try {
@@ -186,6 +218,7 @@ export async function takeReceipt(
     runId,
     detail: {
       by: actorName(),
+      ...(failed !== undefined ? { failed: true } : {}),
       removed: receipt.removed.length,
       left: receipt.left.map((l) => `${l.kind} ${l.id}`),
       hostHours: receipt.usage.hostHours,
@@ -206,6 +239,7 @@ function receiptOf(item: ReceiptItem): Receipt {
     removed: item.removed as ReceiptEntry[],
     left: item.left as ReceiptLeftover[],
     ...(item.checkError ? { checkError: item.checkError } : {}),
+    ...(item.failed !== undefined ? { failed: item.failed } : {}),
     usage: item.usage as ReceiptUsage,
   };
 }

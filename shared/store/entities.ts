@@ -680,6 +680,8 @@ function entities(client: DynamoDBDocumentClient, table: string) {
         left: { type: "any", required: true },
         /** Why the leftover check itself could not finish (the receipt is then incomplete). */
         checkError: { type: "string" },
+        /** Why the teardown run failed, when it did (the receipt then lists what it did not get to). */
+        failed: { type: "string" },
         /** ReceiptUsage: hosts, host-hours and their on-demand cost. */
         usage: { type: "any", required: true },
       },

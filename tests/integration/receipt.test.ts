@@ -159,6 +159,56 @@ describe("what a teardown leaves", { timeout: 120_000 }, () => {
   });
 });
 
+describe("a teardown that fails outright", { timeout: 180_000 }, () => {
+  it("still takes a receipt: the teardown failed, why, what is left and what removes it; down again clears it", async () => {
+    const W = "receipt-fail";
+    await upLocal(W);
+    // A file no one may delete (chattr +i, as root): removing the host's folder throws, so Deprovision fails
+    // after its retries and the workflow ends on its failure path.
+    const dir = rt.provider.hostDir(W, "student-01");
+    const pinned = join(dir, "pinned");
+    writeFileSync(pinned, "x");
+    execSync(`chattr +i '${pinned}'`);
+    try {
+      const down = await runCli(["down", W, "--yes"], { env });
+      expect(down.code, down.stdout + down.stderr).not.toBe(0);
+      expect(down.stdout).toMatch(new RegExp(`receipt ${W} \\(local\\), teardown FAILED `));
+      expect(down.stdout).toContain(`run it again to remove what is left: labfleet down ${W} --yes`);
+      expect(down.stdout).toContain(`host-folder ${dir} (student-01): the host's folder is still there`);
+      expect(down.stdout).toContain(`    remove it: labfleet down ${W} --yes`);
+      expect(down.stdout).toContain(`    or by hand: rm -rf '${dir}'`);
+
+      const { body } = await api(`/${W}/receipt`);
+      expect(body.receipt.failed).toMatch(/^the teardown failed: .+student-01/);
+      expect(body.receipt.removed).toEqual([]);
+      const left = body.receipt.left as Json[];
+      expect(left.map((l) => `${l.kind} ${l.hostId}`)).toEqual(
+        expect.arrayContaining(["host-folder student-01", "host-folder student-02"]),
+      );
+      for (const l of left.filter((x) => x.kind === "host-folder"))
+        expect(l).toMatchObject({ command: `labfleet down ${W} --yes`, byHand: `rm -rf '${l.id}'` });
+      // Both hosts were still there: their hours so far are counted.
+      expect(body.receipt.usage.hosts).toBe(2);
+      const receipts = (await events(W)).filter((e) => e.type === "teardown.receipt");
+      expect(receipts.at(-1)?.detail).toMatchObject({ failed: true, removed: 0 });
+      expect((await api(`/${W}`)).body.state).toBe("failed");
+      const again = await runCli(["receipt", W], { env });
+      expect(again.code).toBe(1);
+      expect(again.stdout).toContain("teardown FAILED");
+    } finally {
+      execSync(`chattr -i '${pinned}'`);
+    }
+    // The command the receipt gives works: the teardown runs again, ends, and nothing is left.
+    const down = await runCli(["down", W, "--yes"], { env });
+    expect(down.code, down.stdout + down.stderr).toBe(0);
+    expect(down.stdout).toContain("nothing left");
+    const { body } = await api(`/${W}/receipt`);
+    expect(body.receipt.failed).toBeUndefined();
+    expect(body.receipt.left).toEqual([]);
+    expect(existsSync(dir)).toBe(false);
+  });
+});
+
 describe("down asks first", { timeout: 120_000 }, () => {
   it("on a terminal it asks for the name: anything else aborts and nothing changes; the name tears down", async () => {
     const W = "receipt-ask";

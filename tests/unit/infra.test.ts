@@ -382,7 +382,14 @@ describe("the lab hosts' role", () => {
     const holders = allFunctions.filter((n) => specOf(n).grants.includes("secretParameters"));
     // BeginUp writes it once per run (no host's deploy does: they only name it); the ends of runs delete it,
     // ReconcileRun too when it fails a run whose execution ended outside its steps.
-    expect(holders.sort()).toEqual(["BeginUp", "FailRun", "FinishTeardown", "FinishUp", "ReconcileRun"]);
+    expect(holders.sort()).toEqual([
+      "BeginUp",
+      "FailRun",
+      "FailTeardown",
+      "FinishTeardown",
+      "FinishUp",
+      "ReconcileRun",
+    ]);
   });
 
   it("renders statements as an IAM policy document, conditions grouped by operator", () => {

@@ -24,6 +24,10 @@ const Leftover = z
     }),
     foundBy: z.enum(["teardown", "sweeper"]),
     foundAt: z.string(),
+    byHand: z.string().optional().meta({
+      description:
+        "the provider's own command, when `command` is `labfleet down NAME --yes` (after a failed teardown)",
+    }),
   })
   .meta({ id: "ReceiptLeftover" });
 const Usage = z
@@ -47,6 +51,10 @@ export const ReceiptView = z
     removed: z.array(Entry),
     left: z.array(Leftover),
     checkError: z.string().optional().meta({ description: "why the last look could not finish" }),
+    failed: z
+      .string()
+      .optional()
+      .meta({ description: "set when the teardown run failed: why; `left` is what it did not get to" }),
     usage: Usage,
   })
   .meta({ id: "Receipt" });
