@@ -10,7 +10,8 @@ export function fetchReceipt(client: ApiClient, name: string): Promise<{ receipt
 }
 
 function usageLine(u: ReceiptView["usage"]): string {
-  const hours = `${u.hostHours.toFixed(2)} host-hours on ${u.hosts} host${u.hosts === 1 ? "" : "s"}`;
+  const earlier = u.earlier ? ` (${u.earlier.hosts} removed earlier: ${u.earlier.hostHours.toFixed(2)})` : "";
+  const hours = `${u.hostHours.toFixed(2)} host-hours on ${u.hosts} host${u.hosts === 1 ? "" : "s"}${earlier}`;
   const cost = u.costUsd === undefined ? "cost unknown" : `$${u.costUsd.toFixed(2)}`;
   return `${hours} · ${cost} (${clean(u.basis)})`;
 }

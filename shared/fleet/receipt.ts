@@ -1,4 +1,3 @@
-import { resolveInstanceType } from "../providers/aws-launch.ts";
 import { onDemandPricePerHour } from "../providers/aws-pricing.ts";
 import type { DeprovisionResult, Leftover } from "../providers/types.ts";
 import { assertActor, useActor } from "../runtime/actor.ts";
@@ -9,6 +8,7 @@ import { log } from "../runtime/logger.ts";
 import type { HostItem, ReceiptItem } from "../store/entities.ts";
 import type { Workshop } from "../workshop/schema.ts";
 import { recordEvent } from "./events.ts";
+import { forgetHostLives, type HostLife, hostLives, instanceTypeOf } from "./host-lives.ts";
 
 /**
  * The teardown receipt: when a teardown ends, labfleet looks for anything it made for the workshop that is still
@@ -43,9 +43,15 @@ export interface ReceiptLeftover extends Leftover {
 }
 
 export interface ReceiptUsage {
+  /** Every host the workshop had since its last teardown: those still there, and those removed earlier. */
   hosts: number;
-  /** Sum over the workshop's hosts of the time from their creation to the teardown, in hours (2 decimals). */
+  /**
+   * Sum over those hosts of their lives in hours (2 decimals): from creation to the teardown, or to their
+   * removal for a host removed earlier (scale-down, a lower count, a machine replaced).
+   */
   hostHours: number;
+  /** The hosts removed before the teardown, included in `hosts` and `hostHours`. */
+  earlier?: { hosts: number; hostHours: number };
   instanceType?: string;
   /** USD per host-hour on demand, when labfleet knows it (shared/providers/aws-pricing.ts). */
   pricePerHour?: number;
@@ -70,29 +76,67 @@ export interface Receipt {
   usage: ReceiptUsage;
 }
 
-/** The hosts' usage from their records (taken before the teardown deletes them). */
-export function usageOf(spec: Workshop, hosts: Pick<HostItem, "createdAt">[], end: Date): ReceiptUsage {
-  const ms = hosts.reduce((sum, h) => sum + Math.max(0, end.getTime() - Date.parse(h.createdAt)), 0);
-  const hostHours = Math.round((ms / 3_600_000) * 100) / 100;
-  const base = { hosts: hosts.length, hostHours };
+const hoursOf = (ms: number) => Math.round((ms / 3_600_000) * 100) / 100;
+
+/**
+ * The hosts' usage: the hosts still there (their records, taken before the teardown deletes them) from their
+ * creation to the teardown, and the hosts removed earlier (`earlier`, shared/fleet/host-lives.ts) from their
+ * creation to their removal. The cost is at the on-demand price of each life's instance type.
+ */
+export function usageOf(
+  spec: Workshop,
+  hosts: (Pick<HostItem, "createdAt"> & { state?: HostItem["state"] })[],
+  end: Date,
+  earlier: Pick<HostLife, "createdAt" | "removedAt" | "instanceType">[] = [],
+): ReceiptUsage {
+  const current = hosts.filter((h) => h.state !== "torn_down");
+  const type = instanceTypeOf(spec);
+  const lives = [
+    ...current.map((h) => ({ ms: end.getTime() - Date.parse(h.createdAt), instanceType: type })),
+    ...earlier.map((l) => ({
+      ms: Date.parse(l.removedAt) - Date.parse(l.createdAt),
+      instanceType: l.instanceType ?? type,
+    })),
+  ].map((l) => ({ ...l, ms: Math.max(0, l.ms) }));
+  const hostHours = hoursOf(lives.reduce((sum, l) => sum + l.ms, 0));
+  const earlierMs = lives.slice(current.length).reduce((sum, l) => sum + l.ms, 0);
+  const base = {
+    hosts: lives.length,
+    hostHours,
+    ...(earlier.length ? { earlier: { hosts: earlier.length, hostHours: hoursOf(earlierMs) } } : {}),
+  };
+  const also = earlier.length
+    ? `; includes ${earlier.length} host${earlier.length === 1 ? "" : "s"} removed before the teardown`
+    : "";
   const p = spec.provider;
-  if (p.type === "local") return { ...base, costUsd: 0, basis: "local hosts cost nothing" };
+  if (p.type === "local") return { ...base, costUsd: 0, basis: `local hosts cost nothing${also}` };
   if (p.type !== "aws")
-    return { ...base, costUsd: 0, basis: "bring-your-own hosts: labfleet bills nothing for them" };
-  const instanceType = resolveInstanceType(p);
-  const price = instanceType === undefined ? undefined : onDemandPricePerHour(p.region, instanceType);
-  if (price === undefined)
+    return { ...base, costUsd: 0, basis: `bring-your-own hosts: labfleet bills nothing for them${also}` };
+  const types = [...new Set(lives.map((l) => l.instanceType ?? "this instance type"))];
+  const unknown = types.filter((t) => onDemandPricePerHour(p.region, t) === undefined);
+  const instanceType = types.length ? types.join(", ") : type;
+  if (unknown.length > 0 || types.length === 0) {
+    const which = unknown.length ? unknown.join(", ") : (type ?? "this instance type");
     return {
       ...base,
       ...(instanceType ? { instanceType } : {}),
-      basis: `cost unknown: no built-in on-demand price for ${instanceType ?? "this instance type"} in ${p.region ?? "this region"}`,
+      basis: `cost unknown: no built-in on-demand price for ${which} in ${p.region ?? "this region"}${also}`,
     };
+  }
+  const cost = lives.reduce(
+    (sum, l) => sum + (l.ms / 3_600_000) * (onDemandPricePerHour(p.region, l.instanceType as string) ?? 0),
+    0,
+  );
+  const price = types.length === 1 ? onDemandPricePerHour(p.region, types[0] as string) : undefined;
   return {
     ...base,
-    instanceType,
-    pricePerHour: price,
-    costUsd: Math.round(hostHours * price * 100) / 100,
-    basis: `${instanceType} at $${price.toFixed(4)}/h on demand in ${p.region} (list price, Linux; check the bill)`,
+    ...(instanceType ? { instanceType } : {}),
+    ...(price !== undefined ? { pricePerHour: price } : {}),
+    costUsd: Math.round(cost * 100) / 100,
+    basis:
+      price !== undefined
+        ? `${instanceType} at $${price.toFixed(4)}/h on demand in ${p.region} (list price, Linux; check the bill)${also}`
+        : `${instanceType}, each at its on-demand price in ${p.region} (list prices, Linux; check the bill)${also}`,
   };
 }
 
@@ -191,6 +235,7 @@ export async function takeReceipt(
   const found = await findLeftovers(spec);
   const region = regionOf(spec);
   const remedy = remedies(spec, hosts, failed);
+  const earlier = await hostLives(spec.name);
   const receipt: Receipt = {
     workshop: spec.name,
     runId,
@@ -202,7 +247,7 @@ export async function takeReceipt(
     left: found.left.map((l) => ({ ...remedy(l), foundBy: "teardown" as const, foundAt: endedAt })),
     ...(found.error ? { checkError: found.error } : {}),
     ...(failed !== undefined ? { failed: failed.slice(0, 2000) } : {}),
-    usage: usageOf(spec, hosts, end),
+    usage: usageOf(spec, hosts, end, earlier),
   };
   try {
     await store.receipt.put(receipt).go();
@@ -210,6 +255,12 @@ export async function takeReceipt(
     log.error("the teardown receipt was not stored", { workshop: spec.name, error: errorMessage(err) });
     return undefined;
   }
+  // Counted here: the workshop's next teardown starts from its own hosts. A failed teardown's receipt keeps
+  // them for the teardown that follows it.
+  if (failed === undefined)
+    await forgetHostLives(spec.name, earlier).catch((err) =>
+      log.warn("counted host lives were not forgotten", { workshop: spec.name, error: errorMessage(err) }),
+    );
   if (found.error)
     log.warn("the teardown's leftover check did not finish", { workshop: spec.name, error: found.error });
   await recordEvent({

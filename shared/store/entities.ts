@@ -695,9 +695,38 @@ function entities(client: DynamoDBDocumentClient, table: string) {
     config,
   );
 
+  /**
+   * A host's life that ended before its workshop's teardown: removed (a scale-down, a lower count) or its
+   * machine replaced (a retry that found it gone). The teardown receipt counts its hours with the hosts still
+   * there, then forgets it (shared/fleet/host-lives.ts).
+   */
+  const hostLife = new Entity(
+    {
+      model: { entity: "hostLife", version: "1", service },
+      attributes: {
+        workshop: { type: "string", required: true },
+        hostId: { type: "string", required: true },
+        providerId: { type: "string" },
+        /** EC2's instance type (aws only), for the on-demand price. */
+        instanceType: { type: "string" },
+        createdAt: { type: "string", required: true },
+        removedAt: { type: "string", required: true },
+        why: { type: ["removed", "replaced"] as const, required: true },
+      },
+      indexes: {
+        byWorkshop: {
+          pk: { field: "pk", composite: ["workshop"] },
+          sk: { field: "sk", composite: ["removedAt", "hostId"] },
+        },
+      },
+    },
+    config,
+  );
+
   return {
     workshop,
     host,
+    hostLife,
     labTiming,
     run,
     schedule,
@@ -745,6 +774,7 @@ export type ApiTokenItem = EntityItem<Entities["apiToken"]>;
 export type DeviceLoginItem = EntityItem<Entities["deviceLogin"]>;
 export type EventItem = EntityItem<Entities["event"]>;
 export type ReceiptItem = EntityItem<Entities["receipt"]>;
+export type HostLifeItem = EntityItem<Entities["hostLife"]>;
 export type HostKeyItem = EntityItem<Entities["hostKey"]>;
 export type LabTimingItem = EntityItem<Entities["labTiming"]>;
 export type HostState = (typeof HOST_STATES)[number];

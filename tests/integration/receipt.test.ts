@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, readlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runCli, runCliOnTty } from "../harness/cli.ts";
-import { removeDir, tempDir, testRuntime, waitFor, workshopYaml } from "../harness/runtime.ts";
+import { movableClock, removeDir, tempDir, testRuntime, waitFor, workshopYaml } from "../harness/runtime.ts";
 
 /**
  * The teardown receipt on the local runtime, through the real CLI: what a teardown removed, a host folder and a
@@ -18,10 +18,11 @@ let rt: Runtime;
 let work: string;
 let env: Record<string, string>;
 const strays: ChildProcess[] = [];
+const clock = movableClock();
 
 beforeAll(async () => {
   work = tempDir("labfleet-receipt-");
-  rt = await testRuntime();
+  rt = await testRuntime({ clock });
   env = { LABFLEET_URL: rt.url, LABFLEET_TOKEN: rt.token };
 }, 60_000);
 afterAll(async () => {
@@ -95,6 +96,37 @@ describe("a clean local teardown", { timeout: 120_000 }, () => {
     expect(cli.code).not.toBe(0);
     expect(cli.stderr).toContain(`workshop ${W} has no teardown receipt: it was never torn down`);
     await runCli(["down", W, "--yes"], { env });
+  });
+});
+
+describe("hosts removed before the teardown", { timeout: 120_000 }, () => {
+  it("count on the receipt from their creation to their removal, and the receipt says so", async () => {
+    const W = "receipt-earlier";
+    await upLocal(W, 3);
+    const scaled = await runCli(["down", W, "--unclaimed", "1"], { env });
+    expect(scaled.code, scaled.stderr).toBe(0);
+    expect(scaled.stdout).toContain("removed 1 lab: student-03");
+    // Two hours on: the two hosts still there used them, the one scaled down did not.
+    clock.advance(2 * 3_600_000);
+    const down = await runCli(["down", W, "--yes"], { env });
+    expect(down.code, down.stdout).toBe(0);
+    const { usage } = (await api(`/${W}/receipt`)).body.receipt;
+    expect(usage.hosts).toBe(3);
+    expect(usage.earlier.hosts).toBe(1);
+    expect(usage.earlier.hostHours).toBeLessThan(0.1);
+    expect(usage.hostHours).toBeGreaterThanOrEqual(4);
+    expect(usage.hostHours).toBeLessThan(4.2);
+    expect(usage.basis).toBe("local hosts cost nothing; includes 1 host removed before the teardown");
+    expect(down.stdout).toMatch(
+      /used: 4\.\d\d host-hours on 3 hosts \(1 removed earlier: 0\.\d\d\) · \$0\.00/,
+    );
+
+    // The next teardown of the workshop counts its own hosts only.
+    await upLocal(W, 1);
+    expect((await runCli(["down", W, "--yes"], { env })).code).toBe(0);
+    const next = (await api(`/${W}/receipt`)).body.receipt.usage;
+    expect(next.hosts).toBe(1);
+    expect(next.earlier).toBeUndefined();
   });
 });
 

@@ -33,7 +33,14 @@ const Leftover = z
 const Usage = z
   .object({
     hosts: z.number().int(),
-    hostHours: z.number().meta({ description: "the hosts' hours from their creation to the teardown" }),
+    hostHours: z.number().meta({
+      description:
+        "every host's hours since the last teardown: from its creation to the teardown, or to its removal for a host removed earlier",
+    }),
+    earlier: z
+      .object({ hosts: z.number().int(), hostHours: z.number() })
+      .optional()
+      .meta({ description: "the hosts removed before the teardown (scale-down, replaced), included above" }),
     instanceType: z.string().optional(),
     pricePerHour: z.number().optional().meta({ description: "USD per host-hour on demand" }),
     costUsd: z.number().optional().meta({ description: "absent when labfleet knows no price for the type" }),

@@ -28,7 +28,11 @@ export function ReceiptSection(props: { receipt: Receipt }) {
       <p>
         Teardown {r.failed !== undefined ? "stopped" : "ended"} {when(r.endedAt)}
         {r.region ? ` in ${r.region}` : ""}. Used: {u.hostHours.toFixed(2)} host-hours on {u.hosts} host
-        {u.hosts === 1 ? "" : "s"}, <strong>{cost}</strong> <span class="hint">({u.basis})</span>.
+        {u.hosts === 1 ? "" : "s"}
+        {u.earlier
+          ? ` (${u.earlier.hosts} removed before the teardown: ${u.earlier.hostHours.toFixed(2)} host-hours)`
+          : ""}
+        , <strong>{cost}</strong> <span class="hint">({u.basis})</span>.
       </p>
       {r.checkError ? (
         <p class="error" role="alert">
