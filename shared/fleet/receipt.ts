@@ -9,6 +9,7 @@ import type { HostItem, ReceiptItem } from "../store/entities.ts";
 import type { Workshop } from "../workshop/schema.ts";
 import { recordEvent } from "./events.ts";
 import { forgetHostLives, type HostLife, hostLives, instanceTypeOf } from "./host-lives.ts";
+import { listHosts } from "./workshops.ts";
 
 /**
  * The teardown receipt: when a teardown ends, labfleet looks for anything it made for the workshop that is still
@@ -317,22 +318,25 @@ export async function findReceipt(workshop: string): Promise<Receipt | undefined
 const key = (l: Pick<Leftover, "kind" | "id">) => `${l.kind}\u0000${l.id}`;
 
 /**
- * The sweeper's look at torn-down workshops: for each receipt of a teardown that ended within RECHECK_HOURS, or
- * that still lists something left, looks for leftovers again. Newly found ones are added (foundBy `sweeper`)
+ * The sweeper's look at torn-down workshops (and at workshops whose last run is a teardown that failed): for
+ * each receipt of a teardown that ended within RECHECK_HOURS, or that still lists something left, looks for
+ * leftovers again. Newly found ones are added (foundBy `sweeper`)
  * with a `teardown.receipt` event; listed ones that are gone move to `removed`. Returns what it added.
  */
 export async function recheckReceipts(): Promise<{ workshop: string; left: Leftover[] }[]> {
   assertActor("system");
   const { store, clock } = useDeps();
   const now = clock.now();
+  // Torn down, or its last run a teardown that failed (that teardown's receipt lists what it left).
   const workshops = (await store.workshop.query.all({}).go({ pages: "all" })).data.filter(
-    (w) => w.state === "torn_down",
+    (w) => w.state === "torn_down" || w.state === "failed",
   );
   const reports: { workshop: string; left: Leftover[] }[] = [];
   for (const w of workshops) {
     const item = (await store.receipt.get({ workshop: w.name }).go()).data;
     if (!item) continue;
     const receipt = receiptOf(item);
+    if (w.state !== "torn_down" && (receipt.failed === undefined || w.lastRunId !== receipt.runId)) continue;
     const recent = now.getTime() - Date.parse(receipt.endedAt) < RECHECK_HOURS * 3_600_000;
     if (!recent && receipt.left.length === 0) continue;
     const found = await findLeftovers(w.spec as Workshop);
@@ -344,13 +348,14 @@ export async function recheckReceipts(): Promise<{ workshop: string; left: Lefto
       continue;
     }
     const at = isoNow(clock);
+    const remedy = remedies(w.spec as Workshop, await listHosts(w.name), receipt.failed);
     const listed = new Set(receipt.left.map(key));
     const still = new Set(found.left.map(key));
     const added = found.left.filter((l) => !listed.has(key(l)));
     const gone = receipt.left.filter((l) => !still.has(key(l)));
     const left: ReceiptLeftover[] = [
       ...receipt.left.filter((l) => still.has(key(l))),
-      ...added.map((l) => ({ ...l, foundBy: "sweeper" as const, foundAt: at })),
+      ...added.map((l) => ({ ...remedy(l), foundBy: "sweeper" as const, foundAt: at })),
     ];
     const removed: ReceiptEntry[] = [
       ...receipt.removed,

@@ -227,6 +227,20 @@ describe("a teardown that fails outright", { timeout: 180_000 }, () => {
       const again = await runCli(["receipt", W], { env });
       expect(again.code).toBe(1);
       expect(again.stdout).toContain("teardown FAILED");
+      // The sweeper looks again at a failed teardown's receipt: what was removed by hand since moves over.
+      const other = left.find((l) => l.hostId === "student-02");
+      execSync(other?.byHand);
+      await rt.tick();
+      const swept = (await api(`/${W}/receipt`)).body.receipt;
+      expect(swept.left.map((l: Json) => l.hostId)).not.toContain("student-02");
+      expect(swept.left.map((l: Json) => `${l.kind} ${l.hostId}`)).toContain("host-folder student-01");
+      expect(swept.removed).toEqual([
+        expect.objectContaining({
+          kind: "host-folder",
+          hostId: "student-02",
+          detail: expect.stringMatching(/seen by the sweeper/),
+        }),
+      ]);
     } finally {
       execSync(`chattr -i '${pinned}'`);
     }
