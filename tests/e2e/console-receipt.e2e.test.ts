@@ -89,8 +89,8 @@ describe("the teardown receipt in the console", () => {
     holdStop?.release();
     // The receipt appears without a reload, once the teardown has taken it.
     const receipt = p.locator("#live-receipt #receipt");
+    await receipt.getByText(/Used: \d+\.\d\d host-hours on 2 hosts, \$0\.00/).waitFor({ timeout: 30_000 });
     await receipt.getByRole("heading", { level: 2, name: "Teardown receipt" }).waitFor();
-    await receipt.getByText(/Used: \d+\.\d\d host-hours on 2 hosts, \$0\.00/).waitFor();
     await receipt.getByText("(local hosts cost nothing)").waitFor();
     const left = receipt.getByRole("table", { name: "Left (2)" });
     await left.getByRole("row", { name: new RegExp(`process ${stray?.pid} student-99`) }).waitFor();
