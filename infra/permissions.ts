@@ -499,6 +499,8 @@ export function policyDocument(statements: Statement[], refs: Refs): string {
 const GRANT_ENV: Partial<Record<GrantName, string[]>> = {
   hostsLaunch: [CLOUD_ENV.hostInstanceProfileArn],
   schedules: [CLOUD_ENV.scheduleGroup, CLOUD_ENV.schedulerRoleArn, CLOUD_ENV.scheduleTargetArn],
+  // The leftover check lists the stage's schedule group (names only: listing needs no other grant).
+  leftovers: [CLOUD_ENV.scheduleGroup, CLOUD_ENV.schedulerRoleArn, CLOUD_ENV.scheduleTargetArn],
   eventsPut: [CLOUD_ENV.eventBus],
   invokeChecks: [CLOUD_ENV.checksFunction],
 };

@@ -157,7 +157,7 @@ describe("a teardown that fails outright on the AWS double", { timeout: 480_000 
     expect(receipt.checkError).toMatch(/not authorized|AccessDenied|UnauthorizedOperation/i);
     const denied = cloud.account
       .actionPairs()
-      .filter((p) => p.principal === "FailTeardown" && p.action === "ec2:DescribeVolumes");
+      .filter((p) => p.principal === "FailTeardown" && p.action === "ec2:DescribeInstances");
     expect(denied[0]?.denied).toBeGreaterThan(0);
   });
 });
