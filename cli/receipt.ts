@@ -10,7 +10,8 @@ export function fetchReceipt(client: ApiClient, name: string): Promise<{ receipt
 }
 
 function usageLine(u: ReceiptView["usage"]): string {
-  const hours = `${u.hostHours.toFixed(2)} host-hours on ${u.hosts} host${u.hosts === 1 ? "" : "s"}`;
+  const earlier = u.earlier ? ` (${u.earlier.hosts} removed earlier: ${u.earlier.hostHours.toFixed(2)})` : "";
+  const hours = `${u.hostHours.toFixed(2)} host-hours on ${u.hosts} host${u.hosts === 1 ? "" : "s"}${earlier}`;
   const cost = u.costUsd === undefined ? "cost unknown" : `$${u.costUsd.toFixed(2)}`;
   return `${hours} · ${cost} (${clean(u.basis)})`;
 }
@@ -18,9 +19,12 @@ function usageLine(u: ReceiptView["usage"]): string {
 /** The receipt as text: the usage, what was removed, and each thing left with why and its command. */
 export function writeReceipt(r: ReceiptView, out: Output): void {
   const where = r.region ? ` in ${clean(r.region)}` : "";
-  out.write(
-    `receipt ${clean(r.workshop)} (${clean(r.provider)}${where}), teardown ended ${when(r.endedAt)}\n`,
-  );
+  const ended = r.failed === undefined ? "teardown ended" : paint(out, "failed", "teardown FAILED");
+  out.write(`receipt ${clean(r.workshop)} (${clean(r.provider)}${where}), ${ended} ${when(r.endedAt)}\n`);
+  if (r.failed !== undefined) {
+    out.write(`${block(r.failed)}\n`);
+    out.write(`run it again to remove what is left: labfleet down ${clean(r.workshop)} --yes\n`);
+  }
   out.write(`used: ${usageLine(r.usage)}\n`);
   if (r.removed.length) {
     out.write(`removed (${r.removed.length}):\n`);
@@ -49,15 +53,19 @@ export function writeReceipt(r: ReceiptView, out: Output): void {
     const by = l.foundBy === "sweeper" ? `, found by the sweeper at ${when(l.foundAt)}` : "";
     out.write(`  ${clean(l.kind)} ${clean(l.id)}${host}: ${clean(l.why)}${by}\n`);
     out.write(`    remove it: ${clean(l.command)}\n`);
+    if (l.byHand) out.write(`    or by hand: ${clean(l.byHand)}\n`);
   }
 }
 
-/** `labfleet receipt NAME`: exit 0 when nothing is left, 1 when something is (or the check did not finish). */
+/**
+ * `labfleet receipt NAME`: exit 0 when nothing is left, 1 when something is (or the check did not finish, or
+ * the teardown failed).
+ */
 export async function cmdReceipt(name: string, json: boolean, out: Output): Promise<number> {
   const { receipt } = await fetchReceipt(new ApiClient(resolveTarget()), name);
   if (json) out.write(jsonText({ receipt }));
   else writeReceipt(receipt, out);
-  return receipt.left.length === 0 && !receipt.checkError ? 0 : 1;
+  return receipt.left.length === 0 && !receipt.checkError && receipt.failed === undefined ? 0 : 1;
 }
 
 /**

@@ -9,6 +9,7 @@ import { handler as deployHost } from "./deploy-host.ts";
 import { handler as deprovision } from "./deprovision.ts";
 import { handler as failRollout } from "./fail-rollout.ts";
 import { handler as failRun } from "./fail-run.ts";
+import { handler as failTeardown } from "./fail-teardown.ts";
 import { handler as failUnfinished } from "./fail-unfinished.ts";
 import { handler as finishRollout } from "./finish-rollout.ts";
 import { handler as finishTeardown } from "./finish-teardown.ts";
@@ -62,6 +63,8 @@ export const RecordRolloutHostFailure = cloud(recordRolloutHostFailure);
 export const PollRollout = cloud(pollRollout);
 export const FinishRollout = cloud(finishRollout);
 export const FailRollout = cloud(failRollout);
+/** The teardown's failure path: fail the run, with a receipt of what is left. */
+export const FailTeardown = cloud(failTeardown);
 /** Fails a run whose execution ended (failed, timed out, aborted) without recording it: the EventBridge rule's target. */
 export const ReconcileRun = cloud(reconcileRun);
 /** Runs a lab's checks on its host for the portal's "Check my work" (the portal invokes it by name). */

@@ -500,6 +500,8 @@ export function policyDocument(statements: Statement[], refs: Refs): string {
 const GRANT_ENV: Partial<Record<GrantName, string[]>> = {
   hostsLaunch: [CLOUD_ENV.hostInstanceProfileArn],
   schedules: [CLOUD_ENV.scheduleGroup, CLOUD_ENV.schedulerRoleArn, CLOUD_ENV.scheduleTargetArn],
+  // The leftover check lists the stage's schedule group (names only: listing needs no other grant).
+  leftovers: [CLOUD_ENV.scheduleGroup, CLOUD_ENV.schedulerRoleArn, CLOUD_ENV.scheduleTargetArn],
   eventsPut: [CLOUD_ENV.eventBus],
   invokeChecks: [CLOUD_ENV.checksFunction],
 };
@@ -730,6 +732,17 @@ export const FUNCTIONS = {
       "securityGroups",
     ],
     secrets: reachesHosts.secrets as LinkedSecretName[],
+  },
+  FailTeardown: {
+    handler: "functions/lambda.FailTeardown",
+    source: "functions/fail-teardown.ts",
+    description:
+      "labfleet teardown: fail the run with the step's error, take a receipt of what is left and how to remove it",
+    timeout: "1 minute",
+    memory: "512 MB",
+    // The receipt's leftover check (EC2 by the ownership tags, the TTL schedule, the secrets parameter).
+    grants: ["table", "secretParameters", "workflowsHistory", "leftovers"],
+    secrets: ["AccessKey"],
   },
   ReconcileRun: {
     handler: "functions/lambda.ReconcileRun",

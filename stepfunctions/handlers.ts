@@ -4,6 +4,7 @@ import { handler as DeployHost } from "../functions/deploy-host.ts";
 import { handler as Deprovision } from "../functions/deprovision.ts";
 import { handler as FailRollout } from "../functions/fail-rollout.ts";
 import { handler as FailRun } from "../functions/fail-run.ts";
+import { handler as FailTeardown } from "../functions/fail-teardown.ts";
 import { handler as FailUnfinished } from "../functions/fail-unfinished.ts";
 import { handler as FinishRollout } from "../functions/finish-rollout.ts";
 import { handler as FinishTeardown } from "../functions/finish-teardown.ts";
@@ -38,6 +39,7 @@ export const taskFunctions = {
   PollRollout,
   FinishRollout,
   FailRollout,
+  FailTeardown,
 } satisfies Record<string, (event: unknown) => Promise<unknown>>;
 
 export const functionFiles: Record<keyof typeof taskFunctions, string> = {
@@ -58,4 +60,5 @@ export const functionFiles: Record<keyof typeof taskFunctions, string> = {
   PollRollout: "functions/poll-rollout.handler",
   FinishRollout: "functions/finish-rollout.handler",
   FailRollout: "functions/fail-rollout.handler",
+  FailTeardown: "functions/fail-teardown.handler",
 };

@@ -1,4 +1,3 @@
-import { resolveInstanceType } from "../providers/aws-launch.ts";
 import { onDemandPricePerHour } from "../providers/aws-pricing.ts";
 import type { DeprovisionResult, Leftover } from "../providers/types.ts";
 import { assertActor, useActor } from "../runtime/actor.ts";
@@ -9,6 +8,8 @@ import { log } from "../runtime/logger.ts";
 import type { HostItem, ReceiptItem } from "../store/entities.ts";
 import type { Workshop } from "../workshop/schema.ts";
 import { recordEvent } from "./events.ts";
+import { forgetHostLives, type HostLife, hostLives, instanceTypeOf } from "./host-lives.ts";
+import { listHosts } from "./workshops.ts";
 
 /**
  * The teardown receipt: when a teardown ends, labfleet looks for anything it made for the workshop that is still
@@ -35,12 +36,23 @@ export interface ReceiptLeftover extends Leftover {
   /** Who found it: the teardown's own check, or a later sweeper pass. */
   foundBy: "teardown" | "sweeper";
   foundAt: string;
+  /**
+   * The provider's own command that removes it by hand, when `command` is `labfleet down NAME --yes` (the
+   * teardown failed, and running it again removes everything labfleet still knows of).
+   */
+  byHand?: string;
 }
 
 export interface ReceiptUsage {
+  /** Every host the workshop had since its last teardown: those still there, and those removed earlier. */
   hosts: number;
-  /** Sum over the workshop's hosts of the time from their creation to the teardown, in hours (2 decimals). */
+  /**
+   * Sum over those hosts of their lives in hours (2 decimals): from creation to the teardown, or to their
+   * removal for a host removed earlier (scale-down, a lower count, a machine replaced).
+   */
   hostHours: number;
+  /** The hosts removed before the teardown, included in `hosts` and `hostHours`. */
+  earlier?: { hosts: number; hostHours: number };
   instanceType?: string;
   /** USD per host-hour on demand, when labfleet knows it (shared/providers/aws-pricing.ts). */
   pricePerHour?: number;
@@ -60,32 +72,72 @@ export interface Receipt {
   removed: ReceiptEntry[];
   left: ReceiptLeftover[];
   checkError?: string;
+  /** Set when the teardown run failed (a step threw): why. What is left is what it did not get to. */
+  failed?: string;
   usage: ReceiptUsage;
 }
 
-/** The hosts' usage from their records (taken before the teardown deletes them). */
-export function usageOf(spec: Workshop, hosts: Pick<HostItem, "createdAt">[], end: Date): ReceiptUsage {
-  const ms = hosts.reduce((sum, h) => sum + Math.max(0, end.getTime() - Date.parse(h.createdAt)), 0);
-  const hostHours = Math.round((ms / 3_600_000) * 100) / 100;
-  const base = { hosts: hosts.length, hostHours };
+const hoursOf = (ms: number) => Math.round((ms / 3_600_000) * 100) / 100;
+
+/**
+ * The hosts' usage: the hosts still there (their records, taken before the teardown deletes them) from their
+ * creation to the teardown, and the hosts removed earlier (`earlier`, shared/fleet/host-lives.ts) from their
+ * creation to their removal. The cost is at the on-demand price of each life's instance type.
+ */
+export function usageOf(
+  spec: Workshop,
+  hosts: (Pick<HostItem, "createdAt"> & { state?: HostItem["state"] })[],
+  end: Date,
+  earlier: Pick<HostLife, "createdAt" | "removedAt" | "instanceType">[] = [],
+): ReceiptUsage {
+  const current = hosts.filter((h) => h.state !== "torn_down");
+  const type = instanceTypeOf(spec);
+  const lives = [
+    ...current.map((h) => ({ ms: end.getTime() - Date.parse(h.createdAt), instanceType: type })),
+    ...earlier.map((l) => ({
+      ms: Date.parse(l.removedAt) - Date.parse(l.createdAt),
+      instanceType: l.instanceType ?? type,
+    })),
+  ].map((l) => ({ ...l, ms: Math.max(0, l.ms) }));
+  const hostHours = hoursOf(lives.reduce((sum, l) => sum + l.ms, 0));
+  const earlierMs = lives.slice(current.length).reduce((sum, l) => sum + l.ms, 0);
+  const base = {
+    hosts: lives.length,
+    hostHours,
+    ...(earlier.length ? { earlier: { hosts: earlier.length, hostHours: hoursOf(earlierMs) } } : {}),
+  };
+  const also = earlier.length
+    ? `; includes ${earlier.length} host${earlier.length === 1 ? "" : "s"} removed before the teardown`
+    : "";
   const p = spec.provider;
-  if (p.type === "local") return { ...base, costUsd: 0, basis: "local hosts cost nothing" };
+  if (p.type === "local") return { ...base, costUsd: 0, basis: `local hosts cost nothing${also}` };
   if (p.type !== "aws")
-    return { ...base, costUsd: 0, basis: "bring-your-own hosts: labfleet bills nothing for them" };
-  const instanceType = resolveInstanceType(p);
-  const price = instanceType === undefined ? undefined : onDemandPricePerHour(p.region, instanceType);
-  if (price === undefined)
+    return { ...base, costUsd: 0, basis: `bring-your-own hosts: labfleet bills nothing for them${also}` };
+  const types = [...new Set(lives.map((l) => l.instanceType ?? "this instance type"))];
+  const unknown = types.filter((t) => onDemandPricePerHour(p.region, t) === undefined);
+  const instanceType = types.length ? types.join(", ") : type;
+  if (unknown.length > 0 || types.length === 0) {
+    const which = unknown.length ? unknown.join(", ") : (type ?? "this instance type");
     return {
       ...base,
       ...(instanceType ? { instanceType } : {}),
-      basis: `cost unknown: no built-in on-demand price for ${instanceType ?? "this instance type"} in ${p.region ?? "this region"}`,
+      basis: `cost unknown: no built-in on-demand price for ${which} in ${p.region ?? "this region"}${also}`,
     };
+  }
+  const cost = lives.reduce(
+    (sum, l) => sum + (l.ms / 3_600_000) * (onDemandPricePerHour(p.region, l.instanceType as string) ?? 0),
+    0,
+  );
+  const price = types.length === 1 ? onDemandPricePerHour(p.region, types[0] as string) : undefined;
   return {
     ...base,
-    instanceType,
-    pricePerHour: price,
-    costUsd: Math.round(hostHours * price * 100) / 100,
-    basis: `${instanceType} at $${price.toFixed(4)}/h on demand in ${p.region} (list price, Linux; check the bill)`,
+    ...(instanceType ? { instanceType } : {}),
+    ...(price !== undefined ? { pricePerHour: price } : {}),
+    costUsd: Math.round(cost * 100) / 100,
+    basis:
+      price !== undefined
+        ? `${instanceType} at $${price.toFixed(4)}/h on demand in ${p.region} (list price, Linux; check the bill)${also}`
+        : `${instanceType}, each at its on-demand price in ${p.region} (list prices, Linux; check the bill)${also}`,
   };
 }
 
@@ -135,6 +187,26 @@ export async function findLeftovers(spec: Workshop): Promise<{ left: Leftover[];
   return errors.length ? { left, error: errors.join("; ") } : { left };
 }
 
+/**
+ * After a failed teardown, what `labfleet down NAME --yes` removes when run again (anything of a host the
+ * workshop still has a record of, and what belongs to no host: the TTL schedule, the secrets parameter, the
+ * security group) gets that as its command, with the provider's own command kept as `byHand`. Something of a
+ * host labfleet does not know keeps its own command: no teardown would touch it.
+ */
+function remedies(
+  spec: Workshop,
+  hosts: Pick<HostItem, "hostId" | "state">[],
+  failed: string | undefined,
+): (l: Leftover) => Leftover & { byHand?: string } {
+  if (failed === undefined) return (l) => l;
+  const known = new Set(hosts.filter((h) => h.state !== "torn_down").map((h) => h.hostId));
+  const again = `labfleet down ${spec.name} --yes`;
+  return (l) =>
+    l.hostId === undefined || known.has(l.hostId)
+      ? { ...l, why: `${l.why} (the teardown failed before removing it)`, command: again, byHand: l.command }
+      : l;
+}
+
 function actorName(): string {
   const actor = useActor();
   return actor.type === "public" ? "labfleet" : actor.id;
@@ -146,7 +218,9 @@ function regionOf(spec: Workshop): string | undefined {
 
 /**
  * Takes and stores the receipt of a teardown that just ended, then records `teardown.receipt`. Never throws: a
- * failed check is written into the receipt (checkError), a failed write is logged.
+ * failed check is written into the receipt (checkError), a failed write is logged. `failed` is the reason of
+ * a teardown run that failed outright (FailTeardown): the receipt then says so, and what is left comes with
+ * `labfleet down NAME --yes` as its command where that removes it.
  */
 export async function takeReceipt(
   spec: Workshop,
@@ -154,12 +228,15 @@ export async function takeReceipt(
   hosts: HostItem[],
   results: DeprovisionResult[],
   extraRemoved: ReceiptEntry[],
+  failed?: string,
 ): Promise<Receipt | undefined> {
   const { store, clock } = useDeps();
   const end = clock.now();
   const endedAt = isoNow(clock);
   const found = await findLeftovers(spec);
   const region = regionOf(spec);
+  const remedy = remedies(spec, hosts, failed);
+  const earlier = await hostLives(spec.name);
   const receipt: Receipt = {
     workshop: spec.name,
     runId,
@@ -168,9 +245,10 @@ export async function takeReceipt(
     endedAt,
     checkedAt: isoNow(clock),
     removed: [...removedBy(spec, hosts, results), ...extraRemoved],
-    left: found.left.map((l) => ({ ...l, foundBy: "teardown" as const, foundAt: endedAt })),
+    left: found.left.map((l) => ({ ...remedy(l), foundBy: "teardown" as const, foundAt: endedAt })),
     ...(found.error ? { checkError: found.error } : {}),
-    usage: usageOf(spec, hosts, end),
+    ...(failed !== undefined ? { failed: failed.slice(0, 2000) } : {}),
+    usage: usageOf(spec, hosts, end, earlier),
   };
   try {
     await store.receipt.put(receipt).go();
@@ -178,6 +256,12 @@ export async function takeReceipt(
     log.error("the teardown receipt was not stored", { workshop: spec.name, error: errorMessage(err) });
     return undefined;
   }
+  // Counted here: the workshop's next teardown starts from its own hosts. A failed teardown's receipt keeps
+  // them for the teardown that follows it.
+  if (failed === undefined)
+    await forgetHostLives(spec.name, earlier).catch((err) =>
+      log.warn("counted host lives were not forgotten", { workshop: spec.name, error: errorMessage(err) }),
+    );
   if (found.error)
     log.warn("the teardown's leftover check did not finish", { workshop: spec.name, error: found.error });
   await recordEvent({
@@ -186,6 +270,7 @@ export async function takeReceipt(
     runId,
     detail: {
       by: actorName(),
+      ...(failed !== undefined ? { failed: true } : {}),
       removed: receipt.removed.length,
       left: receipt.left.map((l) => `${l.kind} ${l.id}`),
       hostHours: receipt.usage.hostHours,
@@ -206,6 +291,7 @@ function receiptOf(item: ReceiptItem): Receipt {
     removed: item.removed as ReceiptEntry[],
     left: item.left as ReceiptLeftover[],
     ...(item.checkError ? { checkError: item.checkError } : {}),
+    ...(item.failed !== undefined ? { failed: item.failed } : {}),
     usage: item.usage as ReceiptUsage,
   };
 }
@@ -232,22 +318,25 @@ export async function findReceipt(workshop: string): Promise<Receipt | undefined
 const key = (l: Pick<Leftover, "kind" | "id">) => `${l.kind}\u0000${l.id}`;
 
 /**
- * The sweeper's look at torn-down workshops: for each receipt of a teardown that ended within RECHECK_HOURS, or
- * that still lists something left, looks for leftovers again. Newly found ones are added (foundBy `sweeper`)
+ * The sweeper's look at torn-down workshops (and at workshops whose last run is a teardown that failed): for
+ * each receipt of a teardown that ended within RECHECK_HOURS, or that still lists something left, looks for
+ * leftovers again. Newly found ones are added (foundBy `sweeper`)
  * with a `teardown.receipt` event; listed ones that are gone move to `removed`. Returns what it added.
  */
 export async function recheckReceipts(): Promise<{ workshop: string; left: Leftover[] }[]> {
   assertActor("system");
   const { store, clock } = useDeps();
   const now = clock.now();
+  // Torn down, or its last run a teardown that failed (that teardown's receipt lists what it left).
   const workshops = (await store.workshop.query.all({}).go({ pages: "all" })).data.filter(
-    (w) => w.state === "torn_down",
+    (w) => w.state === "torn_down" || w.state === "failed",
   );
   const reports: { workshop: string; left: Leftover[] }[] = [];
   for (const w of workshops) {
     const item = (await store.receipt.get({ workshop: w.name }).go()).data;
     if (!item) continue;
     const receipt = receiptOf(item);
+    if (w.state !== "torn_down" && (receipt.failed === undefined || w.lastRunId !== receipt.runId)) continue;
     const recent = now.getTime() - Date.parse(receipt.endedAt) < RECHECK_HOURS * 3_600_000;
     if (!recent && receipt.left.length === 0) continue;
     const found = await findLeftovers(w.spec as Workshop);
@@ -259,13 +348,14 @@ export async function recheckReceipts(): Promise<{ workshop: string; left: Lefto
       continue;
     }
     const at = isoNow(clock);
+    const remedy = remedies(w.spec as Workshop, await listHosts(w.name), receipt.failed);
     const listed = new Set(receipt.left.map(key));
     const still = new Set(found.left.map(key));
     const added = found.left.filter((l) => !listed.has(key(l)));
     const gone = receipt.left.filter((l) => !still.has(key(l)));
     const left: ReceiptLeftover[] = [
       ...receipt.left.filter((l) => still.has(key(l))),
-      ...added.map((l) => ({ ...l, foundBy: "sweeper" as const, foundAt: at })),
+      ...added.map((l) => ({ ...remedy(l), foundBy: "sweeper" as const, foundAt: at })),
     ];
     const removed: ReceiptEntry[] = [
       ...receipt.removed,

@@ -20,8 +20,9 @@ import { runDueSchedules } from "./schedules.ts";
  * 3. the in-use health pass (shared/fleet/health.ts): every ready lab whose check is due runs `lab.health`.
  * 4. every workshop's waiting line is served (shared/portal/queue.ts), the fallback for a lab freed where no
  *    serving pass followed.
- * 5. torn-down workshops are looked at again (recheckReceipts, shared/fleet/receipt.ts): anything found left
- *    is added to the workshop's teardown receipt with a `teardown.receipt` event.
+ * 5. torn-down workshops, and those whose last teardown failed, are looked at again (recheckReceipts,
+ *    shared/fleet/receipt.ts): anything found left is added to the workshop's teardown receipt, with why and
+ *    the command that removes it, and a `teardown.receipt` event; what is gone moves to its removed list.
  * A failing step or item is logged and reported in the summary; it never stops the rest of the pass.
  */
 

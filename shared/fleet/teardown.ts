@@ -15,6 +15,7 @@ import { type ReceiptEntry, takeReceipt } from "./receipt.ts";
 import { recordTransitions, releaseWorkshop } from "./runs.ts";
 import { cancelSchedules } from "./schedules.ts";
 import { removeSecretParameter } from "./secrets.ts";
+import { failRun } from "./up.ts";
 import { getWorkshop, listHosts } from "./workshops.ts";
 
 /**
@@ -128,4 +129,24 @@ export async function finishTeardown(
   await recordEvent({ workshop, type: "run.finished", runId, detail: { kind: "teardown", state } });
   if (errors.length === 0) await recordEvent({ workshop, type: "workshop.torn_down", runId });
   return { state };
+}
+
+/**
+ * The teardown workflow's failure path (a step threw past its retries): the hosts' records stay as they are,
+ * labfleet looks for what is left and stores a receipt that says the teardown failed, why, and what removes
+ * each thing left (`labfleet down NAME --yes` again, or the provider's own command), then fails the run. The
+ * receipt is there before the run reads as ended, as after a teardown that ends.
+ */
+export async function failTeardown(workshop: string, runId: string, error: string): Promise<void> {
+  const spec = (await getWorkshop(workshop)).spec as Workshop;
+  const hosts = await listHosts(workshop);
+  const reason = `the teardown failed: ${error}`;
+  await takeReceipt(spec, runId, hosts, [], [], reason);
+  await failRun(workshop, runId, error);
+  // Like a teardown that could not remove every host: failed, so the console offers Tear down again.
+  const { store, clock } = useDeps();
+  await store.workshop
+    .patch({ name: workshop })
+    .set({ state: "failed", updatedAt: isoNow(clock) })
+    .go();
 }

@@ -15,6 +15,7 @@ import { INLINE_MAP_MAX_CONCURRENCY } from "../workshop/limits.ts";
 import type { Workshop } from "../workshop/schema.ts";
 import { recordEvent } from "./events.ts";
 import { pinHostKeysThrough } from "./host-keys.ts";
+import { recordHostLife } from "./host-lives.ts";
 import { transportFor } from "./hosts.ts";
 import {
   HEALTH_GRACE_SECONDS,
@@ -169,6 +170,8 @@ export async function provisionHosts(workshop: string, runId: string): Promise<{
     const prev = existing.get(p.hostId);
     // A host that comes back at another address is another machine: nothing of the old lab is kept.
     const keep = prev && prev.state !== "torn_down" && (!prev.address || prev.address === p.address);
+    // The machine it replaces used hours too: the teardown receipt counts them (shared/fleet/host-lives.ts).
+    if (prev && !keep && prev.state !== "torn_down") await recordHostLife(spec, prev, "replaced");
     await store.host
       .put({
         workshop,
@@ -189,7 +192,8 @@ export async function provisionHosts(workshop: string, runId: string): Promise<{
         ...(keep && prev.readyAt ? { readyAt: prev.readyAt } : {}),
         ...(keep && prev.access ? { access: prev.access } : {}),
         attempt: keep ? (prev.attempt ?? 0) : 0,
-        createdAt: prev?.createdAt ?? now.toISOString(),
+        // When this machine's life began: a replaced or returning host starts a new one.
+        createdAt: keep ? prev.createdAt : now.toISOString(),
         updatedAt: now.toISOString(),
       })
       .go();
@@ -238,11 +242,15 @@ export async function removeHosts(spec: Workshop, provider: Provider, dropped: H
     }
   });
   const results = await deprovisionLabs(provider, spec, dropped);
+  const byId = new Map(dropped.map((h) => [h.hostId, h]));
   for (const r of results) {
     if (r.result === "error")
       await patchHost(spec.name, r.hostId, { error: `removing this host failed: ${r.detail ?? ""}` });
     else {
       const { store, clock } = useDeps();
+      const h = byId.get(r.hostId);
+      // Its hours count on the teardown receipt (shared/fleet/host-lives.ts).
+      if (h) await recordHostLife(spec, h, "removed");
       await store.host
         .patch({ workshop: spec.name, hostId: r.hostId })
         .set({ state: "torn_down", updatedAt: isoNow(clock) })

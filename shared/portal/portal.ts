@@ -477,7 +477,11 @@ export async function inviteRoster(
       ])
       .go();
     if (r.canceled) skipped.push({ email: row.email, reason: "claimed meanwhile; run invite again" });
-    else invites.push({ name: row.name, email: row.email.trim().toLowerCase(), lab, token });
+    else {
+      invites.push({ name: row.name, email: row.email.trim().toLowerCase(), lab, token });
+      // Who invited whom to which lab: the display name, never the email.
+      await recordEvent({ workshop, type: "lab.invited", hostId: lab, detail: { student: row.name } });
+    }
   }
   forgetStudentReads(workshop);
   return { invites, skipped };

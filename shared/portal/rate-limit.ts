@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { recordEvent } from "../fleet/events.ts";
 import { assertActor } from "../runtime/actor.ts";
 import { useDeps } from "../runtime/deps.ts";
 import { failureCounters, minutesText, RateLimited } from "../runtime/failure-counters.ts";
@@ -222,9 +223,14 @@ export async function heldBack(): Promise<HeldBack> {
 
 /**
  * Lets an address in again (or every held address): its counters and those of its held browsers start
- * from zero, and its holds are gone. Returns the addresses that were held back.
+ * from zero, and its holds are gone. Returns the addresses that were held back. The holds are the whole
+ * portal's; when the instructor acts from a workshop's page (`workshop`), a `portal.unblocked` event on that
+ * workshop says who let which addresses in again.
  */
-export async function unblock(target: { address: string } | { all: true }): Promise<{ addresses: string[] }> {
+export async function unblock(
+  target: { address: string } | { all: true },
+  workshop?: string,
+): Promise<{ addresses: string[] }> {
   assertActor("instructor", "system");
   const records = await holdRecords();
   const chosen = "all" in target ? records : records.filter((r) => r.address === target.address);
@@ -244,5 +250,7 @@ export async function unblock(target: { address: string } | { all: true }): Prom
     target: "all" in target ? "all" : target.address,
     lifted: addresses.length,
   });
+  if (workshop && addresses.length > 0)
+    await recordEvent({ workshop, type: "portal.unblocked", detail: { addresses, all: "all" in target } });
   return { addresses };
 }

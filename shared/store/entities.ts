@@ -47,6 +47,10 @@ export const EVENT_TYPES = [
   "rollout.started",
   "rollout.finished",
   "lab.updated",
+  /** Roster mode: an instructor invited a student (`student`: the display name) to a lab. */
+  "lab.invited",
+  /** An instructor let held-back addresses into the portal again (`addresses`). */
+  "portal.unblocked",
 ] as const;
 export const EVENT_RETENTION_DAYS = 30;
 /**
@@ -784,6 +788,8 @@ function entities(client: DynamoDBDocumentClient, table: string) {
         left: { type: "any", required: true },
         /** Why the leftover check itself could not finish (the receipt is then incomplete). */
         checkError: { type: "string" },
+        /** Why the teardown run failed, when it did (the receipt then lists what it did not get to). */
+        failed: { type: "string" },
         /** ReceiptUsage: hosts, host-hours and their on-demand cost. */
         usage: { type: "any", required: true },
       },
@@ -797,9 +803,38 @@ function entities(client: DynamoDBDocumentClient, table: string) {
     config,
   );
 
+  /**
+   * A host's life that ended before its workshop's teardown: removed (a scale-down, a lower count) or its
+   * machine replaced (a retry that found it gone). The teardown receipt counts its hours with the hosts still
+   * there, then forgets it (shared/fleet/host-lives.ts).
+   */
+  const hostLife = new Entity(
+    {
+      model: { entity: "hostLife", version: "1", service },
+      attributes: {
+        workshop: { type: "string", required: true },
+        hostId: { type: "string", required: true },
+        providerId: { type: "string" },
+        /** EC2's instance type (aws only), for the on-demand price. */
+        instanceType: { type: "string" },
+        createdAt: { type: "string", required: true },
+        removedAt: { type: "string", required: true },
+        why: { type: ["removed", "replaced"] as const, required: true },
+      },
+      indexes: {
+        byWorkshop: {
+          pk: { field: "pk", composite: ["workshop"] },
+          sk: { field: "sk", composite: ["removedAt", "hostId"] },
+        },
+      },
+    },
+    config,
+  );
+
   return {
     workshop,
     host,
+    hostLife,
     labTiming,
     run,
     schedule,
@@ -849,6 +884,7 @@ export type ApiTokenItem = EntityItem<Entities["apiToken"]>;
 export type DeviceLoginItem = EntityItem<Entities["deviceLogin"]>;
 export type EventItem = EntityItem<Entities["event"]>;
 export type ReceiptItem = EntityItem<Entities["receipt"]>;
+export type HostLifeItem = EntityItem<Entities["hostLife"]>;
 export type HostKeyItem = EntityItem<Entities["hostKey"]>;
 export type LabTimingItem = EntityItem<Entities["labTiming"]>;
 export type RolloutItem = EntityItem<Entities["rollout"]>;

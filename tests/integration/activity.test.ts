@@ -69,7 +69,7 @@ const story = [
   `${ALICE} started a scale-up (4 → 5 hosts) on student-05.`,
   `${ALICE} removed lab student-05 (scaled down).`,
   `${ALICE} closed claiming in the portal.`,
-  "instructor token released lab student-01 from Grace Hopper; it is free again.",
+  "bootstrap token released lab student-01 from Grace Hopper; it is free again.",
 ];
 
 /** Each part of the story, found in `text` in that order. */

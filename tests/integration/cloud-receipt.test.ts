@@ -63,6 +63,105 @@ function leftoverChecks(principal: string) {
     .sort();
 }
 
+/** A function's policy without one action (in every statement that names it). */
+function without(action: string) {
+  return <P extends { Statement: unknown[] }>(policy: P): P => ({
+    ...policy,
+    Statement: policy.Statement.map((st) => {
+      const s = st as { Action?: string | string[] };
+      const actions = (Array.isArray(s.Action) ? s.Action : [s.Action]).filter((a) => a && a !== action);
+      return { ...s, Action: actions };
+    }).filter((st) => st.Action.length > 0),
+  });
+}
+
+/** Tears the workshop down while Deprovision may not describe instances: it throws, the run fails. */
+async function failingDown(name: string, during?: <T>(fn: () => Promise<T>) => Promise<T>): Promise<Json> {
+  const go = async () => {
+    const down = await cloud.api(`/${name}/teardown`, {});
+    expect(down.status).toBe(202);
+    return cloud.runToEnd(name, down.body.run.id, 180_000);
+  };
+  const run = await cloud.account.withPolicy("Deprovision", without("ec2:DescribeInstances"), () =>
+    during ? during(go) : go(),
+  );
+  expect(run.state).toBe("failed");
+  const receipt = await cloud.api(`/${name}/receipt`);
+  expect(receipt.status, JSON.stringify(receipt.body)).toBe(200);
+  expect(receipt.body.receipt.runId).toBe(run.id);
+  return receipt.body.receipt;
+}
+
+async function upOnly(name: string): Promise<string> {
+  expect(
+    (await cloud.api("", { yaml: awsWorkshopYaml({ name, source: cloud.lab("quick"), count: 1 }) })).status,
+  ).toBe(201);
+  const up = await cloud.api(`/${name}/up`, {});
+  expect(up.status, JSON.stringify(up.body)).toBe(202);
+  expect((await cloud.runToEnd(name, up.body.run.id, 180_000)).state).toBe("succeeded");
+  return cloud.account.ec2.instanceOf(name, "student-01").id;
+}
+
+describe("a teardown that fails outright on the AWS double", { timeout: 480_000 }, () => {
+  it("FailTeardown takes a receipt: failed, why, the instance left with labfleet down and the aws command", async () => {
+    const W = "rcpt-fail";
+    const instanceId = await upOnly(W);
+    const receipt = await failingDown(W);
+    expect(receipt.failed).toMatch(/^the teardown failed: .*DescribeInstances/);
+    expect(receipt.checkError).toBeUndefined();
+    expect(receipt.removed).toEqual([]);
+    expect(receipt.left.find((l: Json) => l.kind === "instance")).toMatchObject({
+      id: instanceId,
+      hostId: "student-01",
+      command: `labfleet down ${W} --yes`,
+      byHand: `aws ec2 terminate-instances --region eu-west-1 --instance-ids ${instanceId}`,
+      foundBy: "teardown",
+    });
+    expect(receipt.usage).toMatchObject({ hosts: 1, instanceType: "m7i.large" });
+    // FailTeardown's own grant (infra/permissions.ts: leftovers) allowed every call of the check.
+    expect(leftoverChecks("FailTeardown")).toEqual([
+      "ec2:DescribeSecurityGroups calls=true denied=0",
+      "ec2:DescribeVolumes calls=true denied=0",
+      "scheduler:ListSchedules calls=true denied=0",
+      "ssm:DescribeParameters calls=true denied=0",
+    ]);
+    const events = (await cloud.api(`/${W}/events`)).body.events.filter(
+      (e: Json) => e.type === "teardown.receipt",
+    );
+    expect(events.at(-1)?.detail).toMatchObject({ by: "task:fail-teardown", failed: true });
+
+    // The receipt's command works: down again ends the instance, and the new receipt has nothing left.
+    const down = await cloud.api(`/${W}/teardown`, {});
+    expect(down.status, JSON.stringify(down.body)).toBe(202);
+    expect((await cloud.runToEnd(W, down.body.run.id, 180_000)).state).toBe("succeeded");
+    const after = (await cloud.api(`/${W}/receipt`)).body.receipt;
+    expect(after.failed).toBeUndefined();
+    expect(after.left).toEqual([]);
+    expect(after.removed[0]).toMatchObject({ kind: "instance", id: instanceId });
+  });
+
+  it("without the leftovers grant the double refuses FailTeardown's check, and the receipt says so", async () => {
+    const W = "rcpt-fail-iam";
+    await upOnly(W);
+    const receipt = await failingDown(W, (go) =>
+      cloud.account.withPolicy(
+        "FailTeardown",
+        (policy) => ({
+          ...policy,
+          Statement: policy.Statement.filter((st) => (st as { Sid?: string }).Sid !== "FindLeftovers"),
+        }),
+        go,
+      ),
+    );
+    expect(receipt.failed).toMatch(/^the teardown failed: /);
+    expect(receipt.checkError).toMatch(/not authorized|AccessDenied|UnauthorizedOperation/i);
+    const denied = cloud.account
+      .actionPairs()
+      .filter((p) => p.principal === "FailTeardown" && p.action === "ec2:DescribeInstances");
+    expect(denied[0]?.denied).toBeGreaterThan(0);
+  });
+});
+
 describe("the teardown receipt on the AWS double", { timeout: 480_000 }, () => {
   it("a clean teardown: the instance removed, nothing left, the host-hours and the cost's basis", async () => {
     const W = "rcpt-clean";

@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, readlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runCli, runCliOnTty } from "../harness/cli.ts";
-import { removeDir, tempDir, testRuntime, waitFor, workshopYaml } from "../harness/runtime.ts";
+import { movableClock, removeDir, tempDir, testRuntime, waitFor, workshopYaml } from "../harness/runtime.ts";
 
 /**
  * The teardown receipt on the local runtime, through the real CLI: what a teardown removed, a host folder and a
@@ -18,10 +18,11 @@ let rt: Runtime;
 let work: string;
 let env: Record<string, string>;
 const strays: ChildProcess[] = [];
+const clock = movableClock();
 
 beforeAll(async () => {
   work = tempDir("labfleet-receipt-");
-  rt = await testRuntime();
+  rt = await testRuntime({ clock });
   env = { LABFLEET_URL: rt.url, LABFLEET_TOKEN: rt.token };
 }, 60_000);
 afterAll(async () => {
@@ -98,6 +99,37 @@ describe("a clean local teardown", { timeout: 120_000 }, () => {
   });
 });
 
+describe("hosts removed before the teardown", { timeout: 120_000 }, () => {
+  it("count on the receipt from their creation to their removal, and the receipt says so", async () => {
+    const W = "receipt-earlier";
+    await upLocal(W, 3);
+    const scaled = await runCli(["down", W, "--unclaimed", "1"], { env });
+    expect(scaled.code, scaled.stderr).toBe(0);
+    expect(scaled.stdout).toContain("removed 1 lab: student-03");
+    // Two hours on: the two hosts still there used them, the one scaled down did not.
+    clock.advance(2 * 3_600_000);
+    const down = await runCli(["down", W, "--yes"], { env });
+    expect(down.code, down.stdout).toBe(0);
+    const { usage } = (await api(`/${W}/receipt`)).body.receipt;
+    expect(usage.hosts).toBe(3);
+    expect(usage.earlier.hosts).toBe(1);
+    expect(usage.earlier.hostHours).toBeLessThan(0.1);
+    expect(usage.hostHours).toBeGreaterThanOrEqual(4);
+    expect(usage.hostHours).toBeLessThan(4.2);
+    expect(usage.basis).toBe("local hosts cost nothing; includes 1 host removed before the teardown");
+    expect(down.stdout).toMatch(
+      /used: 4\.\d\d host-hours on 3 hosts \(1 removed earlier: 0\.\d\d\) · \$0\.00/,
+    );
+
+    // The next teardown of the workshop counts its own hosts only.
+    await upLocal(W, 1);
+    expect((await runCli(["down", W, "--yes"], { env })).code).toBe(0);
+    const next = (await api(`/${W}/receipt`)).body.receipt.usage;
+    expect(next.hosts).toBe(1);
+    expect(next.earlier).toBeUndefined();
+  });
+});
+
 describe("what a teardown leaves", { timeout: 120_000 }, () => {
   it("lists a host folder and a process left on purpose with the commands that remove them; the sweeper sees them go", async () => {
     const W = "receipt-left";
@@ -156,6 +188,70 @@ describe("what a teardown leaves", { timeout: 120_000 }, () => {
     expect(cli.code).toBe(1);
     expect(cli.stdout).toMatch(/found by the sweeper at /);
     removeDir(late);
+  });
+});
+
+describe("a teardown that fails outright", { timeout: 180_000 }, () => {
+  it("still takes a receipt: the teardown failed, why, what is left and what removes it; down again clears it", async () => {
+    const W = "receipt-fail";
+    await upLocal(W);
+    // A file no one may delete (chattr +i, as root): removing the host's folder throws, so Deprovision fails
+    // after its retries and the workflow ends on its failure path.
+    const dir = rt.provider.hostDir(W, "student-01");
+    const pinned = join(dir, "pinned");
+    writeFileSync(pinned, "x");
+    execSync(`chattr +i '${pinned}'`);
+    try {
+      const down = await runCli(["down", W, "--yes"], { env });
+      expect(down.code, down.stdout + down.stderr).not.toBe(0);
+      expect(down.stdout).toMatch(new RegExp(`receipt ${W} \\(local\\), teardown FAILED `));
+      expect(down.stdout).toContain(`run it again to remove what is left: labfleet down ${W} --yes`);
+      expect(down.stdout).toContain(`host-folder ${dir} (student-01): the host's folder is still there`);
+      expect(down.stdout).toContain(`    remove it: labfleet down ${W} --yes`);
+      expect(down.stdout).toContain(`    or by hand: rm -rf '${dir}'`);
+
+      const { body } = await api(`/${W}/receipt`);
+      expect(body.receipt.failed).toMatch(/^the teardown failed: .+student-01/);
+      expect(body.receipt.removed).toEqual([]);
+      const left = body.receipt.left as Json[];
+      expect(left.map((l) => `${l.kind} ${l.hostId}`)).toEqual(
+        expect.arrayContaining(["host-folder student-01", "host-folder student-02"]),
+      );
+      for (const l of left.filter((x) => x.kind === "host-folder"))
+        expect(l).toMatchObject({ command: `labfleet down ${W} --yes`, byHand: `rm -rf '${l.id}'` });
+      // Both hosts were still there: their hours so far are counted.
+      expect(body.receipt.usage.hosts).toBe(2);
+      const receipts = (await events(W)).filter((e) => e.type === "teardown.receipt");
+      expect(receipts.at(-1)?.detail).toMatchObject({ failed: true, removed: 0 });
+      expect((await api(`/${W}`)).body.state).toBe("failed");
+      const again = await runCli(["receipt", W], { env });
+      expect(again.code).toBe(1);
+      expect(again.stdout).toContain("teardown FAILED");
+      // The sweeper looks again at a failed teardown's receipt: what was removed by hand since moves over.
+      const other = left.find((l) => l.hostId === "student-02");
+      execSync(other?.byHand);
+      await rt.tick();
+      const swept = (await api(`/${W}/receipt`)).body.receipt;
+      expect(swept.left.map((l: Json) => l.hostId)).not.toContain("student-02");
+      expect(swept.left.map((l: Json) => `${l.kind} ${l.hostId}`)).toContain("host-folder student-01");
+      expect(swept.removed).toEqual([
+        expect.objectContaining({
+          kind: "host-folder",
+          hostId: "student-02",
+          detail: expect.stringMatching(/seen by the sweeper/),
+        }),
+      ]);
+    } finally {
+      execSync(`chattr -i '${pinned}'`);
+    }
+    // The command the receipt gives works: the teardown runs again, ends, and nothing is left.
+    const down = await runCli(["down", W, "--yes"], { env });
+    expect(down.code, down.stdout + down.stderr).toBe(0);
+    expect(down.stdout).toContain("nothing left");
+    const { body } = await api(`/${W}/receipt`);
+    expect(body.receipt.failed).toBeUndefined();
+    expect(body.receipt.left).toEqual([]);
+    expect(existsSync(dir)).toBe(false);
   });
 });
 

@@ -387,6 +387,7 @@ describe("the lab hosts' role", () => {
       "BeginUp",
       "FailRollout",
       "FailRun",
+      "FailTeardown",
       "FinishRollout",
       "FinishTeardown",
       "FinishUp",

@@ -68,6 +68,45 @@ describe("the receipt's usage", () => {
   });
 });
 
+describe("the receipt's usage with hosts removed before the teardown", () => {
+  const life = (from: number, to: number, instanceType?: string) => ({
+    createdAt: new Date(END.getTime() - from * 3_600_000).toISOString(),
+    removedAt: new Date(END.getTime() - to * 3_600_000).toISOString(),
+    ...(instanceType ? { instanceType } : {}),
+  });
+
+  it("counts each removed host from its creation to its removal, and says so", () => {
+    // Two hosts still there for 6 h; one scaled down after 2 h; a machine replaced after 1.5 h.
+    const u = usageOf(aws(REGION), [hoursAgo(6), hoursAgo(6)], END, [
+      life(6, 4, "m7i.large"),
+      life(6, 4.5, "m7i.large"),
+    ]);
+    expect(u).toEqual({
+      hosts: 4,
+      hostHours: 15.5,
+      earlier: { hosts: 2, hostHours: 3.5 },
+      instanceType: "m7i.large",
+      pricePerHour: 0.1008,
+      costUsd: 1.56,
+      basis:
+        "m7i.large at $0.1008/h on demand in us-east-1 (list price, Linux; check the bill); includes 2 hosts removed before the teardown",
+    });
+  });
+
+  it("prices each life at its own instance type, and a torn-down record is counted by its life only", () => {
+    const u = usageOf(aws(REGION), [hoursAgo(2), { ...hoursAgo(9), state: "torn_down" }], END, [
+      life(9, 8, "m7i.xlarge"),
+    ]);
+    expect(u.hosts).toBe(2);
+    expect(u.hostHours).toBe(3);
+    expect(u.instanceType).toBe("m7i.large, m7i.xlarge");
+    expect(u.pricePerHour).toBeUndefined();
+    expect(u.costUsd).toBe(0.4); // 2 h at $0.1008 and 1 h at $0.2016
+    expect(u.basis).toContain("each at its on-demand price in us-east-1");
+    expect(u.basis).toContain("includes 1 host removed before the teardown");
+  });
+});
+
 describe("the leftover calls", () => {
   const ec2Mock = mockClient(EC2Client);
   const ssmMock = mockClient(SSMClient);

@@ -557,9 +557,10 @@ export const portalApi = apiRouter()
     c.json(await unqueueEmail(c.req.valid("param").name, c.req.valid("json").email), 200),
   )
   .openapi(unblockRoute, async (c) => {
-    await getWorkshop(c.req.valid("param").name);
+    const { name } = c.req.valid("param");
+    await getWorkshop(name);
     const b = c.req.valid("json");
-    return c.json(await unblock(b.address !== undefined ? { address: b.address } : { all: true }), 200);
+    return c.json(await unblock(b.address !== undefined ? { address: b.address } : { all: true }, name), 200);
   })
   .openapi(inviteRoute, async (c) => {
     const r = await inviteRoster(c.req.valid("param").name, c.req.valid("json").csv);

@@ -24,12 +24,23 @@ const Leftover = z
     }),
     foundBy: z.enum(["teardown", "sweeper"]),
     foundAt: z.string(),
+    byHand: z.string().optional().meta({
+      description:
+        "the provider's own command, when `command` is `labfleet down NAME --yes` (after a failed teardown)",
+    }),
   })
   .meta({ id: "ReceiptLeftover" });
 const Usage = z
   .object({
     hosts: z.number().int(),
-    hostHours: z.number().meta({ description: "the hosts' hours from their creation to the teardown" }),
+    hostHours: z.number().meta({
+      description:
+        "every host's hours since the last teardown: from its creation to the teardown, or to its removal for a host removed earlier",
+    }),
+    earlier: z
+      .object({ hosts: z.number().int(), hostHours: z.number() })
+      .optional()
+      .meta({ description: "the hosts removed before the teardown (scale-down, replaced), included above" }),
     instanceType: z.string().optional(),
     pricePerHour: z.number().optional().meta({ description: "USD per host-hour on demand" }),
     costUsd: z.number().optional().meta({ description: "absent when labfleet knows no price for the type" }),
@@ -47,6 +58,10 @@ export const ReceiptView = z
     removed: z.array(Entry),
     left: z.array(Leftover),
     checkError: z.string().optional().meta({ description: "why the last look could not finish" }),
+    failed: z
+      .string()
+      .optional()
+      .meta({ description: "set when the teardown run failed: why; `left` is what it did not get to" }),
     usage: Usage,
   })
   .meta({ id: "Receipt" });

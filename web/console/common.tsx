@@ -114,7 +114,7 @@ export async function live(c: Context, regions: Record<string, Child>, extra: Re
   return c.json({ at: useDeps().clock.now().toISOString(), regions: out, ...extra });
 }
 
-/** Who a session's actions are by in activity lists: the sign-in's display name, never its email. */
+/** Who a session's actions are by in activity: the sign-in's display name or the token's name, never an email. */
 export function actingName(s: CurrentSession): string {
   return s.name ?? (s.via === "token" ? "instructor token" : "instructor");
 }
@@ -122,7 +122,7 @@ export function actingName(s: CurrentSession): string {
 export function viewer(c: Ctx): Viewer {
   const s = c.get("session");
   return {
-    label: s.name ?? s.email ?? (s.via === "token" ? "instructor token" : s.id),
+    label: s.via === "token" ? "instructor token" : (s.name ?? s.email ?? s.id),
     csrf: s.csrf,
   };
 }

@@ -180,6 +180,13 @@ export function eventSentence(e: EventView): string {
       const how = d.how === "in place" ? " in place" : " on a new host";
       return `${host} was updated${ref ? ` to ${clip(ref, 60)}` : ""}${how}${student ? `; ${student} was told` : ""}.`;
     }
+    case "lab.invited":
+      return `${by} invited ${student ?? "a student"} to lab ${host} (roster).`;
+    case "portal.unblocked": {
+      const addresses = Array.isArray(d.addresses) ? d.addresses.filter((a) => typeof a === "string") : [];
+      const which = addresses.length ? clip(addresses.join(", "), 120) : "held-back addresses";
+      return `${by} let ${which} into the portal again (wrong attempts start from zero).`;
+    }
     default:
       return eventLabel(type);
   }

@@ -137,7 +137,8 @@ export function consoleRoutes(auth: InstructorAuth, opts: ConsoleOptions = {}) {
         401,
       );
     }
-    await startSession(c, { id: who.id, via: "token" });
+    // The token's name is who the session's actions are by in activity (`by`), as for the API.
+    await startSession(c, { id: who.id, via: "token", ...(who.name ? { name: who.name } : {}) });
     return c.redirect(next, 303);
   });
 

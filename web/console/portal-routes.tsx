@@ -221,7 +221,7 @@ export function portalRoutes(app: Hono<Env>) {
     const name = nameOf(c);
     await getWorkshop(name);
     const f = UnblockForm.parse(await c.req.parseBody());
-    const { addresses } = await unblock(f.all ? { all: true } : { address: f.address ?? "" });
+    const { addresses } = await unblock(f.all ? { all: true } : { address: f.address ?? "" }, name);
     return done(c, name, addresses.length ? "unblocked" : "unblock-none", "/portal");
   });
   app.post("/w/:name/portal/reassign", async (c) => {

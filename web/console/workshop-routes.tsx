@@ -7,10 +7,16 @@ import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { ExtendInput, extendWorkshop } from "../../shared/fleet/extend.ts";
 import { notReadyProblem, setStudentAccess } from "../../shared/fleet/open-access.ts";
 import { diagnose, startDeploy, startRetry } from "../../shared/fleet/ops.ts";
-import { findReceipt } from "../../shared/fleet/receipt.ts";
+import { findReceipt, type Receipt } from "../../shared/fleet/receipt.ts";
 import { startRun } from "../../shared/fleet/runs.ts";
 import { planScale, scaleOffer, scaleUp } from "../../shared/fleet/scale.ts";
-import { getWorkshop, listHosts, submitWorkshop, workshopStatus } from "../../shared/fleet/workshops.ts";
+import {
+  getWorkshop,
+  listHosts,
+  submitWorkshop,
+  type WorkshopStatus,
+  workshopStatus,
+} from "../../shared/fleet/workshops.ts";
 import { errorMessage, VisibleError } from "../../shared/runtime/errors.ts";
 import { log } from "../../shared/runtime/logger.ts";
 import { isStoreUnreachable } from "../../shared/store/unreachable.ts";
@@ -41,6 +47,7 @@ import {
 import { labAccess, runRows, workshopRows, workshopView } from "./data.ts";
 import { execAction } from "./exec.tsx";
 import { hostList } from "./format.ts";
+import { ReceiptRegion } from "./views/receipt.tsx";
 import {
   AccessResultPage,
   ActivityRows,
@@ -60,6 +67,17 @@ import {
   WorkshopRows,
   WorkshopsPage,
 } from "./views.tsx";
+
+/**
+ * The receipt a workshop's page shows: the last teardown's, once the workshop is torn down, or when that
+ * teardown failed and no run has started since.
+ */
+async function shownReceipt(s: WorkshopStatus): Promise<Receipt | undefined> {
+  const last = s.runs[0];
+  if (s.state !== "torn_down" && last?.kind !== "teardown") return undefined;
+  const r = await findReceipt(s.name);
+  return r && (s.state === "torn_down" || r.runId === last?.id) ? r : undefined;
+}
 
 /** The workshops list, a new workshop, one workshop's page with its fleet actions, and its runs. */
 export function workshopRoutes(app: Hono<Env>) {
@@ -116,7 +134,7 @@ export function workshopRoutes(app: Hono<Env>) {
     const [v, activity] = await Promise.all([workshopView(name), recentEvents(name)]);
     const scale = v.summary.state === "draft" ? undefined : await scaleOffer(name);
     // The teardown receipt, once the workshop is torn down (web/console/views/receipt.tsx).
-    const receipt = v.summary.state === "torn_down" ? await findReceipt(name) : undefined;
+    const receipt = await shownReceipt(v.summary);
     return page(
       c,
       <WorkshopPage
@@ -142,6 +160,13 @@ export function workshopRoutes(app: Hono<Env>) {
         "live-summary": <Summary summary={v.summary} activeRun={v.activeRun} now={v.now} />,
         "live-fleet": <FleetSummary fleet={v.fleet} />,
         "live-hosts": <FleetRows fleet={v.fleet} />,
+        "live-receipt": (
+          <ReceiptRegion
+            receipt={await shownReceipt(v.summary)}
+            teardown={v.activeRun?.kind === "teardown" ? v.activeRun : undefined}
+            hosts={v.summary.hosts.total}
+          />
+        ),
       },
       {
         activity: {

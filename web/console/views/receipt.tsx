@@ -3,6 +3,7 @@
 /** @jsxRuntime automatic */
 /** @jsxImportSource hono/jsx */
 import type { Receipt } from "../../../shared/fleet/receipt.ts";
+import type { RunView } from "../../../shared/fleet/workshops.ts";
 import { when } from "../format.ts";
 import { DataTable } from "./layout.tsx";
 
@@ -17,10 +18,21 @@ export function ReceiptSection(props: { receipt: Receipt }) {
   return (
     <section aria-labelledby="receipt-h" id="receipt">
       <h2 id="receipt-h">Teardown receipt</h2>
+      {r.failed !== undefined ? (
+        <p class="error" role="alert" id="receipt-failed">
+          <strong>The teardown failed</strong> {when(r.endedAt)}:{" "}
+          {r.failed.replace(/^the teardown failed: /, "")}. Run it again to remove what is left:{" "}
+          <code>labfleet down {r.workshop} --yes</code>, or Tear down… on this page.
+        </p>
+      ) : null}
       <p>
-        Teardown ended {when(r.endedAt)}
+        Teardown {r.failed !== undefined ? "stopped" : "ended"} {when(r.endedAt)}
         {r.region ? ` in ${r.region}` : ""}. Used: {u.hostHours.toFixed(2)} host-hours on {u.hosts} host
-        {u.hosts === 1 ? "" : "s"}, <strong>{cost}</strong> <span class="hint">({u.basis})</span>.
+        {u.hosts === 1 ? "" : "s"}
+        {u.earlier
+          ? ` (${u.earlier.hosts} removed before the teardown: ${u.earlier.hostHours.toFixed(2)} host-hours)`
+          : ""}
+        , <strong>{cost}</strong> <span class="hint">({u.basis})</span>.
       </p>
       {r.checkError ? (
         <p class="error" role="alert">
@@ -53,6 +65,12 @@ export function ReceiptSection(props: { receipt: Receipt }) {
                 </td>
                 <td>
                   <code>{l.command}</code>
+                  {l.byHand ? (
+                    <>
+                      {" "}
+                      or by hand: <code>{l.byHand}</code>
+                    </>
+                  ) : null}
                 </td>
               </tr>
             ))}
@@ -78,4 +96,30 @@ export function ReceiptSection(props: { receipt: Receipt }) {
       </DataTable>
     </section>
   );
+}
+
+/**
+ * The receipt's live region on the workshop page (`live-receipt`): while a teardown runs, what it is doing and
+ * that the receipt follows; then the receipt of the last teardown (also one that failed), until another run
+ * starts.
+ */
+export function ReceiptRegion(props: {
+  receipt?: Receipt | undefined;
+  teardown?: RunView | undefined;
+  hosts: number;
+}) {
+  const t = props.teardown;
+  if (t && props.receipt?.runId !== t.id) {
+    return (
+      <section aria-labelledby="receipt-h" id="receipt">
+        <h2 id="receipt-h">Teardown receipt</h2>
+        <p id="receipt-progress">
+          Tearing down since {when(t.startedAt)}: stopping the labs and giving{" "}
+          {props.hosts === 1 ? "the 1 host" : `the ${props.hosts} hosts`} back, then checking that nothing is
+          left. The receipt appears here when it is taken.
+        </p>
+      </section>
+    );
+  }
+  return props.receipt ? <ReceiptSection receipt={props.receipt} /> : null;
 }

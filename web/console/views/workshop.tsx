@@ -13,7 +13,7 @@ import { timeLeft, whenExact } from "../format.ts";
 import { ExecForm } from "./exec.tsx";
 import { FLEET_COLUMNS, FleetRows, FleetSummary } from "./fleet.tsx";
 import { Csrf, DataTable, Layout, Notice, ResultPage, State, Tabs, type Viewer } from "./layout.tsx";
-import { ReceiptSection } from "./receipt.tsx";
+import { ReceiptRegion } from "./receipt.tsx";
 
 // ------------------------------------------------------------------------------------------ one workshop
 
@@ -280,7 +280,7 @@ export function WorkshopPage(
     scale?: ScaleOffer | undefined;
     activity: ActivityData;
     notice?: string | undefined;
-    /** The last teardown's receipt, shown once the workshop is torn down. */
+    /** The last teardown's receipt, shown once the workshop is torn down (or its teardown failed). */
     receipt?: Receipt | undefined;
   },
 ) {
@@ -297,7 +297,13 @@ export function WorkshopPage(
         <Summary summary={props.summary} activeRun={props.activeRun} now={props.now} />
       </div>
       <Notice text={props.notice} />
-      {props.receipt ? <ReceiptSection receipt={props.receipt} /> : null}
+      <div id="live-receipt" aria-live="polite">
+        <ReceiptRegion
+          receipt={props.receipt}
+          teardown={props.activeRun?.kind === "teardown" ? props.activeRun : undefined}
+          hosts={props.summary.hosts.total}
+        />
+      </div>
       <h2 id="hosts-h">Fleet</h2>
       <div id="live-fleet" aria-live="polite">
         <FleetSummary fleet={props.fleet} />
