@@ -3,7 +3,7 @@
 /** @jsxRuntime automatic */
 /** @jsxImportSource hono/jsx */
 import type { Receipt } from "../../../shared/fleet/receipt.ts";
-import { when } from "../format.ts";
+import { Time } from "../../time.tsx";
 import { DataTable } from "./layout.tsx";
 
 /**
@@ -18,7 +18,7 @@ export function ReceiptSection(props: { receipt: Receipt }) {
     <section aria-labelledby="receipt-h" id="receipt">
       <h2 id="receipt-h">Teardown receipt</h2>
       <p>
-        Teardown ended {when(r.endedAt)}
+        Teardown ended <Time at={r.endedAt} />
         {r.region ? ` in ${r.region}` : ""}. Used: {u.hostHours.toFixed(2)} host-hours on {u.hosts} host
         {u.hosts === 1 ? "" : "s"}, <strong>{cost}</strong> <span class="hint">({u.basis})</span>.
       </p>
@@ -30,7 +30,7 @@ export function ReceiptSection(props: { receipt: Receipt }) {
       {r.left.length === 0 ? (
         <p class="ok" id="receipt-status">
           Nothing left{r.checkError ? " was found, but the check is incomplete" : ""}: checked{" "}
-          {when(r.checkedAt)}.
+          <Time at={r.checkedAt} />.
         </p>
       ) : (
         <>
@@ -49,7 +49,14 @@ export function ReceiptSection(props: { receipt: Receipt }) {
                 <td>{l.hostId ?? ""}</td>
                 <td>
                   {l.why}
-                  {l.foundBy === "sweeper" ? ` (found by the sweeper ${when(l.foundAt)})` : ""}
+                  {l.foundBy === "sweeper" ? (
+                    <>
+                      {" "}
+                      (found by the sweeper <Time at={l.foundAt} />)
+                    </>
+                  ) : (
+                    ""
+                  )}
                 </td>
                 <td>
                   <code>{l.command}</code>
