@@ -110,16 +110,20 @@ describe("the fleet view", () => {
     await world().api("POST", "", { yaml: yaml(WS, COUNT, true) });
     await world().api("POST", `/${WS}/up`);
     const p = await signedIn({ width: 1280, height: 900 }, `/console/w/${WS}`);
+    let seen = "";
     await waitFor(
       "30 labs with some building, on the page",
       async () => {
         await p.reload();
         const rows = await p.locator("#live-hosts tr[data-state]").count();
         const building = await p.locator('#live-hosts tr[data-state="deploying"] svg.timeline g.bar').count();
+        seen = `${rows} rows, ${building} building with a phase; states ${(await hostStates()).join(" ")}`;
         return rows === COUNT && building >= 5 ? true : undefined;
       },
       60_000,
-    );
+    ).catch((err) => {
+      throw new Error(`${(err as Error).message} (last seen: ${seen})`);
+    });
     // From here on the page is never reloaded: a marker on the window proves it.
     await p.evaluate(() => {
       (globalThis as unknown as { fleetMarker: number }).fleetMarker = 1;
