@@ -278,10 +278,13 @@ describe("the fleet view", () => {
     );
     expect(await count(p, "building")).toBe(1);
     expect(await row.locator("td.student").textContent()).toBe(first.name);
-    await row.scrollIntoViewIfNeeded();
+    // Scrolled by the page itself: a live update may replace the row while a locator scrolls to it.
+    const show = (page: Page) =>
+      page.evaluate(`document.getElementById("host-${first.lab}").scrollIntoView({ block: "center" })`);
+    await show(p);
     await screenshot(p, SHOTS.rebuilding);
     const phoneNow = await signedIn(PHONE, `/console/w/${WS}`);
-    await phoneNow.locator(`#host-${first.lab}`).scrollIntoViewIfNeeded();
+    await show(phoneNow);
     await screenshot(phoneNow, SHOTS.phoneRebuilding);
     await waitFor(
       `${first.lab} ready again on the page`,
