@@ -368,5 +368,5 @@ describe("the fleet view", () => {
     expect(s.runs.some((r: { kind: string }) => r.kind === "teardown")).toBe(false);
     expect((await world().api("GET", `/${WS}/portal/status`)).claims).toHaveLength(2);
     expect(world().pageErrors.flat()).toEqual([]);
-  }, 60_000);
+  }, 120_000);
 });
