@@ -9,7 +9,11 @@ import { waitFor } from "../harness/runtime.ts";
  * The fleet view in headless Chromium against the local runtime: 30 demo labs mid-build in one table with the
  * counts, each lab's phase timeline (SVG) and the estimate of when every lab will be ready, from an earlier run
  * of the same lab; the page follows hosts to ready without a reload. Then the Portal tab's Claims table and its
- * Move choices follow students' claims live. On a desktop and on a 390 px phone.
+ * Move choices follow students' claims live. Then, on the same 30 labs, what an instructor does on the day:
+ * rebuilding a claimed lab asks first and names its student (nothing starts until confirmed), and the fleet
+ * view follows the rebuild live; a command runs on all 30 labs from the console, with each lab's output and
+ * the summary; tearing down asks for the workshop's name and refuses a wrong one. On a desktop and on a 390 px
+ * phone.
  */
 
 const WARM = "fleetwarm";
@@ -21,7 +25,19 @@ const SHOTS = {
   ready: "fleet-03-ready-desktop",
   claims: "fleet-04-claims-desktop",
   phoneClaims: "fleet-05-claims-phone",
+  rebuildConfirm: "fleet-06-rebuild-confirm-desktop",
+  phoneRebuildConfirm: "fleet-07-rebuild-confirm-phone",
+  rebuilding: "fleet-08-rebuilding-desktop",
+  phoneRebuilding: "fleet-09-rebuilding-phone",
+  execConfirm: "fleet-10-exec-confirm-desktop",
+  execResults: "fleet-11-exec-results-desktop",
+  phoneExecConfirm: "fleet-12-exec-confirm-phone",
+  phoneExecResults: "fleet-13-exec-results-phone",
+  downRefused: "fleet-14-down-refused-desktop",
+  phoneDownRefused: "fleet-15-down-refused-phone",
 } as const;
+const DESKTOP = { width: 1280, height: 900 };
+const PHONE = { width: 390, height: 844 };
 
 const demoLab = join(import.meta.dirname, "..", "..", "examples", "demo", "lab");
 // The demo lab with phases slow enough to catch mid-build: 5 to 8 s each, three of them.
@@ -41,6 +57,8 @@ portal:
 `;
 
 let e: E2e | undefined;
+/** The labs the two students claimed, and their names, in that order (set by the claims test). */
+const claimed: { lab: string; name: string }[] = [];
 
 function world(): E2e {
   if (!e) throw new Error("the runtime or Chromium did not start");
@@ -48,7 +66,10 @@ function world(): E2e {
 }
 
 async function signedIn(viewport: { width: number; height: number }, path: string): Promise<Page> {
-  const p = await (await world().newContext({ viewport })).newPage();
+  const context = await world().newContext({ viewport });
+  // 30 labs build on the same machine as the browser: a page may take longer than the usual 8 s to load.
+  context.setDefaultTimeout(20_000);
+  const p = await context.newPage();
   await p.goto(`/console#token=${encodeURIComponent(world().rt.token)}`);
   await p.getByRole("heading", { level: 1, name: "Workshops" }).waitFor();
   await p.goto(path);
@@ -89,16 +110,20 @@ describe("the fleet view", () => {
     await world().api("POST", "", { yaml: yaml(WS, COUNT, true) });
     await world().api("POST", `/${WS}/up`);
     const p = await signedIn({ width: 1280, height: 900 }, `/console/w/${WS}`);
+    let seen = "";
     await waitFor(
       "30 labs with some building, on the page",
       async () => {
         await p.reload();
         const rows = await p.locator("#live-hosts tr[data-state]").count();
         const building = await p.locator('#live-hosts tr[data-state="deploying"] svg.timeline g.bar').count();
+        seen = `${rows} rows, ${building} building with a phase; states ${(await hostStates()).join(" ")}`;
         return rows === COUNT && building >= 5 ? true : undefined;
       },
-      30_000,
-    );
+      60_000,
+    ).catch((err) => {
+      throw new Error(`${(err as Error).message} (last seen: ${seen})`);
+    });
     // From here on the page is never reloaded: a marker on the window proves it.
     await p.evaluate(() => {
       (globalThis as unknown as { fleetMarker: number }).fleetMarker = 1;
@@ -182,6 +207,7 @@ describe("the fleet view", () => {
         15_000,
       );
       labs.push(((await row.getAttribute("id")) ?? "").replace(/^claim-/, ""));
+      claimed.push({ lab: labs.at(-1) ?? "", name: s.name });
     }
     // Every Move list offers the free labs only: neither claimed lab is among them.
     const choices = await portal.locator("#live-claims select").first().locator("option").allTextContents();
@@ -204,5 +230,143 @@ describe("the fleet view", () => {
     await phone.locator(`#host-${labs[0]}`).scrollIntoViewIfNeeded();
     await screenshot(phone, SHOTS.phoneClaims);
     expect(world().pageErrors.flat()).toEqual([]);
-  }, 90_000);
+  }, 120_000);
+
+  it("asks before rebuilding a claimed lab, naming its student, and follows the rebuild live", async () => {
+    const [first] = claimed;
+    if (!first) throw new Error("the claims test claimed no lab");
+    const runsBefore = (await world().api("GET", `/${WS}`)).runs.length;
+    const ask = async (p: Page) => {
+      await p.locator("#deploy-hosts").fill(first.lab);
+      await p.locator("#deploy-force").check();
+      await p.locator('form[action$="/deploy"]').getByRole("button", { name: "Deploy" }).click();
+      await p.getByRole("heading", { level: 1, name: `Rebuild 1 claimed lab in ${WS}?` }).waitFor();
+      expect(await p.getByRole("row", { name: new RegExp(first.lab) }).textContent()).toContain(first.name);
+      // No email on the page: the student is named by the name they gave.
+      expect(await p.getByText("@example.test").count()).toBe(0);
+    };
+    const nothingStarted = async () => {
+      const s = await world().api("GET", `/${WS}`);
+      expect(s.runs.length).toBe(runsBefore);
+      expect(s.hostList.find((h: { id: string }) => h.id === first.lab)?.state).toBe("ready");
+    };
+    const phone = await signedIn(PHONE, `/console/w/${WS}`);
+    await ask(phone);
+    const widths = await pageWidths(phone);
+    expect(widths.scrollWidth).toBeLessThanOrEqual(widths.innerWidth);
+    await screenshot(phone, SHOTS.phoneRebuildConfirm);
+    // Going back starts nothing.
+    await phone.getByRole("link", { name: "Cancel", exact: true }).click();
+    await phone.getByRole("heading", { level: 1, name: WS }).waitFor();
+    await nothingStarted();
+
+    const p = await signedIn(DESKTOP, `/console/w/${WS}`);
+    await ask(p);
+    await screenshot(p, SHOTS.rebuildConfirm);
+    await nothingStarted();
+    await p.getByRole("button", { name: "Rebuild 1 claimed lab" }).click();
+    await p.waitForURL((u) => u.pathname === `/console/w/${WS}` && u.searchParams.get("notice") === "deploy");
+    // The fleet view follows the rebuild without a reload: building, then ready again, still claimed.
+    await p.evaluate(() => {
+      (globalThis as unknown as { rebuildMarker: number }).rebuildMarker = 1;
+    });
+    const row = p.locator(`#host-${first.lab}`);
+    await waitFor(
+      `${first.lab} building on the page`,
+      async () => ((await row.getAttribute("data-state")) === "deploying" ? true : undefined),
+      20_000,
+    );
+    expect(await count(p, "building")).toBe(1);
+    expect(await row.locator("td.student").textContent()).toBe(first.name);
+    // Scrolled by the page itself: a live update may replace the row while a locator scrolls to it.
+    const show = (page: Page) =>
+      page.evaluate(`document.getElementById("host-${first.lab}").scrollIntoView({ block: "center" })`);
+    await show(p);
+    await screenshot(p, SHOTS.rebuilding);
+    const phoneNow = await signedIn(PHONE, `/console/w/${WS}`);
+    await show(phoneNow);
+    await screenshot(phoneNow, SHOTS.phoneRebuilding);
+    await waitFor(
+      `${first.lab} ready again on the page`,
+      async () => ((await row.getAttribute("data-state")) === "ready" ? true : undefined),
+      45_000,
+    );
+    expect(await count(p, "ready")).toBe(COUNT);
+    expect(await p.evaluate(() => (globalThis as unknown as { rebuildMarker?: number }).rebuildMarker)).toBe(
+      1,
+    );
+    // Only that lab was rebuilt: the deploy's run names one host.
+    const s = await world().api("GET", `/${WS}`);
+    expect(s.runs.length).toBe(runsBefore + 1);
+    expect(world().pageErrors.flat()).toEqual([]);
+  }, 120_000);
+
+  it("runs a command on all 30 labs from the console, asking first for the claimed ones", async () => {
+    const command = 'echo "hi from $(basename "$PWD")"';
+    const run = async (p: Page, confirmShot: string, resultsShot: string) => {
+      await p.getByLabel("Command (bash, on each host)").fill(command);
+      await p.locator('form[action$="/exec"]').getByRole("button", { name: "Run" }).click();
+      await p.getByRole("heading", { level: 1, name: "Run on 2 claimed labs?" }).waitFor();
+      const named = await p.locator("main li").allTextContents();
+      for (const c of claimed) expect(named).toContain(`${c.lab}: ${c.name}`);
+      let widths = await pageWidths(p);
+      expect(widths.scrollWidth).toBeLessThanOrEqual(widths.innerWidth);
+      await screenshot(p, confirmShot);
+      await p.getByRole("button", { name: `Run on ${COUNT} hosts` }).click();
+      await p.getByRole("heading", { level: 1, name: `Command on ${WS}` }).waitFor({ timeout: 30_000 });
+      expect((await p.locator("#exec-summary").textContent())?.trim()).toBe(`${COUNT} ok`);
+      expect(await p.locator("#exec-results tr").count()).toBe(COUNT);
+      for (let i = 1; i <= COUNT; i++) {
+        const host = `student-${String(i).padStart(2, "0")}`;
+        const row = p.locator(`#exec-results tr[data-host="${host}"]`);
+        expect(await row.getAttribute("data-status"), host).toBe("ok");
+        expect(await row.locator("td").nth(1).textContent(), host).toBe("0");
+        expect(await row.locator("pre").textContent(), host).toBe(`hi from ${host}\n`);
+      }
+      widths = await pageWidths(p);
+      expect(widths.scrollWidth).toBeLessThanOrEqual(widths.innerWidth);
+      await screenshot(p, resultsShot);
+    };
+    await run(await signedIn(DESKTOP, `/console/w/${WS}`), SHOTS.execConfirm, SHOTS.execResults);
+    await run(await signedIn(PHONE, `/console/w/${WS}`), SHOTS.phoneExecConfirm, SHOTS.phoneExecResults);
+    // The activity says who ran it on how many labs, and the summary.
+    const events = (await world().api("GET", `/${WS}/events`)).events as {
+      type: string;
+      detail: Record<string, unknown>;
+    }[];
+    const ran = events.filter((ev) => ev.type === "exec");
+    expect(ran).toHaveLength(2);
+    expect(ran.at(-1)?.detail).toMatchObject({ hosts: COUNT, summary: `${COUNT} ok` });
+    expect(world().pageErrors.flat()).toEqual([]);
+  }, 120_000);
+
+  it("asks for the workshop's name before tearing it down, and refuses a wrong one", async () => {
+    for (const [viewport, shot] of [
+      [DESKTOP, SHOTS.downRefused],
+      [PHONE, SHOTS.phoneDownRefused],
+    ] as const) {
+      const p = await signedIn(viewport, `/console/w/${WS}`);
+      await p.getByRole("link", { name: "Tear down…" }).click();
+      await p.getByRole("heading", { level: 1, name: `Tear down ${WS}?` }).waitFor();
+      await p.getByLabel(`Type ${WS} to confirm`).fill(`${WS}-typo`);
+      const [answer] = await Promise.all([
+        p.waitForResponse(
+          (r) => r.url().endsWith(`/console/w/${WS}/teardown`) && r.request().method() === "POST",
+        ),
+        p.getByRole("button", { name: `Tear down ${WS}` }).click(),
+      ]);
+      expect(answer.status()).toBe(400);
+      await p.getByText(`That is not the workshop's name: type ${WS} exactly.`).waitFor();
+      const widths = await pageWidths(p);
+      expect(widths.scrollWidth).toBeLessThanOrEqual(widths.innerWidth);
+      await screenshot(p, shot);
+    }
+    // Nothing was torn down: every lab is ready, both claims stand.
+    const s = await world().api("GET", `/${WS}`);
+    expect(s.state).not.toMatch(/tearing_down|torn_down/);
+    expect((await hostStates()).filter((st) => st === "ready")).toHaveLength(COUNT);
+    expect(s.runs.some((r: { kind: string }) => r.kind === "teardown")).toBe(false);
+    expect((await world().api("GET", `/${WS}/portal/status`)).claims).toHaveLength(2);
+    expect(world().pageErrors.flat()).toEqual([]);
+  }, 120_000);
 });

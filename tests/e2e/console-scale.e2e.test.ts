@@ -125,8 +125,8 @@ describe("scaling up from the console", () => {
     await form.scrollIntoViewIfNeeded();
     await screenshot(p, SHOTS.phoneForm);
 
-    // On a phone the form is submitted from the keyboard, as a thumb's Go key does.
-    await p.getByLabel("Hosts to have (now 4, at most 64)").press("Enter");
+    // The button is clicked right after a full-page screenshot: the page must still be where it shows.
+    await p.getByRole("button", { name: "Scale up…" }).click();
     await p.getByRole("heading", { level: 1, name: `Scale ${WS} up to 5 hosts?` }).waitFor();
     expect((await p.locator("#scale-what").textContent())?.trim()).toBe("Adds 1 lab (4 → 5): student-05.");
     widths = await pageWidths(p);

@@ -31,9 +31,20 @@ export function screenshotPath(name: string): string {
   return join(screenshotsDir, `${name}.png`);
 }
 
+/**
+ * A full-page shot of `page`, which is left scrolled where it was. Chromium takes a full page by rendering
+ * beyond the viewport, and afterwards the page's scroll offset can read up to a few hundred pixels off what is
+ * shown; the next focus change (a mousedown on a button moves the focus) puts it back, which moves the page
+ * under the pointer between the button's mousedown and its mouseup, and the click never reaches the button.
+ * Scrolling back to the offset read before the shot keeps the page and its scroll offset in step.
+ */
 export async function screenshot(page: Page, name: string): Promise<string> {
   const path = screenshotPath(name);
+  const at = await page.evaluate<[number, number]>("[scrollX, scrollY]");
   await page.screenshot({ path, fullPage: true });
+  await page.evaluate<void, [number, number]>(([x, y]) => {
+    (globalThis as unknown as { scrollTo(x: number, y: number): void }).scrollTo(x, y);
+  }, at);
   return path;
 }
 

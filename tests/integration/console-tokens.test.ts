@@ -152,7 +152,10 @@ describe("the API tokens page", () => {
     expect(list.text).not.toContain(tokenHash(token));
     const row = rowOf(list.text, "laptop CLI")?.[2] ?? "";
     expect(row).toContain("bootstrap (you)");
-    expect(row).toMatch(/<td class="num">\d{4}-\d\d-\d\d \d\d:\d\d UTC<\/td>\s*<td class="num">never<\/td>/);
+    // Times are <time> elements the browser shows in its own zone; without a script they read in UTC.
+    expect(row).toMatch(
+      /<td class="num"><time datetime="[\d-]+T[\d:.]+Z" data-time="clock">\d{4}-\d\d-\d\d \d\d:\d\d UTC<\/time><\/td>\s*<td class="num">never<\/td>/,
+    );
     // Thirty days on, to the minute shown.
     const stored = (await storedTokens()).find((t) => t.tokenId === id);
     expect(stored?.hash).toBe(tokenHash(token));
@@ -171,7 +174,7 @@ describe("the API tokens page", () => {
     const row = rowOf((await signedIn.get("/console/tokens")).text, "CI deploy job")?.[2] ?? "";
     // Created and last used are dates now; no expiry was asked for.
     expect(row).toMatch(
-      /(<td class="num">\d{4}-\d\d-\d\d \d\d:\d\d UTC<\/td>\s*){2}<td class="num">never<\/td>/,
+      /(<td class="num"><time datetime="[\d-]+T[\d:.]+Z" data-time="clock">\d{4}-\d\d-\d\d \d\d:\d\d UTC<\/time><\/td>\s*){2}<td class="num">never<\/td>/,
     );
   });
 
@@ -326,7 +329,9 @@ describe("a workshop's activity list", () => {
     expect(at.every((i) => i > 0)).toBe(true);
     expect([...at].sort((a, b) => b - a)).toEqual(at);
     const failed = /<tr id="event-\w{26}" data-type="host.failed">([\s\S]*?)<\/tr>/.exec(r.text)?.[1] ?? "";
-    expect(failed).toMatch(/<time datetime="[\d-]+T[\d:.]+Z">\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC<\/time>/);
+    expect(failed).toMatch(
+      /<time datetime="[\d-]+T[\d:.]+Z" data-time="exact">\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC<\/time>/,
+    );
     expect(failed).toContain('<span class="state ev-host-failed">host failed</span>');
     expect(failed).toContain("<td>student-03</td>");
   });

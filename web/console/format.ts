@@ -1,4 +1,5 @@
 import { formatDuration, formatTimeLeft } from "../../shared/runtime/time-format.ts";
+import { serverTimeText } from "../time.tsx";
 
 /** Small, pure formatting helpers for the console's pages (unit-free numbers into words a reader scans). */
 
@@ -17,16 +18,12 @@ export function timeLeft(expiry: string | undefined, now: Date): string {
   return `${/^\d+ s$/.test(left) ? "1 min" : left} left`;
 }
 
-/** An ISO time as "2026-05-01 10:22 UTC" (the console shows UTC: the page is rendered where the server runs, not where it is read). */
+/**
+ * An ISO time as "2026-05-01 10:22 UTC", for text that is not a page's `<time>` (sentences, notices): pages
+ * show times with `Time` (web/time.tsx), which the browser rewrites in the viewer's zone.
+ */
 export function when(iso: string | null | undefined): string {
-  if (!iso) return "";
-  return `${iso.replace("T", " ").slice(0, 16)} UTC`;
-}
-
-/** An ISO time to the second, "2026-05-01 10:22:07 UTC": what an activity entry shows. */
-export function whenExact(iso: string | null | undefined): string {
-  if (!iso) return "";
-  return `${iso.replace("T", " ").slice(0, 19)} UTC`;
+  return iso ? serverTimeText(iso, "clock", new Date()) : "";
 }
 
 /** Host ids typed into a field: commas, spaces or newlines between them. */

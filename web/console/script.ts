@@ -1,6 +1,8 @@
+import { timesJs } from "../time.tsx";
+
 /**
  * The console's only JavaScript, served from /console/console.js (the CSP allows scripts from 'self' only:
- * nothing inline). Every page works without it; it adds three things:
+ * nothing inline). Every page works without it; it adds four things:
  * - live updates: a page whose <main> names a JSON endpoint in data-live is polled every 2 s; the endpoint
  *   answers `{regions: {id: html}}`, server-rendered fragments that replace the element of that id. A region
  *   is left alone while it holds the focus or a form control someone has changed (a list whose choice is
@@ -10,11 +12,14 @@
  *   go at the top of the list and `activity.last` is where the next poll continues;
  * - sign-in from the link `labfleet dev` prints: its token travels in the URL fragment (never sent to a
  *   server, never logged), is moved into the token field, dropped from the address bar, and submitted;
+ * - times (`<time data-time>`, web/time.tsx) in the viewer's time zone, in the CLI's format, kept current as
+ *   time passes and after each live update;
  * - a chosen workshop.yaml file is shown in the text area, where it can still be edited; errors found in it
  *   take the focus when the page comes back.
  */
-export const consoleJs = `"use strict";
+export const consoleJs = `${timesJs}
 (() => {
+  "use strict";
   const token = document.getElementById("token");
   if (token && location.hash.startsWith("#token=")) {
     const value = decodeURIComponent(location.hash.slice(7));
@@ -66,6 +71,7 @@ export const consoleJs = `"use strict";
     if (a.html) {
       for (const e of feed.querySelectorAll("[data-empty]")) e.remove();
       feed.insertAdjacentHTML("afterbegin", a.html);
+      labfleetTimes.refresh(feed);
       while (feed.children.length > 200) feed.lastElementChild.remove();
     }
     if (a.last) {
@@ -92,6 +98,7 @@ export const consoleJs = `"use strict";
         if (!el || last.get(id) === html || busy(el)) continue;
         el.innerHTML = html;
         last.set(id, html);
+        labfleetTimes.refresh(el);
       }
       addActivity(data.activity);
       polls += 1;

@@ -6,6 +6,7 @@ import type { Hono } from "hono";
 import { createToken, listTokens, revokeToken } from "../../shared/auth/tokens.ts";
 import { VisibleError } from "../../shared/runtime/errors.ts";
 import { issueDetails } from "../../shared/runtime/zod.ts";
+import { Time } from "../time.tsx";
 import {
   type Ctx,
   DAYS_ERROR,
@@ -16,7 +17,6 @@ import {
   TokenForm,
   viewer,
 } from "./common.tsx";
-import { when } from "./format.ts";
 import { ownOrigin } from "./session.ts";
 import { ConfirmPage, TokenCreatedPage, TokensPage } from "./views.tsx";
 
@@ -64,8 +64,8 @@ export function tokenRoutes(app: Hono<Env>) {
           message={
             <p>
               The token of {t.owner}
-              {t.mine ? " (you)" : ""}, created {when(t.createdAt)}, stops working at once: a CLI signed in
-              with it, or a script that sends it, is refused. This cannot be undone.
+              {t.mine ? " (you)" : ""}, created <Time at={t.createdAt} />, stops working at once: a CLI signed
+              in with it, or a script that sends it, is refused. This cannot be undone.
             </p>
           }
           action="/console/tokens/revoke"

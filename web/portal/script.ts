@@ -1,9 +1,12 @@
+import { timesJs } from "../time.tsx";
+
 /**
- * The portal's one script, served from /portal.js and loaded only by the lab page. Everything works without it:
- * it only adds a Copy button after each value marked `data-copy` (credentials, the SSH command). Without a
- * script the values are plain text to select.
+ * The portal's one script, served from /portal.js. Everything works without it: it shows times (`<time
+ * data-time>`, web/time.tsx) in the student's time zone, and adds a Copy button after each value marked
+ * `data-copy` (credentials, the SSH command). Without a script times read in UTC and the values are plain
+ * text to select.
  */
-export const portalJs = `
+export const portalJs = `${timesJs}
 (() => {
   const copyText = async (text) => {
     if (navigator.clipboard && window.isSecureContext) return navigator.clipboard.writeText(text);

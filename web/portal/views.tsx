@@ -8,14 +8,18 @@ import type { BoardLab, LabPage } from "../../shared/portal/claims.ts";
 import { COOKIES, RATE, RETENTION, WAITING_REFRESH_SECONDS } from "../../shared/portal/constants.ts";
 import { type TimeLeft, timeLeft } from "../../shared/portal/time-left.ts";
 import type { WaitingPage } from "../../shared/portal/waiting.ts";
+import { Time } from "../time.tsx";
 import { CSRF_FIELD } from "./security.ts";
 
-/** The student pages: plain HTML forms, no script, readable on a phone. */
+/**
+ * The student pages: plain HTML forms, readable on a phone. Each loads /portal.js, which only shows times in
+ * the student's own zone and adds Copy buttons: every page works without it.
+ */
 
 export function Layout(props: {
   title: string;
   refreshSeconds?: number | undefined;
-  /** The lab page: a wider page (the guide beside the details) and /portal.js for its Copy buttons. */
+  /** The lab page: a wider page (the guide beside the details). */
   lab?: boolean;
   children?: Child;
 }) {
@@ -28,7 +32,7 @@ export function Layout(props: {
         {props.refreshSeconds ? <meta http-equiv="refresh" content={String(props.refreshSeconds)} /> : null}
         <title>{props.title}</title>
         <link rel="stylesheet" href="/portal.css" />
-        {props.lab ? <script src="/portal.js" defer /> : null}
+        <script src="/portal.js" defer />
       </head>
       <body>
         <main class={props.lab ? "lab" : undefined}>{props.children}</main>
@@ -279,7 +283,8 @@ function Link(props: { href: string; children: Child }) {
   );
 }
 
-const endsAt = (expiry: string) => `${expiry.replace("T", " ").slice(0, 16)} UTC`;
+/** When the labs are removed: the browser shows it in the student's zone (web/time.tsx). */
+const endsAt = (expiry: string) => <Time at={expiry} />;
 
 /** The title of a page while a warning shows: the minutes left come first, so a tab shows them. */
 const warnTitle = (left: TimeLeft | undefined, title: string) =>
@@ -293,21 +298,22 @@ function EndNotice(props: { left: TimeLeft; what: "lab" | "workshop" }) {
     case "time-left":
       return (
         <p class="notice" id="time-left">
-          {props.what === "lab"
-            ? `Time left: ${left.text} (${removed} at ${endsAt(left.expiry)}).`
-            : `The workshop ends in ${left.text} (${removed} at ${endsAt(left.expiry)}).`}
+          {props.what === "lab" ? `Time left: ${left.text}` : `The workshop ends in ${left.text}`} ({removed}{" "}
+          at {endsAt(left.expiry)}).
         </p>
       );
     case "soon":
       return (
         <p class="warning" id="time-left" role="status">
-          {`${left.text} left: ${removed} at ${endsAt(left.expiry)}. Save your work somewhere else now.`}
+          {`${left.text} left: ${removed} at `}
+          {endsAt(left.expiry)}. Save your work somewhere else now.
         </p>
       );
     case "urgent":
       return (
         <p class="alert" id="time-left" role="alert">
-          {`Only ${left.text} left: ${removed} at ${endsAt(left.expiry)}. Save your work now.`}
+          {`Only ${left.text} left: ${removed} at `}
+          {endsAt(left.expiry)}. Save your work now.
         </p>
       );
     default:
@@ -323,8 +329,6 @@ function EndNotice(props: { left: TimeLeft; what: "lab" | "workshop" }) {
 
 /** How often a flagged lab's page reloads itself. */
 const HEALTH_REFRESH_SECONDS = 20;
-
-const ranAtText = (iso: string) => `${iso.replace("T", " ").slice(0, 19)} UTC`;
 
 /** "Check my work": a plain POST form, and each check's last result for this claim, with its hint when it failed. */
 function ChecksSection(props: {
@@ -369,7 +373,11 @@ function ChecksSection(props: {
                     : " not yet"}
             </span>
             {c.passed === false && c.hint ? <p class="check-hint">Hint: {c.hint}</p> : null}
-            {c.ranAt ? <p class="check-when">Checked at {ranAtText(c.ranAt)}</p> : null}
+            {c.ranAt ? (
+              <p class="check-when">
+                Checked at <Time at={c.ranAt} show="exact" />
+              </p>
+            ) : null}
             {c.passed === false && c.output ? (
               <details>
                 <summary>What the check printed</summary>

@@ -5,7 +5,8 @@
 import { basisText, type FleetEstimate } from "../../../shared/fleet/estimate.ts";
 import type { FleetLab, FleetView } from "../../../shared/fleet/fleet-view.ts";
 import { type PhaseBar, phaseBars } from "../../../shared/fleet/timeline.ts";
-import { duration, timeLeft, when } from "../format.ts";
+import { Time } from "../../time.tsx";
+import { duration, timeLeft } from "../format.ts";
 import { State } from "./layout.tsx";
 
 /**
@@ -41,8 +42,8 @@ function EstimateText(props: { estimate: FleetEstimate }) {
   return (
     <p id="fleet-estimate" data-kind="estimated" data-remaining={String(e.remainingSeconds)}>
       All {e.building} {e.building === 1 ? "lab" : "labs"} still building ready in{" "}
-      <strong>{approx(e.remainingSeconds)}</strong> (by <time datetime={e.readyAt}>{when(e.readyAt)}</time>),{" "}
-      <span id="fleet-basis">{basisText(e.basis)}</span>.{failed}
+      <strong>{approx(e.remainingSeconds)}</strong> (by <Time at={e.readyAt} />
+      ), <span id="fleet-basis">{basisText(e.basis)}</span>.{failed}
     </p>
   );
 }

@@ -7,7 +7,7 @@ import type { BoardLab } from "../../../shared/portal/claims.ts";
 import type { ClaimRow, PortalView } from "../../../shared/portal/portal.ts";
 import type { WaitingRow } from "../../../shared/portal/queue.ts";
 import type { HeldBack, Hold } from "../../../shared/portal/rate-limit.ts";
-import { when } from "../format.ts";
+import { Time } from "../../time.tsx";
 import { Csrf, DataTable, Layout, Notice, State, Tabs, type Viewer } from "./layout.tsx";
 
 // ---------------------------------------------------------------------------------------------- portal
@@ -63,7 +63,7 @@ export function ChecksSection(props: { matrix: ChecksMatrix }) {
               {s.results.map((r) => (
                 <td>{mark(r)}</td>
               ))}
-              <td>{s.lastRanAt ? when(s.lastRanAt) : "never"}</td>
+              <td>{s.lastRanAt ? <Time at={s.lastRanAt} /> : "never"}</td>
             </tr>
           ))}
           <tr class="checks-total">
@@ -175,12 +175,12 @@ export function ClaimRows(props: { data: PortalData; csrf: string }) {
           <td>{c.name}</td>
           <td>{c.email}</td>
           <td class="num">
-            {when(c.claimedAt)}
+            <Time at={c.claimedAt} />
             <br />
             <small>{c.how}</small>
           </td>
           <td class="num">
-            {c.firstOpenedAt ? when(c.firstOpenedAt) : "not yet"}
+            {c.firstOpenedAt ? <Time at={c.firstOpenedAt} /> : "not yet"}
             {c.locked ? (
               <>
                 <br />
@@ -296,7 +296,7 @@ export function HeldBackSection(props: { data: PortalData; csrf: string }) {
   const wide = portalWide.active ? (
     <p>
       The portal as a whole got {portalWide.wrongCodes} wrong codes (limit {portalWide.limit}): until{" "}
-      {when(portalWide.liftsAt)}, students who already typed a wrong code a few times wait.
+      <Time at={portalWide.liftsAt} show="when" />, students who already typed a wrong code a few times wait.
     </p>
   ) : null;
   if (addresses.length === 0)
@@ -332,7 +332,9 @@ export function HeldBackSection(props: { data: PortalData; csrf: string }) {
                     <td class="num">
                       {h.count} of {h.limit}
                     </td>
-                    <td class="num">{when(h.liftsAt)}</td>
+                    <td class="num">
+                      <Time at={h.liftsAt} show="when" />
+                    </td>
                     <td>
                       {i === 0 ? (
                         <form method="post" action={`${base}/unblock`}>

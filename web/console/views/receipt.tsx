@@ -4,7 +4,7 @@
 /** @jsxImportSource hono/jsx */
 import type { Receipt } from "../../../shared/fleet/receipt.ts";
 import type { RunView } from "../../../shared/fleet/workshops.ts";
-import { when } from "../format.ts";
+import { Time } from "../../time.tsx";
 import { DataTable } from "./layout.tsx";
 
 /**
@@ -20,13 +20,13 @@ export function ReceiptSection(props: { receipt: Receipt }) {
       <h2 id="receipt-h">Teardown receipt</h2>
       {r.failed !== undefined ? (
         <p class="error" role="alert" id="receipt-failed">
-          <strong>The teardown failed</strong> {when(r.endedAt)}:{" "}
+          <strong>The teardown failed</strong> <Time at={r.endedAt} />:{" "}
           {r.failed.replace(/^the teardown failed: /, "")}. Run it again to remove what is left:{" "}
           <code>labfleet down {r.workshop} --yes</code>, or Tear down… on this page.
         </p>
       ) : null}
       <p>
-        Teardown {r.failed !== undefined ? "stopped" : "ended"} {when(r.endedAt)}
+        Teardown {r.failed !== undefined ? "stopped" : "ended"} <Time at={r.endedAt} />
         {r.region ? ` in ${r.region}` : ""}. Used: {u.hostHours.toFixed(2)} host-hours on {u.hosts} host
         {u.hosts === 1 ? "" : "s"}
         {u.earlier
@@ -42,7 +42,7 @@ export function ReceiptSection(props: { receipt: Receipt }) {
       {r.left.length === 0 ? (
         <p class="ok" id="receipt-status">
           Nothing left{r.checkError ? " was found, but the check is incomplete" : ""}: checked{" "}
-          {when(r.checkedAt)}.
+          <Time at={r.checkedAt} />.
         </p>
       ) : (
         <>
@@ -61,7 +61,14 @@ export function ReceiptSection(props: { receipt: Receipt }) {
                 <td>{l.hostId ?? ""}</td>
                 <td>
                   {l.why}
-                  {l.foundBy === "sweeper" ? ` (found by the sweeper ${when(l.foundAt)})` : ""}
+                  {l.foundBy === "sweeper" ? (
+                    <>
+                      {" "}
+                      (found by the sweeper <Time at={l.foundAt} />)
+                    </>
+                  ) : (
+                    ""
+                  )}
                 </td>
                 <td>
                   <code>{l.command}</code>
@@ -114,7 +121,7 @@ export function ReceiptRegion(props: {
       <section aria-labelledby="receipt-h" id="receipt">
         <h2 id="receipt-h">Teardown receipt</h2>
         <p id="receipt-progress">
-          Tearing down since {when(t.startedAt)}: stopping the labs and giving{" "}
+          Tearing down since <Time at={t.startedAt} />: stopping the labs and giving{" "}
           {props.hosts === 1 ? "the 1 host" : `the ${props.hosts} hosts`} back, then checking that nothing is
           left. The receipt appears here when it is taken.
         </p>

@@ -3,7 +3,8 @@
 /** @jsxRuntime automatic */
 /** @jsxImportSource hono/jsx */
 import type { RunView } from "../../../shared/fleet/workshops.ts";
-import { duration, when } from "../format.ts";
+import { Time } from "../../time.tsx";
+import { duration } from "../format.ts";
 import { Layout, State, Tabs, type Viewer } from "./layout.tsx";
 
 // ------------------------------------------------------------------------------------------------- runs
@@ -27,7 +28,10 @@ export function RunList(props: { runs: RunRow[] }) {
       {props.runs.map(({ run, hosts }) => (
         <section class="run panel" id={`run-${run.id}`} aria-labelledby={`run-${run.id}-h`}>
           <h2 id={`run-${run.id}-h`}>
-            {run.kind} <State state={run.state} /> <small>{when(run.startedAt)}</small>
+            {run.kind} <State state={run.state} />{" "}
+            <small>
+              <Time at={run.startedAt} />
+            </small>
           </h2>
           <ul class="summary">
             <li>

@@ -3,7 +3,7 @@
 /** @jsxRuntime automatic */
 /** @jsxImportSource hono/jsx */
 import type { TokenInfo } from "../../../shared/auth/tokens.ts";
-import { when } from "../format.ts";
+import { Time } from "../../time.tsx";
 import { Csrf, DataTable, Layout, Notice, type Viewer } from "./layout.tsx";
 
 // ------------------------------------------------------------------------------------------- API tokens
@@ -26,9 +26,11 @@ export function TokenRows(props: { tokens: TokenRow[]; csrf: string }) {
             {t.owner}
             {t.mine ? " (you)" : ""}
           </td>
-          <td class="num">{when(t.createdAt)}</td>
-          <td class="num">{t.lastUsedAt ? when(t.lastUsedAt) : "never"}</td>
-          <td class="num">{t.expiresAt ? when(t.expiresAt) : "never"}</td>
+          <td class="num">
+            <Time at={t.createdAt} />
+          </td>
+          <td class="num">{t.lastUsedAt ? <Time at={t.lastUsedAt} /> : "never"}</td>
+          <td class="num">{t.expiresAt ? <Time at={t.expiresAt} show="when" /> : "never"}</td>
           <td>
             <form method="post" action="/console/tokens/revoke">
               <Csrf token={props.csrf} />
@@ -138,9 +140,13 @@ export function TokenCreatedPage(props: { viewer: Viewer; token: string; info: T
         aria-describedby="new-token-hint"
       />
       <p class="hint" id="new-token-hint">
-        {props.info.expiresAt
-          ? `It works until ${when(props.info.expiresAt)}`
-          : "It works until it is revoked"}
+        {props.info.expiresAt ? (
+          <>
+            It works until <Time at={props.info.expiresAt} show="when" />
+          </>
+        ) : (
+          "It works until it is revoked"
+        )}
         , for the instructor API at this address.
       </p>
       <h2>Use it with the CLI</h2>

@@ -8,8 +8,9 @@ import type { OpenAccessView } from "../../../shared/fleet/open-access.ts";
 import type { Receipt } from "../../../shared/fleet/receipt.ts";
 import type { ScaleOffer, ScalePlan } from "../../../shared/fleet/scale.ts";
 import type { HostView, RunView, WorkshopSummary } from "../../../shared/fleet/workshops.ts";
+import { Time } from "../../time.tsx";
 import { eventLabel, eventSentence } from "../activity.ts";
-import { timeLeft, whenExact } from "../format.ts";
+import { timeLeft } from "../format.ts";
 import { ExecForm } from "./exec.tsx";
 import { FLEET_COLUMNS, FleetRows, FleetSummary } from "./fleet.tsx";
 import { Csrf, DataTable, Layout, Notice, ResultPage, State, Tabs, type Viewer } from "./layout.tsx";
@@ -65,7 +66,7 @@ export function ActivityRows(props: {
       {props.events.map((e) => (
         <tr id={`event-${e.id}`} data-type={e.type}>
           <td class="num">
-            <time datetime={e.at}>{whenExact(e.at)}</time>
+            <Time at={e.at} show="exact" />
           </td>
           <td>
             <span class={`state ev-${e.type.replace(/[._]/g, "-")}`}>{eventLabel(e.type)}</span>
