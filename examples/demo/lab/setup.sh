@@ -36,16 +36,17 @@ phase prepare done
 phase install running
 echo "installing the demo service"
 printf 'demo service for %s\n' "$LABFLEET_HOST_ID" > state/service.txt
+# The lab's web page (server.mjs, Node only): a server from an earlier build is stopped first, then a new one
+# starts detached (it outlives this setup) on a port the system picks, which it writes to state/port. It boots
+# while the install goes on, and answers students only once the access file below exists.
+if [ -s state/server.pid ]; then kill "$(cat state/server.pid)" 2>/dev/null || true; fi
+rm -f state/port state/server.pid
+setsid -f node server.mjs > state/server.log 2>&1 < /dev/null
 pause 9
 phase install done
 
 phase configure running
 password=$(head -c 12 /dev/urandom | base64 | tr -d '/+=')
-# The lab's web page (server.mjs, Node only): a server from an earlier build is stopped first, then a new one
-# starts detached (it outlives this setup) on a port the system picks, which it writes to state/port.
-if [ -s state/server.pid ]; then kill "$(cat state/server.pid)" 2>/dev/null || true; fi
-rm -f state/port state/server.pid
-setsid -f node server.mjs > state/server.log 2>&1 < /dev/null
 for _ in $(seq 100); do [ -s state/port ] && break; sleep 0.1; done
 port=$(cat state/port 2>/dev/null) || { echo "the demo web server did not start:" >&2; cat state/server.log >&2; exit 1; }
 # Access details for the student who claims this lab; labfleet stores them encrypted. The server reads its
