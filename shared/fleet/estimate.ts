@@ -11,7 +11,9 @@
  *   measured when there are none).
  * - A profile: per phase, the median of its measured seconds, in the order the newest build ran them; the head
  *   (from the deploy's start to the first phase seen: syncing the source, starting the setup, the first poll);
- *   the tail (from the last phase's end to ready: the health gate and the poll that saw it); the total.
+ *   the tail (from the last phase's end to ready: the health gate and the poll that saw it); the total. The
+ *   first phase counts from the deploy's start (its head included): when the first poll sees it depends on
+ *   when that poll comes, after the whole deploy step.
  * - A building host still needs, per phase of the profile: nothing when it reported that phase done; for the
  *   phase it is in, the median of what the builds that ran longer than it has so far still took (nothing when
  *   it is already slower than all of them); the whole median of a phase it has not started; then the tail
@@ -109,10 +111,14 @@ export function profileOf(samples: readonly BuildSample[]): Profile | undefined 
   if (!newest) return undefined;
   const names = [...newest.phases.map((p) => p.name)];
   for (const s of samples) for (const p of s.phases) if (!names.includes(p.name)) names.push(p.name);
+  // A build's first phase counts from its deploy's start: when a poll first sees it depends on when the
+  // first poll comes (after the whole deploy step), and a later first poll must not make the phase look short.
+  const seconds = (s: BuildSample, p: { name: string; seconds: number }) =>
+    p === s.phases[0] ? p.seconds + (s.headSeconds ?? 0) : p.seconds;
   const measured = Object.fromEntries(
     names.map((name) => [
       name,
-      samples.flatMap((s) => s.phases.filter((p) => p.name === name).map((p) => p.seconds)),
+      samples.flatMap((s) => s.phases.filter((p) => p.name === name).map((p) => seconds(s, p))),
     ]),
   );
   const phases = names.map((name) => ({ name, seconds: median(measured[name] ?? []) }));
@@ -168,9 +174,10 @@ export function remainingFor(host: EstimateHost, profile: Profile, now: Date, wa
   const elapsed = since(host.deployStartedAt);
   if (profile.phases.length === 0) return Math.max(0, profile.totalSeconds - elapsed);
   const phaseSum = sum(profile.phases.map((p) => p.seconds));
-  // No phase reported yet: the head (syncing the source, starting the setup) is going.
+  // No phase reported yet: the head (syncing the source, starting the setup) is going; the phases proper
+  // (the first without its head) and the tail are still to come.
   if (host.phases.length === 0)
-    return Math.max(phaseSum + profile.tailSeconds, profile.totalSeconds - elapsed);
+    return Math.max(phaseSum - profile.headSeconds + profile.tailSeconds, profile.totalSeconds - elapsed);
   const seen = new Map(host.phases.map((p) => [p.name, p]));
   let left = 0;
   let allDone = true;
@@ -182,12 +189,13 @@ export function remainingFor(host: EstimateHost, profile: Profile, now: Date, wa
       continue;
     }
     allDone = false;
-    left += h ? phaseLeft(profile.measured[p.name] ?? [], p.seconds, since(h.startedAt)) : p.seconds;
+    // The first phase runs from the deploy's start (see profileOf), the others from when they were seen.
+    const ranFor = h === host.phases[0] ? elapsed : since(h?.startedAt);
+    left += h ? phaseLeft(profile.measured[p.name] ?? [], p.seconds, ranFor) : p.seconds;
   }
   // Every phase done: what is left is the tail, less the time since the last phase ended. A phase still
   // running (even one slower than every build measured) leaves the whole tail to come.
-  const tail =
-    allDone && lastEnd ? Math.max(0, profile.tailSeconds - since(lastEnd)) : profile.tailSeconds;
+  const tail = allDone && lastEnd ? Math.max(0, profile.tailSeconds - since(lastEnd)) : profile.tailSeconds;
   return left + tail;
 }
 

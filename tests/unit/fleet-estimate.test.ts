@@ -207,6 +207,20 @@ describe("the ready estimate's model of a run", () => {
     expect(remainingFor(host, profile, now)).toBe(90 + 10);
   });
 
+  it("counts the first phase from the deploy's start, so an earlier first poll does not make it look done", () => {
+    // The earlier build's first poll came 8 s in, when prepare had 2 s left to run.
+    const profile = profileOf([timed("run_a", 0, 0, 8, [2, 10], 4)]);
+    if (!profile) throw new Error("no profile");
+    const host = {
+      id: "student-01",
+      state: "deploying",
+      deployStartedAt: at(0),
+      // This run's first poll came 1 s in; 3 s in, prepare still has 7 s to go (10 from the deploy's start).
+      phases: [{ name: "prepare", state: "running", startedAt: at(1) }],
+    };
+    expect(remainingFor(host, profile, new Date(T0 + 3_000))).toBe(7 + 10 + 4);
+  });
+
   it("leaves the whole tail to come while a phase runs longer than every build measured", () => {
     const profile = profileOf([timed("run_a", 0, 0, 5, [10, 20, 10], 6)]);
     if (!profile) throw new Error("no profile");
