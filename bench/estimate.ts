@@ -65,7 +65,9 @@ provider:
   count: ${hosts}
 `);
     const first = await up();
-    console.log(`first run: every lab ready ${((first.readyAt - first.startedAt) / 1000).toFixed(1)} s after up`);
+    console.log(
+      `first run: every lab ready ${((first.readyAt - first.startedAt) / 1000).toFixed(1)} s after up`,
+    );
     await startRun(name, "teardown");
     await rt.executor.idle();
     const second = await up();
