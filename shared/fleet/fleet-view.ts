@@ -1,8 +1,8 @@
 /**
  * The fleet view: every lab of a workshop in one list (build state and phase, health, who holds it, their
  * checks, time left, the phase times of its timeline), the counts an instructor scans first, and the ready
- * estimate. One read each of the workshop, its hosts, claims, check results, waiting line and the lab's
- * recorded builds, however many labs there are.
+ * estimate. One read each of the workshop, its hosts, claims, check results, waiting line, the run building and
+ * the lab's recorded builds, however many labs there are.
  */
 import { waitingCount } from "../portal/queue.ts";
 import { assertActor } from "../runtime/actor.ts";
@@ -71,12 +71,13 @@ export async function fleetView(name: string): Promise<FleetView> {
   const { store, clock } = useDeps();
   const w = await getWorkshop(name);
   const spec = w.spec as Workshop;
-  const [hostItems, claims, results, waiting, builds] = await Promise.all([
+  const [hostItems, claims, results, waiting, builds, run] = await Promise.all([
     listHosts(name),
     store.claim.query.byWorkshop({ workshop: name }).go({ pages: "all" }),
     store.checkResult.query.byWorkshop({ workshop: name }).go({ pages: "all" }),
     waitingCount(name),
     labBuilds(spec),
+    w.activeRunId ? store.run.get({ workshop: name, runId: w.activeRunId }).go() : undefined,
   ]);
   const now = clock.now();
   const hosts = hostItems.filter((h) => h.state !== "torn_down").sort((a, b) => byNumber(a.hostId, b.hostId));
@@ -93,6 +94,11 @@ export async function fleetView(name: string): Promise<FleetView> {
     builds,
     runId ?? undefined,
     now,
+    // The deploy step's waves: the run's own hosts, as many at once as it deploys.
+    {
+      concurrency: run?.data?.deployConcurrency ?? run?.data?.concurrency ?? spec.lab.concurrency,
+      startedAt: run?.data?.startedAt,
+    },
   );
   const labs = hosts.map((h): FleetLab => {
     const phases = h.phases ?? [];

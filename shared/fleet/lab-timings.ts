@@ -27,23 +27,49 @@ export function labIdentity(spec: Workshop): string {
     .slice(0, 32);
 }
 
-/** A finished build's sample: total and per-phase seconds, from the host's timed phases; undefined without times. */
-export function sampleOf(h: HostItem, runId: string): BuildSample | undefined {
+/** Where a build stood in its run's deploy step (shared/fleet/estimate.ts models the waves). */
+export interface BuildPlace {
+  wave: number;
+  startOffsetSeconds: number;
+}
+
+/**
+ * A finished build's sample: total and per-phase seconds, the head before its first phase and the tail after
+ * its last, from the host's timed phases; undefined without times.
+ */
+export function sampleOf(h: HostItem, runId: string, place?: BuildPlace): BuildSample | undefined {
   if (!h.deployStartedAt || !h.readyAt) return undefined;
-  const total = (Date.parse(h.readyAt) - Date.parse(h.deployStartedAt)) / 1000;
+  const start = Date.parse(h.deployStartedAt);
+  const ready = Date.parse(h.readyAt);
+  const total = (ready - start) / 1000;
   if (!Number.isFinite(total) || total < 0) return undefined;
-  const phases = (h.phases ?? [])
-    .filter((p) => p.startedAt && p.endedAt && phaseFinished(p.state))
-    .map((p) => ({
-      name: p.name,
-      seconds: Math.max(0, (Date.parse(p.endedAt as string) - Date.parse(p.startedAt as string)) / 1000),
-    }));
-  return { runId, totalSeconds: total, phases };
+  const timed = (h.phases ?? []).filter((p) => p.startedAt && p.endedAt && phaseFinished(p.state));
+  const phases = timed.map((p) => ({
+    name: p.name,
+    seconds: Math.max(0, (Date.parse(p.endedAt as string) - Date.parse(p.startedAt as string)) / 1000),
+  }));
+  const starts = timed.map((p) => Date.parse(p.startedAt as string));
+  const ends = timed.map((p) => Date.parse(p.endedAt as string));
+  const clamp = (ms: number) => Math.min(total, Math.max(0, ms / 1000));
+  return {
+    runId,
+    totalSeconds: total,
+    phases,
+    ...(timed.length
+      ? { headSeconds: clamp(Math.min(...starts) - start), tailSeconds: clamp(ready - Math.max(...ends)) }
+      : {}),
+    ...(place ?? {}),
+  };
 }
 
 /** Records a host's finished build under its lab's identity, then drops what is beyond LAB_TIMINGS_KEPT. */
-export async function recordBuild(spec: Workshop, h: HostItem, runId: string): Promise<void> {
-  const sample = sampleOf(h, runId);
+export async function recordBuild(
+  spec: Workshop,
+  h: HostItem,
+  runId: string,
+  place?: BuildPlace,
+): Promise<void> {
+  const sample = sampleOf(h, runId, place);
   if (!sample || !h.readyAt) return;
   const { store, clock } = useDeps();
   const identity = labIdentity(spec);
@@ -56,6 +82,9 @@ export async function recordBuild(spec: Workshop, h: HostItem, runId: string): P
       runId,
       totalSeconds: sample.totalSeconds,
       phases: sample.phases,
+      ...(sample.headSeconds !== undefined ? { headSeconds: sample.headSeconds } : {}),
+      ...(sample.tailSeconds !== undefined ? { tailSeconds: sample.tailSeconds } : {}),
+      ...(place ?? {}),
       expiresAt: Math.floor(clock.now().getTime() / 1000) + LAB_TIMING_RETENTION_DAYS * 86_400,
     })
     .go();
@@ -78,5 +107,15 @@ export async function labBuilds(spec: Workshop): Promise<BuildSample[]> {
   const r = await store.labTiming.query
     .byIdentity({ identity: labIdentity(spec) })
     .go({ order: "desc", limit: LAB_TIMINGS_KEPT });
-  return r.data.map((t) => ({ runId: t.runId, totalSeconds: t.totalSeconds, phases: t.phases })).reverse();
+  return r.data
+    .map((t) => ({
+      runId: t.runId,
+      totalSeconds: t.totalSeconds,
+      phases: t.phases,
+      headSeconds: t.headSeconds,
+      tailSeconds: t.tailSeconds,
+      wave: t.wave,
+      startOffsetSeconds: t.startOffsetSeconds,
+    }))
+    .reverse();
 }

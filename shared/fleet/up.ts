@@ -9,7 +9,7 @@ import { timeLeft } from "../runtime/deadline.ts";
 import { useDeps } from "../runtime/deps.ts";
 import { errorMessage, VisibleError } from "../runtime/errors.ts";
 import { log } from "../runtime/logger.ts";
-import type { HostItem } from "../store/entities.ts";
+import type { HostItem, RunItem } from "../store/entities.ts";
 import type { Transport } from "../transports/types.ts";
 import { INLINE_MAP_MAX_CONCURRENCY } from "../workshop/limits.ts";
 import type { Workshop } from "../workshop/schema.ts";
@@ -30,7 +30,7 @@ import {
   stopLab,
   syncSource,
 } from "./lab.ts";
-import { recordBuild } from "./lab-timings.ts";
+import { type BuildPlace, recordBuild } from "./lab-timings.ts";
 import { deprovisionLabs, provisionLabs } from "./machines.ts";
 import { openAccessWhenReady } from "./open-access.ts";
 import { checkSecrets, getRun, recordTransitions, releaseWorkshop } from "./runs.ts";
@@ -108,6 +108,13 @@ export async function beginUp(workshop: string, runId: string): Promise<UpSettin
     deadline = new Date(clock.now().getTime() + spec.lab.timeout_minutes * 60_000).toISOString();
     await store.run.patch({ workshop, runId }).set({ deadline }).go();
   }
+  const concurrency = boundConcurrency(
+    run.concurrency ?? spec.lab.concurrency,
+    await useDeps().taskConcurrency?.(),
+  );
+  // Kept on the run for the ready estimate, which models the deploy step's waves of this many hosts.
+  if (run.deployConcurrency !== concurrency)
+    await store.run.patch({ workshop, runId }).set({ deployConcurrency: concurrency }).go();
   const stages = stagesOf(run);
   const deploy = stages.includes("deploy");
   // Before any host is touched, also when a run was not started through startRun. A provision run deploys
@@ -118,10 +125,7 @@ export async function beginUp(workshop: string, runId: string): Promise<UpSettin
     await publishSecretParameter(spec);
   }
   return {
-    concurrency: boundConcurrency(
-      run.concurrency ?? spec.lab.concurrency,
-      await useDeps().taskConcurrency?.(),
-    ),
+    concurrency,
     pollSeconds: spec.lab.poll_seconds,
     deadline,
     deploy,
@@ -457,7 +461,10 @@ export async function pollFleet(workshop: string, runId: string, deadline: strin
   const { spec, provider } = await loadWorkshop(workshop);
   // The hosts checked longest ago go first: when a poll's time runs out (a function's deadline, see
   // shared/runtime/deadline.ts), the hosts it did not reach are the first the next poll checks.
-  const hosts = (await runHosts(workshop, runId)).sort((a, b) => a.updatedAt.localeCompare(b.updatedAt));
+  const run = await getRun(workshop, runId);
+  const runs = runHostsOf(run, await listHosts(workshop));
+  const place = buildPlaces(runs, run, spec);
+  const hosts = [...runs].sort((a, b) => a.updatedAt.localeCompare(b.updatedAt));
   const redact = await secretRedactor(spec);
   let becameReady = 0;
   const states = await mapLimit(hosts, POLL_CONCURRENCY, async (h) => {
@@ -467,7 +474,7 @@ export async function pollFleet(workshop: string, runId: string, deadline: strin
     if (state === "ready" || state === "failed") await hostEvent(workshop, h.hostId, state, runId);
     if (state === "ready") {
       becameReady++;
-      await timeBuild(spec, h.hostId, runId);
+      await timeBuild(spec, h.hostId, runId, place(h.hostId));
     }
     return state;
   });
@@ -499,9 +506,32 @@ export async function pollFleet(workshop: string, runId: string, deadline: strin
 }
 
 /** A host became ready: its build's phase durations, for the ready estimate of later runs of the lab. */
-async function timeBuild(spec: Workshop, hostId: string, runId: string) {
+async function timeBuild(spec: Workshop, hostId: string, runId: string, place: BuildPlace | undefined) {
   const h = (await useDeps().store.host.get({ workshop: spec.name, hostId }).go()).data;
-  if (h) await recordBuild(spec, h, runId);
+  if (h) await recordBuild(spec, h, runId, place);
+}
+
+/**
+ * Where each of the run's hosts stood in its deploy step: the deploy step takes them in host order, `concurrency`
+ * at once, so host N started in wave floor(N / concurrency); and how long after the run's first deploy start
+ * its own came (hosts this run did not deploy count for neither).
+ */
+function buildPlaces(hosts: readonly HostItem[], run: RunItem, spec: Workshop) {
+  const concurrency = Math.max(1, run.deployConcurrency ?? spec.lab.concurrency);
+  const ordered = [...hosts].sort((a, b) => a.hostId.localeCompare(b.hostId, undefined, { numeric: true }));
+  const started = (h: HostItem) =>
+    h.deployStartedAt && h.deployStartedAt >= run.startedAt ? h.deployStartedAt : undefined;
+  const starts = ordered
+    .map(started)
+    .filter((t) => t !== undefined)
+    .map((t) => Date.parse(t));
+  const first = starts.length ? Math.min(...starts) : undefined;
+  return (hostId: string): BuildPlace | undefined => {
+    const position = ordered.findIndex((h) => h.hostId === hostId);
+    const at = ordered[position] && started(ordered[position]);
+    if (position < 0 || !at || first === undefined) return undefined;
+    return { wave: Math.floor(position / concurrency), startOffsetSeconds: (Date.parse(at) - first) / 1000 };
+  };
 }
 
 /**
@@ -532,11 +562,12 @@ async function fleetReady(workshop: string): Promise<boolean> {
 
 /** The hosts a run acts on: its selection (deploy, retry), or every host of the workshop. */
 async function runHosts(workshop: string, runId: string): Promise<HostItem[]> {
-  const run = await getRun(workshop, runId);
+  return runHostsOf(await getRun(workshop, runId), await listHosts(workshop));
+}
+
+function runHostsOf(run: RunItem, hosts: readonly HostItem[]): HostItem[] {
   const wanted = run.selection?.length ? new Set(run.selection) : undefined;
-  return (await listHosts(workshop)).filter(
-    (h) => h.state !== "torn_down" && (!wanted || wanted.has(h.hostId)),
-  );
+  return hosts.filter((h) => h.state !== "torn_down" && (!wanted || wanted.has(h.hostId)));
 }
 
 /** The deadline passed: every lab not yet ready fails with the reason, its setup stopped. */

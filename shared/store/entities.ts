@@ -273,6 +273,8 @@ function entities(client: DynamoDBDocumentClient, table: string) {
          * provision run: provision alone).
          */
         stages: { type: "list", items: { type: "string" } },
+        /** The hosts its deploy step starts at once, as BeginUp bounded it (the ready estimate's waves). */
+        deployConcurrency: { type: "number" },
         deadline: { type: "string" },
         startedAt: { type: "string", required: true },
         endedAt: { type: "string" },
@@ -755,6 +757,12 @@ function entities(client: DynamoDBDocumentClient, table: string) {
             },
           },
         },
+        /** From the deploy's start to the first phase seen, and from the last phase's end to ready. */
+        headSeconds: { type: "number" },
+        tailSeconds: { type: "number" },
+        /** The deploy wave the host started in (lab.concurrency hosts a wave), and seconds after the run's first. */
+        wave: { type: "number" },
+        startOffsetSeconds: { type: "number" },
         /** Epoch seconds: kept LAB_TIMING_RETENTION_DAYS at most, then the table's TTL removes them. */
         expiresAt: { type: "number", required: true },
       },

@@ -6,8 +6,11 @@ import {
   median,
   profileOf,
   remainingFor,
+  waveProfiles,
 } from "../../shared/fleet/estimate.ts";
+import { sampleOf } from "../../shared/fleet/lab-timings.ts";
 import { phaseBars, timePhases } from "../../shared/fleet/timeline.ts";
+import type { HostItem } from "../../shared/store/entities.ts";
 
 /**
  * The pure halves of the fleet view: phases stamped with the times labfleet saw them, the bars of a host's
@@ -87,14 +90,17 @@ describe("the ready estimate", () => {
   it("builds a profile of medians per phase, the tail after the last phase and the total", () => {
     expect(median([3, 1, 2])).toBe(2);
     expect(median([4, 1, 2, 3])).toBe(2.5);
-    expect(profileOf(earlier)).toEqual({
+    expect(profileOf(earlier)).toMatchObject({
       phases: [
         { name: "prepare", seconds: 70 },
         { name: "install", seconds: 320 },
         { name: "configure", seconds: 110 },
       ],
+      // Builds recorded before the head was kept count all their time outside phases as tail.
+      headSeconds: 0,
       tailSeconds: 10,
       totalSeconds: 510,
+      measured: { install: [300, 340, 320] },
     });
     expect(profileOf([])).toBeUndefined();
   });
@@ -112,7 +118,7 @@ describe("the ready estimate", () => {
         { name: "install", state: "running", startedAt: at(72) },
       ],
     };
-    // install: 320 - 128 s run; configure 110; tail 10.
+    // install has run 128 s: the builds all took longer, by 172, 212 and 192 s (median 192); configure 110; tail 10.
     expect(remainingFor(host, profile, now)).toBe(192 + 110 + 10);
     expect(remainingFor({ ...host, state: "pending", phases: [] }, profile, now)).toBe(510);
     expect(remainingFor({ ...host, state: "ready" }, profile, now)).toBe(0);
@@ -139,7 +145,10 @@ describe("the ready estimate", () => {
     expect(e.building).toBe(2);
     expect(e.failed).toBe(1);
     expect(e.basis).toEqual({ earlierRuns: 2, earlierBuilds: 3, thisRunBuilds: 1 });
-    expect(e.hosts["student-02"]).toBe(e.remainingSeconds);
+    // student-02 needs the median total (500); student-01, deploying without a phase yet, at least its phases'
+    // medians and the tail (65 + 320 + 110 + 10): it is the slowest.
+    expect(e.hosts).toEqual({ "student-01": 505, "student-02": 500 });
+    expect(e.remainingSeconds).toBe(505);
     expect(e.readyAt).toBe(new Date(now.getTime() + e.remainingSeconds * 1000).toISOString());
     expect(basisText(e.basis)).toBe("from 2 earlier runs and 1 lab of this run");
     expect(basisText({ earlierRuns: 3, earlierBuilds: 90, thisRunBuilds: 0 })).toBe("from 3 earlier runs");
@@ -155,6 +164,176 @@ describe("the ready estimate", () => {
     expect(estimateFleet([{ id: "a", state: "ready", phases: [] }], earlier, undefined, now)).toEqual({
       kind: "ready",
       failed: 0,
+    });
+  });
+});
+
+describe("the ready estimate's model of a run", () => {
+  /** A build with its head and tail measured apart, in a deploy wave. */
+  const timed = (runId: string, wave: number, offset: number, head: number, phases: number[], tail: number) =>
+    ({
+      runId,
+      phases: phases.map((seconds, i) => ({
+        name: ["prepare", "install", "configure"][i] as string,
+        seconds,
+      })),
+      headSeconds: head,
+      tailSeconds: tail,
+      totalSeconds: head + phases.reduce((a, b) => a + b, 0) + tail,
+      wave,
+      startOffsetSeconds: offset,
+    }) satisfies BuildSample;
+
+  it("keeps the head before the first phase out of the tail: a host past its first phase owes no head", () => {
+    const samples = [
+      timed("run_a", 0, 0, 30, [60, 300, 100], 12),
+      timed("run_a", 0, 0, 34, [60, 300, 100], 8),
+    ];
+    const profile = profileOf(samples);
+    if (!profile) throw new Error("no profile");
+    expect(profile).toMatchObject({ headSeconds: 32, tailSeconds: 10, totalSeconds: 502 });
+    const now = new Date(T0 + 400_000);
+    const host = {
+      id: "student-01",
+      state: "deploying",
+      deployStartedAt: at(0),
+      phases: [
+        { name: "prepare", state: "done", startedAt: at(30), endedAt: at(90) },
+        { name: "install", state: "done", startedAt: at(90), endedAt: at(390) },
+        { name: "configure", state: "running", startedAt: at(390) },
+      ],
+    };
+    // configure: 100 less the 10 s it has run; then the tail, 10 (not the 42 s outside phases of old).
+    expect(remainingFor(host, profile, now)).toBe(90 + 10);
+  });
+
+  it("counts the first phase from the deploy's start, so an earlier first poll does not make it look done", () => {
+    // The earlier build's first poll came 8 s in, when prepare had 2 s left to run.
+    const profile = profileOf([timed("run_a", 0, 0, 8, [2, 10], 4)]);
+    if (!profile) throw new Error("no profile");
+    const host = {
+      id: "student-01",
+      state: "deploying",
+      deployStartedAt: at(0),
+      // This run's first poll came 1 s in; 3 s in, prepare still has 7 s to go (10 from the deploy's start).
+      phases: [{ name: "prepare", state: "running", startedAt: at(1) }],
+    };
+    expect(remainingFor(host, profile, new Date(T0 + 3_000))).toBe(7 + 10 + 4);
+  });
+
+  it("leaves the whole tail to come while a phase runs longer than every build measured", () => {
+    const profile = profileOf([timed("run_a", 0, 0, 5, [10, 20, 10], 6)]);
+    if (!profile) throw new Error("no profile");
+    const host = {
+      id: "student-01",
+      state: "deploying",
+      deployStartedAt: at(0),
+      phases: [
+        { name: "prepare", state: "done", startedAt: at(5), endedAt: at(15) },
+        { name: "install", state: "done", startedAt: at(15), endedAt: at(35) },
+        // 30 s into a phase measured at 10 s: nothing more of the phase is known, the tail still is.
+        { name: "configure", state: "running", startedAt: at(35) },
+      ],
+    };
+    expect(remainingFor(host, profile, new Date(T0 + 65_000))).toBe(6);
+  });
+
+  it("takes what is left of a running phase from the builds that ran longer than it has so far", () => {
+    // A phase that is quick on most builds and slow on some: past the quick ones, the slow ones tell.
+    const samples = [2, 2, 2, 8].map((c) => timed("run_a", 0, 0, 1, [3, 3, c], 1));
+    const profile = profileOf(samples);
+    if (!profile) throw new Error("no profile");
+    const host = (ranFor: number) => ({
+      id: "student-01",
+      state: "deploying",
+      deployStartedAt: at(0),
+      phases: [
+        { name: "prepare", state: "done", startedAt: at(1), endedAt: at(4) },
+        { name: "install", state: "done", startedAt: at(4), endedAt: at(7) },
+        { name: "configure", state: "running", startedAt: at(7) },
+      ],
+      now: new Date(T0 + (7 + ranFor) * 1000),
+    });
+    const early = host(1);
+    expect(remainingFor(early, profile, early.now)).toBe(1 + 1);
+    const late = host(4);
+    expect(remainingFor(late, profile, late.now)).toBe(4 + 1);
+  });
+
+  it("models the deploy step's waves: a host waits for its wave's slot, then builds by its wave's profile", () => {
+    // An earlier run of 4 hosts, 2 at a time: the second wave started 20 s after the first and built slower.
+    const samples = [
+      timed("run_a", 0, 0, 10, [30, 60, 30], 10),
+      timed("run_a", 0, 1, 10, [30, 60, 30], 10),
+      timed("run_a", 1, 20, 10, [30, 60, 50], 30),
+      timed("run_a", 1, 21, 10, [30, 60, 50], 30),
+    ];
+    expect(waveProfiles(samples)(1)).toMatchObject({ totalSeconds: 180, startOffsetSeconds: 20.5 });
+    // A third wave was never measured: it starts one more slot (the second wave's offset) later.
+    expect(waveProfiles(samples)(2)).toMatchObject({ totalSeconds: 180, startOffsetSeconds: 41 });
+    const now = new Date(T0 + 5_000);
+    const hosts = ["student-01", "student-02", "student-03", "student-04", "student-05", "student-06"].map(
+      (id, i) =>
+        i < 2
+          ? { id, state: "deploying", deployStartedAt: at(0), phases: [] }
+          : { id, state: "pending", phases: [] },
+    );
+    const e = estimateFleet(hosts, samples, "run_now", now, { concurrency: 2, startedAt: at(-1) });
+    if (e.kind !== "estimated") throw new Error(`expected an estimate, got ${e.kind}`);
+    // Wave 0 deploying 5 s: 140 - 5. Wave 1: 20.5 - 5 s to its start, then 180. Wave 2: 41 - 5, then 180.
+    expect(e.hosts).toEqual({
+      "student-01": 135,
+      "student-02": 135,
+      "student-03": 196,
+      "student-04": 196,
+      "student-05": 216,
+      "student-06": 216,
+    });
+    expect(e.remainingSeconds).toBe(216);
+    // Without the waves (every host at once, one profile for all), the same fleet looks done far sooner.
+    const flat = estimateFleet(hosts, samples, "run_now", now, { concurrency: 6 });
+    if (flat.kind !== "estimated") throw new Error(`expected an estimate, got ${flat.kind}`);
+    expect(flat.remainingSeconds).toBeLessThan(e.remainingSeconds - 60);
+  });
+
+  it("counts only the run's own hosts in its waves: labs built before the run started hold no slot", () => {
+    const samples = [timed("run_a", 0, 0, 10, [30], 10), timed("run_a", 1, 20, 10, [30], 10)];
+    const now = new Date(T0 + 100_000);
+    const hosts = [
+      // Built by an earlier run and still ready: not part of this (scale) run's deploy step.
+      { id: "student-01", state: "ready", deployStartedAt: at(-500), phases: [] },
+      { id: "student-02", state: "ready", deployStartedAt: at(-500), phases: [] },
+      { id: "student-03", state: "pending", phases: [] },
+    ];
+    const e = estimateFleet(hosts, samples, "run_now", now, { concurrency: 2, startedAt: at(90) });
+    if (e.kind !== "estimated") throw new Error(`expected an estimate, got ${e.kind}`);
+    // student-03 is the run's first host: wave 0, no wait.
+    expect(e.hosts).toEqual({ "student-03": 50 });
+  });
+});
+
+describe("a finished build's sample", () => {
+  it("measures the head before the first phase and the tail after the last apart from the phases", () => {
+    const host = {
+      hostId: "student-04",
+      deployStartedAt: at(0),
+      readyAt: at(40),
+      phases: [
+        { name: "prepare", state: "done", startedAt: at(3), endedAt: at(10) },
+        { name: "install", state: "done", startedAt: at(10), endedAt: at(34) },
+      ],
+    } as unknown as HostItem;
+    expect(sampleOf(host, "run_a", { wave: 1, startOffsetSeconds: 2.5 })).toEqual({
+      runId: "run_a",
+      totalSeconds: 40,
+      phases: [
+        { name: "prepare", seconds: 7 },
+        { name: "install", seconds: 24 },
+      ],
+      headSeconds: 3,
+      tailSeconds: 6,
+      wave: 1,
+      startOffsetSeconds: 2.5,
     });
   });
 });
