@@ -6,7 +6,7 @@ import { isoNow } from "../runtime/clock.ts";
 import { mapLimit } from "../runtime/concurrency.ts";
 import { seal } from "../runtime/crypto.ts";
 import { timeLeft } from "../runtime/deadline.ts";
-import { useDeps } from "../runtime/deps.ts";
+import { releaseConnections, useDeps } from "../runtime/deps.ts";
 import { errorMessage, VisibleError } from "../runtime/errors.ts";
 import { log } from "../runtime/logger.ts";
 import type { HostItem } from "../store/entities.ts";
@@ -222,6 +222,10 @@ export async function removeHosts(spec: Workshop, provider: Provider, dropped: H
   });
   const results = await provider.deprovision(
     spec,
+    dropped.map((h) => h.hostId),
+  );
+  await releaseConnections(
+    spec.name,
     dropped.map((h) => h.hostId),
   );
   for (const r of results) {
