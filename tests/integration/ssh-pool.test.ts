@@ -223,6 +223,43 @@ describe("TransportPool over real sshd", () => {
     }
   });
 
+  it("gives up on a kept connection to a host that froze, within the connect timeout, and tries a new one", async () => {
+    const pool = new TransportPool();
+    const host = removed;
+    try {
+      const t = pool.lease(
+        key(host),
+        async () =>
+          new SshTransport({
+            workshop: "w",
+            hostId: host.id,
+            address: host.address,
+            identity,
+            pins: memoryPins(),
+            connectTimeoutMs: 1500,
+          }),
+      );
+      expect((await t.exec("true")).exitCode).toBe(0);
+      host.pause();
+      const started = performance.now();
+      const outcome = await Promise.race([
+        t.exec("true", { step: "check" }).then(
+          () => "ran",
+          (err: Error) => err.message,
+        ),
+        new Promise<string>((r) => setTimeout(() => r("still waiting after 15 s"), 15_000).unref()),
+      ]);
+      expect(outcome).toMatch(new RegExp(`${host.id} .*unreachable during check`));
+      // one wait for the session on the kept connection, one for the handshake of a new one
+      expect(performance.now() - started).toBeLessThan(3 * 1500 + 2000);
+      host.resume();
+      expect((await t.exec("echo back")).stdout).toBe("back\n");
+    } finally {
+      host.resume();
+      await pool.close();
+    }
+  });
+
   it("keeps at most maxOpen hosts connected, closing the least recently used first", async () => {
     const pool = new TransportPool({ maxOpen: 2 });
     try {
