@@ -27,6 +27,7 @@ import { createStore, type Store } from "../../shared/store/entities.ts";
 import { ensureTable } from "../../shared/store/table.ts";
 import { isStoreUnreachable } from "../../shared/store/unreachable.ts";
 import { LocalTransport } from "../../shared/transports/local.ts";
+import { TransportPool, type TransportPoolOptions } from "../../shared/transports/pool.ts";
 import { LocalExecutor } from "../../stepfunctions/local-executor.ts";
 import { bootstrapAuth, createApp } from "../../web/app.ts";
 import { authConfigFromEnv } from "../../web/auth/config.ts";
@@ -55,6 +56,11 @@ export interface LocalRuntimeOptions {
    * restarts fail). Tests make it long enough to see the outage.
    */
   dynamoRestartDelayMs?: number;
+  /**
+   * SSH connections kept open between operations: at most `maxOpen` hosts (default 512), each closed after
+   * `idleMs` unused (default 60 s).
+   */
+  sshPool?: TransportPoolOptions;
 }
 
 export function defaultLabfleetHome(): string {
@@ -67,6 +73,8 @@ export interface LocalRuntime {
   store: Store;
   executor: LocalExecutor;
   provider: LocalProvider;
+  /** The SSH connections kept open between operations (closed with the runtime). */
+  connections: TransportPool;
   resumed: string[];
   /** Runs one scheduler pass now (the timer does the same every interval). */
   tick(): Promise<number>;
@@ -123,6 +131,7 @@ export async function startLocalRuntime(opts: LocalRuntimeOptions): Promise<Loca
   let server: ReturnType<typeof serve> | undefined;
   let timer: NodeJS.Timeout | undefined;
   const executor = new LocalExecutor({ waitMs: opts.waitMs ?? 1000 });
+  const connections = new TransportPool(opts.sshPool);
   try {
     const table = opts.table ?? "labfleet";
     await ensureTable(client, table);
@@ -138,7 +147,9 @@ export async function startLocalRuntime(opts: LocalRuntimeOptions): Promise<Loca
       transport: transportFactory({
         labfleetHome,
         ...(process.env.SSH_AUTH_SOCK ? { agentSocket: process.env.SSH_AUTH_SOCK } : {}),
+        pool: connections,
       }),
+      connections,
       workflows: executor,
       accessKey: loadOrCreateKey(join(dataDir, "access.key")),
       checks: { run: (workshop, hostId) => runLabChecks(workshop, hostId) },
@@ -233,6 +244,8 @@ export async function startLocalRuntime(opts: LocalRuntimeOptions): Promise<Loca
         );
       }
       await closeServer();
+      // Last, once nothing can start an operation on a host: every pooled SSH connection ends.
+      await connections.close();
       try {
         if (JSON.parse(readFileSync(runtimeFile, "utf8")).pid === process.pid)
           rmSync(runtimeFile, { force: true });
@@ -242,10 +255,11 @@ export async function startLocalRuntime(opts: LocalRuntimeOptions): Promise<Loca
       await stopDynamo();
       lock.release();
     };
-    return { url, token, store, executor, provider, resumed, tick, health, close };
+    return { url, token, store, executor, provider, connections, resumed, tick, health, close };
   } catch (err) {
     if (timer) clearInterval(timer);
     await executor.close();
+    await connections.close();
     server?.close();
     await stopDynamo();
     lock.release();

@@ -3,7 +3,7 @@ import type { Provider } from "../providers/types.ts";
 import { hostIdsOf } from "../providers/types.ts";
 import { assertActor } from "../runtime/actor.ts";
 import { isoNow } from "../runtime/clock.ts";
-import { useDeps } from "../runtime/deps.ts";
+import { releaseConnections, useDeps } from "../runtime/deps.ts";
 import { VisibleError } from "../runtime/errors.ts";
 import { log } from "../runtime/logger.ts";
 import { fingerprint, HOST_KEY_LINE_MAX, parseHostKeyLine } from "../transports/host-keys.ts";
@@ -147,6 +147,7 @@ export async function pinHostKey(
       `the pin of ${hostId} changed while this one was made: run the command again`,
     );
   }
+  await releaseKeyed(workshop, hostId);
   log.info("host key pinned", {
     workshop,
     hostId,
@@ -182,7 +183,16 @@ export async function forgetHostKey(
     );
   }
   await store.hostKey.delete({ workshop, hostId }).go();
+  await releaseKeyed(workshop, hostId);
   return { hostId, fingerprint: existing.fingerprint };
+}
+
+/**
+ * A pin changed or went: a pooled connection opened under the old key ends, so the next one checks the key
+ * trusted now. A bastion's pin (`bastion:...`) may carry any host of the workshop: all of them end.
+ */
+async function releaseKeyed(workshop: string, pinId: string): Promise<void> {
+  await releaseConnections(workshop, pinId.startsWith("bastion:") ? undefined : [pinId]);
 }
 
 /** The public key hosts must authorize so labfleet can log in (its managed key). */
@@ -199,6 +209,7 @@ export async function forgetAllHostKeys(workshop: string): Promise<void> {
   const { store } = useDeps();
   const keys = (await store.hostKey.query.byWorkshop({ workshop }).go({ pages: "all" })).data;
   for (const k of keys) await store.hostKey.delete({ workshop, hostId: k.hostId }).go();
+  await releaseConnections(workshop);
 }
 
 /**

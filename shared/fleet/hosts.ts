@@ -66,7 +66,10 @@ export function withinDeadline(t: Transport): Transport {
   return bounded;
 }
 
-/** Runs `fn` with a transport for the host and always closes it (one connection per host per operation). */
+/**
+ * Runs `fn` with a transport for the host and always closes it: its connection ends, or, where the runtime pools
+ * connections (Deps.connections), goes back to the pool for the next operation.
+ */
 export async function withTransport<T>(
   spec: Workshop,
   provider: Provider,

@@ -1,4 +1,6 @@
 import { spawn } from "node:child_process";
+import { lstat, readdir } from "node:fs/promises";
+import { join } from "node:path";
 import { localLabDir } from "../providers/local.ts";
 import { LocalTransport } from "../transports/local.ts";
 import { type ExecResult, shq, type Transport } from "../transports/types.ts";
@@ -399,13 +401,62 @@ git -C "$dir" reset --quiet --hard "$t"`,
   } else {
     r = await t.exec(
       `set -e; dir=${dir}; rm -rf "$dir.sync"; mkdir -p "$dir.sync"; tar -x -f - -C "$dir.sync"; rm -rf "$dir"; mv "$dir.sync" "$dir"`,
-      { stdin: await tarFolder(src), timeoutMs: STEP_TIMEOUT_MS, step: "sync lab source" },
+      { stdin: await sourceArchive(src), timeoutMs: STEP_TIMEOUT_MS, step: "sync lab source" },
     );
   }
   if (r.exitCode !== 0) throw new LabStepError(`syncing the lab source failed: ${lastLines(r)}`);
 }
 
 export const SOURCE_TAR_LIMIT_BYTES = 256 * 1024 * 1024;
+
+/** How long an archive of a lab folder is kept after its last use. */
+const ARCHIVE_KEEP_MS = 60_000;
+const archives = new Map<string, { signature: string; archive: Promise<Buffer>; timer: NodeJS.Timeout }>();
+
+/**
+ * The archive of a local lab folder, made once for every host a deploy sends it to: kept (for ARCHIVE_KEEP_MS after
+ * its last use) while no file, folder or link in it has changed (path, size, mode, mtime and ctime), and made anew
+ * when one has. Without it, each host of a deploy started a `tar` of its own.
+ */
+export async function sourceArchive(folder: string): Promise<Buffer> {
+  let signature: string;
+  try {
+    signature = await folderSignature(folder);
+  } catch {
+    return tarFolder(folder); // unreadable: tar says why
+  }
+  const kept = archives.get(folder);
+  if (kept?.signature === signature) {
+    kept.timer.refresh();
+    return kept.archive;
+  }
+  if (kept) clearTimeout(kept.timer);
+  const archive = tarFolder(folder);
+  const entry = {
+    signature,
+    archive,
+    timer: setTimeout(() => archives.get(folder) === entry && archives.delete(folder), ARCHIVE_KEEP_MS),
+  };
+  entry.timer.unref();
+  archives.set(folder, entry);
+  archive.catch(() => {
+    if (archives.get(folder) === entry) {
+      clearTimeout(entry.timer);
+      archives.delete(folder);
+    }
+  });
+  return archive;
+}
+
+/** What a folder's archive depends on: every entry's path, type, size, mode, mtime and ctime (links not followed). */
+async function folderSignature(folder: string): Promise<string> {
+  const names = (await readdir(folder, { recursive: true })).sort();
+  const stats = await Promise.all(names.map((n) => lstat(join(folder, n))));
+  const top = await lstat(folder);
+  return [top, ...stats]
+    .map((st, i) => `${i === 0 ? "." : names[i - 1]}\0${st.mode}\0${st.size}\0${st.mtimeMs}\0${st.ctimeMs}`)
+    .join("\n");
+}
 
 /**
  * A local lab folder as one tar archive, read whole before it is sent: the same bytes go to every host,

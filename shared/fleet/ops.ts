@@ -91,19 +91,26 @@ function neededCommands(spec: Workshop): string[] {
   return [...new Set([...base, ...(spec.lab.requires.commands ?? [])])];
 }
 
+/**
+ * What doctor runs on a host (with bash, as every transport runs commands). Files are read with bash's own `read`
+ * and ids from `$EUID`: a doctor over a fleet starts a few processes per host (id, sudo, nproc, df), not a dozen.
+ */
 export function doctorScript(commands: string[]): string {
   const list = commands.map((c) => c.replace(/[^\w.+-]/g, "")).join(" ");
   return `echo "user=$(id -un)"
-echo "uid=$(id -u)"
-if [ "$(id -u)" = 0 ]; then echo sudo=root; elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then echo sudo=yes; else echo sudo=no; fi
+echo "uid=$EUID"
+if [ "$EUID" = 0 ]; then echo sudo=root; elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then echo sudo=yes; else echo sudo=no; fi
 if [ -r /etc/os-release ]; then . /etc/os-release; fi
 echo "os=\${PRETTY_NAME:-$(uname -s)}"
-echo "kernel=$(uname -r)"
+lf_kernel=; { read -r lf_kernel < /proc/sys/kernel/osrelease; } 2>/dev/null || lf_kernel=$(uname -r)
+echo "kernel=$lf_kernel"
 echo "cpus=$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN)"
-echo "mem_kib=$(awk '/^MemTotal:/ {print $2}' /proc/meminfo 2>/dev/null)"
+lf_mem=; { while read -r lf_f lf_v _; do [ "$lf_f" = MemTotal: ] && lf_mem=$lf_v && break; done < /proc/meminfo; } 2>/dev/null
+echo "mem_kib=$lf_mem"
 echo "disk_free_kib=$(df -Pk "$HOME" 2>/dev/null | awk 'NR==2 {print $4}')"
 if [ -c /dev/kvm ] && [ -r /dev/kvm ] && [ -w /dev/kvm ]; then echo kvm=yes; elif [ -e /dev/kvm ]; then echo kvm=no-access; else echo kvm=absent; fi
-echo "nested=$(cat /sys/module/kvm_intel/parameters/nested /sys/module/kvm_amd/parameters/nested 2>/dev/null | head -n 1)"
+lf_nested=; for lf_f in /sys/module/kvm_intel/parameters/nested /sys/module/kvm_amd/parameters/nested; do { [ -r "$lf_f" ] && read -r lf_nested < "$lf_f"; } 2>/dev/null && break; done
+echo "nested=$lf_nested"
 for c in ${list}; do if command -v "$c" >/dev/null 2>&1; then echo "cmd:$c=yes"; else echo "cmd:$c=no"; fi; done
 exit 0
 `;

@@ -2,7 +2,7 @@ import { purgePortal } from "../portal/portal.ts";
 import type { DeprovisionResult } from "../providers/types.ts";
 import { isoNow } from "../runtime/clock.ts";
 import { mapLimit } from "../runtime/concurrency.ts";
-import { useDeps } from "../runtime/deps.ts";
+import { releaseConnections, useDeps } from "../runtime/deps.ts";
 import { errorMessage, VisibleError } from "../runtime/errors.ts";
 import { log } from "../runtime/logger.ts";
 import type { Workshop } from "../workshop/schema.ts";
@@ -47,6 +47,8 @@ export async function deprovisionHosts(workshop: string): Promise<{ results: Dep
     }
   });
   const results = await deprovisionLabs(provider, spec, hosts);
+  // The labs are stopped and the hosts given back: no pooled connection to them stays open.
+  await releaseConnections(workshop);
   return { results };
 }
 

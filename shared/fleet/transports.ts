@@ -1,6 +1,7 @@
 import type { HostAddress } from "../runtime/deps.ts";
 import { lazyTransport } from "../transports/lazy.ts";
 import { LocalTransport } from "../transports/local.ts";
+import type { TransportPool } from "../transports/pool.ts";
 import { SshTransport } from "../transports/ssh.ts";
 import { loadSshIdentity, publicKeyLine, type SshIdentity } from "../transports/ssh-identity.ts";
 import type { Transport } from "../transports/types.ts";
@@ -18,6 +19,8 @@ export async function managedPublicKey(labfleetHome: string): Promise<string> {
 export function transportFactory(opts: {
   labfleetHome: string;
   agentSocket?: string;
+  /** Keeps SSH hosts' connections open between operations (the local runtime); without it, one per operation. */
+  pool?: TransportPool;
 }): (host: HostAddress) => Transport {
   const identities = new Map<string, Promise<SshIdentity>>();
   const identityFor = (file: string | undefined): Promise<SshIdentity> => {
@@ -37,7 +40,10 @@ export function transportFactory(opts: {
   return (host) => {
     if (host.transport === "local") return new LocalTransport(host.address);
     if (host.transport === "ssh") {
-      return lazyTransport(async () => sshTransport(host, await identityFor(host.ssh?.identityFile)));
+      const make = async () => sshTransport(host, await identityFor(host.ssh?.identityFile));
+      if (!opts.pool) return lazyTransport(make);
+      const { workshop, hostId, ...shape } = host;
+      return opts.pool.lease({ workshop, hostId, shape: JSON.stringify(shape) }, make);
     }
     throw new Error(`no ${host.transport} transport in this runtime`);
   };

@@ -6,7 +6,7 @@ import { isoNow } from "../runtime/clock.ts";
 import { mapLimit } from "../runtime/concurrency.ts";
 import { seal } from "../runtime/crypto.ts";
 import { timeLeft } from "../runtime/deadline.ts";
-import { useDeps } from "../runtime/deps.ts";
+import { releaseConnections, useDeps } from "../runtime/deps.ts";
 import { errorMessage, VisibleError } from "../runtime/errors.ts";
 import { log } from "../runtime/logger.ts";
 import type { HostItem, RunItem } from "../store/entities.ts";
@@ -247,6 +247,10 @@ export async function removeHosts(spec: Workshop, provider: Provider, dropped: H
   });
   const results = await deprovisionLabs(provider, spec, dropped);
   const byId = new Map(dropped.map((h) => [h.hostId, h]));
+  await releaseConnections(
+    spec.name,
+    dropped.map((h) => h.hostId),
+  );
   for (const r of results) {
     if (r.result === "error")
       await patchHost(spec.name, r.hostId, { error: `removing this host failed: ${r.detail ?? ""}` });

@@ -92,6 +92,17 @@ export interface Deps {
    * through the RunChecks function from the cloud's portal (which reaches none). Without it, checks are refused.
    */
   checks?: { run(workshop: string, hostId: string): Promise<CheckOutcome[]> };
+  /**
+   * Where the runtime keeps SSH connections open between operations (the local runtime's pool): told when hosts
+   * leave a workshop or their trusted keys change, so no connection outlives what it was opened for. Without it
+   * (the cloud), each operation's connections end with it.
+   */
+  connections?: { release(workshop: string, hostIds?: readonly string[]): Promise<void> };
+}
+
+/** Ends the pooled connections of a workshop's hosts (all of them without `hostIds`), where there is a pool. */
+export async function releaseConnections(workshop: string, hostIds?: readonly string[]): Promise<void> {
+  await current?.connections?.release(workshop, hostIds);
 }
 
 let current: Deps | undefined;

@@ -387,9 +387,26 @@ export class SshTransport implements Transport {
     for (let delay = 20; ; delay = Math.min(delay * 2, 400)) {
       if (conn.closed) throw new NotStarted(this.lost(step, conn));
       const outcome = await new Promise<{ running: Promise<T> } | Error>((resolve) => {
+        // A connection kept open can lead to a host that froze meanwhile: a session it does not confirm within
+        // the connect timeout counts as a lost connection (the command never started; exec tries a new one).
+        let waited = false;
+        const timer = setTimeout(() => {
+          waited = true;
+          conn.lostReason ??= `no answer to a new session within ${seconds(this.connectTimeoutMs)}`;
+          this.drop(conn);
+          resolve(new NotStarted(this.lost(step, conn)));
+        }, this.connectTimeoutMs);
         try {
-          conn.client.exec(remote, (err, channel) => resolve(err ?? { running: started(channel) }));
+          conn.client.exec(remote, (err, channel) => {
+            clearTimeout(timer);
+            if (waited) {
+              if (!err) channel.close();
+              return;
+            }
+            resolve(err ?? { running: started(channel) });
+          });
         } catch (err) {
+          clearTimeout(timer);
           // ssh2 throws "Not connected" once the socket is gone
           conn.lostReason ??= describe(err);
           this.drop(conn);

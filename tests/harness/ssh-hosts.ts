@@ -58,6 +58,8 @@ export interface FakeHost {
   log(): string;
   /** The pids of every process on the host (none once it is killed). */
   processes(): number[];
+  /** How many TCP connections to its sshd are established now (what a connection pool keeps open), from /proc/net/tcp. */
+  connections(): number;
   /** SIGKILL the host: sshd and everything it started die. Its files stay. */
   kill(): Promise<void>;
   /** Start again with the same files and address: the same host key, or a new one. */
@@ -170,6 +172,10 @@ class Host implements FakeHost {
 
   log(): string {
     return this.logText;
+  }
+
+  connections(): number {
+    return establishedTo(this.ip, this.port);
   }
 
   processes(): number[] {
@@ -514,4 +520,24 @@ function removeStaleFolders(): void {
 
 function readdirSafe(dir: string): string[] {
   return existsSync(dir) ? readdirSync(dir) : [];
+}
+
+/**
+ * Established TCP connections whose remote end is ip:port, as /proc/net/tcp lists them (the hosts share this
+ * machine's network namespace, so each connection shows once from the client's side, once from sshd's).
+ */
+function establishedTo(ip: string, port: number): number {
+  const hex = `${ip
+    .split(".")
+    .map((o) => Number(o).toString(16).padStart(2, "0"))
+    .reverse()
+    .join("")
+    .toUpperCase()}:${port.toString(16).toUpperCase().padStart(4, "0")}`;
+  return readFileSync("/proc/net/tcp", "utf8")
+    .split("\n")
+    .slice(1)
+    .filter((line) => {
+      const f = line.trim().split(/\s+/);
+      return f[2] === hex && f[3] === "01"; // rem_address, st (01: ESTABLISHED)
+    }).length;
 }

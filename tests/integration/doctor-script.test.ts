@@ -1,0 +1,59 @@
+import { execFileSync } from "node:child_process";
+import { chmodSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { cpus, release, userInfo } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { doctorScript } from "../../shared/fleet/ops.ts";
+import { removeDir, tempDir } from "../harness/runtime.ts";
+
+/**
+ * Doctor over a fleet runs its script on every host at once; on hosts that share a machine (the fake hosts, a
+ * crowded hypervisor) each process it starts counts. Every external command the script may start is put on the
+ * PATH as a wrapper that logs its name, so the test counts them.
+ */
+const work = tempDir("labfleet-doctor-script-");
+afterAll(() => removeDir(work));
+
+const COMMANDS = ["id", "sudo", "uname", "nproc", "getconf", "df", "awk", "cat", "head", "tr", "grep", "sed"];
+
+function runCounted(script: string): { out: Record<string, string>; started: string[] } {
+  const bin = join(work, "bin");
+  const log = join(work, "started");
+  mkdirSync(bin, { recursive: true });
+  writeFileSync(log, "");
+  for (const c of COMMANDS) {
+    const real = execFileSync("bash", ["-c", `command -v ${c}`])
+      .toString()
+      .trim();
+    writeFileSync(join(bin, c), `#!/bin/bash\necho ${c} >> ${log}\nexec ${real} "$@"\n`);
+    chmodSync(join(bin, c), 0o755);
+  }
+  const text = execFileSync("bash", ["--noprofile", "--norc", "-c", script], {
+    env: { PATH: `${bin}:/usr/sbin:/usr/bin:/sbin:/bin`, HOME: work },
+  }).toString();
+  const out = Object.fromEntries(
+    text
+      .split("\n")
+      .filter((l) => l.includes("="))
+      .map((l) => [l.slice(0, l.indexOf("=")), l.slice(l.indexOf("=") + 1)]),
+  );
+  return { out, started: readFileSync(log, "utf8").split("\n").filter(Boolean) };
+}
+
+describe("the doctor script", () => {
+  it("reports the host's facts while starting at most four processes (id, nproc, df and its awk)", () => {
+    const { out, started } = runCounted(doctorScript(["bash", "tar", "nosuch-command"]));
+    expect(out.user).toBe(userInfo().username);
+    expect(out.uid).toBe(String(process.getuid?.()));
+    expect(out.kernel).toBe(release());
+    expect(Number(out.cpus)).toBeGreaterThanOrEqual(1);
+    expect(Number(out.cpus)).toBeLessThanOrEqual(cpus().length);
+    const memTotal = /^MemTotal:\s+(\d+)/m.exec(readFileSync("/proc/meminfo", "utf8"))?.[1];
+    expect(out.mem_kib).toBe(memTotal);
+    expect(Number(out.disk_free_kib)).toBeGreaterThan(0);
+    expect(out["cmd:bash"]).toBe("yes");
+    expect(out["cmd:nosuch-command"]).toBe("no");
+    // root needs no sudo check; anyone else adds one `sudo -n true`
+    expect(started.filter((c) => c !== "sudo").sort()).toEqual(["awk", "df", "id", "nproc"]);
+  });
+});
