@@ -157,7 +157,8 @@ describe("the fleet view", () => {
     // The wide table scrolls inside its own box: the page itself is no wider than the phone.
     const widths = await pageWidths(phone);
     expect(widths.scrollWidth).toBeLessThanOrEqual(widths.innerWidth);
-    await phone.locator("#fleet-estimate").scrollIntoViewIfNeeded();
+    // From inside the page: a live update may replace the element between Playwright's steps.
+    await phone.evaluate(`document.getElementById("fleet-estimate").scrollIntoView({ block: "center" })`);
     await screenshot(phone, SHOTS.phone);
 
     // A lab that was building turns ready on the page without a reload.
@@ -224,10 +225,10 @@ describe("the fleet view", () => {
     }
     expect(await count(fleet, "claimed")).toBe(2);
     expect(await count(fleet, "free")).toBe(COUNT - 2);
-    await portal.locator("#live-claims").scrollIntoViewIfNeeded();
+    await portal.evaluate(`document.getElementById("live-claims").scrollIntoView({ block: "center" })`);
     await screenshot(portal, SHOTS.claims);
     const phone = await signedIn({ width: 390, height: 844 }, `/console/w/${WS}`);
-    await phone.locator(`#host-${labs[0]}`).scrollIntoViewIfNeeded();
+    await phone.evaluate(`document.getElementById("host-${labs[0]}").scrollIntoView({ block: "center" })`);
     await screenshot(phone, SHOTS.phoneClaims);
     expect(world().pageErrors.flat()).toEqual([]);
   }, 120_000);

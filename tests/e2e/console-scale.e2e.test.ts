@@ -91,7 +91,7 @@ describe("scaling up from the console", () => {
     expect(s.runs[0]).toMatchObject({ kind: "scale", state: "succeeded" });
     // The activity list says what the run did.
     await p
-      .getByText("instructor token started a scale-up (2 → 4 hosts) on student-03, student-04.")
+      .getByText("bootstrap token started a scale-up (2 → 4 hosts) on student-03, student-04.")
       .waitFor();
     await screenshot(p, SHOTS.done);
   });

@@ -166,7 +166,7 @@ describe("on a 390 px phone", () => {
     await p.getByRole("button", { name: "Rebuild 5 claimed labs" }).click();
     await p.waitForURL((u) => u.pathname === `/console/w/${WS}` && u.searchParams.get("notice") === "deploy");
     await p
-      .getByText(/instructor token started a deploy/)
+      .getByText(/bootstrap token started a deploy/)
       .first()
       .waitFor();
 

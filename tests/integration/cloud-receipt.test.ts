@@ -232,6 +232,7 @@ describe("the teardown receipt on the AWS double", { timeout: 480_000 }, () => {
     expect(leftoverChecks("Sweep")).toEqual([
       "ec2:DescribeSecurityGroups calls=true denied=0",
       "ec2:DescribeVolumes calls=true denied=0",
+      "scheduler:ListSchedules calls=true denied=0",
       "ssm:DescribeParameters calls=true denied=0",
     ]);
     const events = (await cloud.api(`/${W}/events`)).body.events.filter(

@@ -342,7 +342,12 @@ describe("a workshop's activity list", () => {
     expect(r.status).toBe(200);
     expect(r.res.headers.get("cache-control")).toBe("no-store");
     const body = json(r.text);
-    expect(Object.keys(body.regions).sort()).toEqual(["live-fleet", "live-hosts", "live-summary"]);
+    expect(Object.keys(body.regions).sort()).toEqual([
+      "live-fleet",
+      "live-hosts",
+      "live-receipt",
+      "live-summary",
+    ]);
     expect(body.activity.events.map((e: { id: string }) => e.id)).toEqual(ids.slice(5));
     expect(body.activity.last).toBe(ids.at(-1));
     expect(typesIn(body.activity.html).map((m) => m[1])).toEqual(ids.slice(5).reverse());

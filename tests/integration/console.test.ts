@@ -402,7 +402,7 @@ describe("a workshop's page and its actions", () => {
     expect(live.status).toBe(200);
     expect(live.res.headers.get("cache-control")).toBe("no-store");
     const regions = json(live.text).regions;
-    expect(Object.keys(regions).sort()).toEqual(["live-fleet", "live-hosts", "live-summary"]);
+    expect(Object.keys(regions).sort()).toEqual(["live-fleet", "live-hosts", "live-receipt", "live-summary"]);
     expect(count(regions["live-hosts"], 'data-state="ready"')).toBe(3);
     expect(regions["live-hosts"]).toContain('aria-label="student-02: 3 of 3 phases done"');
     expect(regions["live-summary"]).toContain("3/3 ready");

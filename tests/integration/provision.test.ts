@@ -134,7 +134,7 @@ describe("a provision run", () => {
       /^prov: provisioning · 0\/3 ready · \d+ h \d\d min left, torn down at [\d :-]+$/m,
     );
     expect(r.stdout).toMatch(/^student-01\s+pending\s+-$/m);
-    expect(r.stdout).toMatch(/^ {2}run_\S+ {2}provision succeeded in \d+ s · 4 state transitions$/m);
+    expect(r.stdout).toMatch(/^ {2}run_\S+ {2}provision succeeded in \d+ s · 5 state transitions$/m);
     for (const id of ["student-01", "student-02", "student-03"]) expectNoLab("prov", id);
     expect((await listHosts("prov")).every((h) => h.state === "pending")).toBe(true);
   });
@@ -326,7 +326,7 @@ describe("labfleet provision", () => {
     expect(r.code).toBe(0);
     const lines = r.stdout.trimEnd().split("\n");
     expect(lines[0]).toMatch(/^provision prov-cli: run run_\S+$/);
-    expect(lines[1]).toMatch(/^provision succeeded in \d+ s · 4 state transitions$/);
+    expect(lines[1]).toMatch(/^provision succeeded in \d+ s · 5 state transitions$/);
     expect(lines[2]).toMatch(/^host\s+state\s+address$/);
     expect(lines[3]).toBe(`student-01  pending  ${hostDir("prov-cli", "student-01")}`);
     expect(lines[4]).toBe(`student-02  pending  ${hostDir("prov-cli", "student-02")}`);
@@ -395,7 +395,7 @@ describe("labfleet provision", () => {
     );
     const r = await runCli(["provision", "-f", file], { env });
     expect(r.code).toBe(1);
-    expect(r.stdout).toMatch(/^provision failed in \d+ s · 4 state transitions$/m);
+    expect(r.stdout).toMatch(/^provision failed in \d+ s · 5 state transitions$/m);
     expect(r.stdout).toMatch(/^byo-01 failed: .+/m);
     expect(r.stdout).toContain("1 of 1 hosts could not be provisioned");
     const s = await asInstructor(() => workshopStatus("prov-static"));

@@ -186,7 +186,7 @@ describe("labfleet rollout on local hosts", { timeout: 180_000 }, () => {
     for (const [id, was] of before) {
       const h = await host(WS, id);
       expect(h).toMatchObject({ state: "ready", address: was?.address });
-      expect(h?.ref).toBeUndefined();
+      expect(h?.ref).toBe("main");
       expect(h?.machine).toBeUndefined();
       expect(versionOf(h?.address as string)).toBe("1");
       expect(existsSync(join(h?.address as string, "lab", "built"))).toBe(true);

@@ -54,6 +54,7 @@ const meta = { $metadata: {} };
 const PREFIX = "arn:aws:states:eu-west-1:123456789012";
 const UP = `${PREFIX}:stateMachine:labfleet-test-up`;
 const TEARDOWN = `${PREFIX}:stateMachine:labfleet-test-teardown`;
+const ROLLOUT = `${PREFIX}:stateMachine:labfleet-test-rollout`;
 const RUN = "run_01J9Z3Q8V6K1M2N3P4R5S6T7V8";
 const ACCESS_KEY = randomBytes(32);
 const TOKEN = "tok-7f3a9c0e5b1d4a2f8e6c0b9d";
@@ -76,6 +77,7 @@ function env(extra: Record<string, string | undefined> = {}): Record<string, str
     [CLOUD_ENV.stage]: "test",
     [CLOUD_ENV.upStateMachineArn]: UP,
     [CLOUD_ENV.teardownStateMachineArn]: TEARDOWN,
+    [CLOUD_ENV.rolloutStateMachineArn]: ROLLOUT,
     [CLOUD_ENV.hostInstanceProfileArn]: "arn:aws:iam::123456789012:instance-profile/labfleet-test-host",
     ...linkedEnv({ AccessKey: ACCESS_KEY.toString("base64"), SshPrivateKey: SECRET_NOT_SET }),
     ...extra,
@@ -205,7 +207,7 @@ describe("linked secrets", () => {
 describe("cloudConfig", () => {
   it("names every missing variable at once", () => {
     expect(() => cloudConfig({ [CLOUD_ENV.stage]: "test" })).toThrow(
-      "labfleet's cloud runtime is not configured: LABFLEET_TABLE, LABFLEET_UP_STATE_MACHINE_ARN, LABFLEET_TEARDOWN_STATE_MACHINE_ARN not set (sst.config.ts sets them on every function)",
+      "labfleet's cloud runtime is not configured: LABFLEET_TABLE, LABFLEET_UP_STATE_MACHINE_ARN, LABFLEET_TEARDOWN_STATE_MACHINE_ARN, LABFLEET_ROLLOUT_STATE_MACHINE_ARN not set (sst.config.ts sets them on every function)",
     );
   });
 
@@ -245,6 +247,7 @@ describe("cloudDeps", () => {
     const deps = cloudDeps(env());
     await deps.workflows.start("deploy", { workshop: "k8s-intro", runId: RUN, force: true });
     await deps.workflows.start("teardown", { workshop: "k8s-intro", runId: RUN });
+    await deps.workflows.start("rollout", { workshop: "k8s-intro", runId: RUN });
     expect(sfn.commandCalls(StartExecutionCommand).map((c) => c.args[0].input)).toEqual([
       {
         stateMachineArn: UP,
@@ -252,6 +255,7 @@ describe("cloudDeps", () => {
         input: JSON.stringify({ workshop: "k8s-intro", runId: RUN, force: true }),
       },
       { stateMachineArn: TEARDOWN, name: RUN, input: JSON.stringify({ workshop: "k8s-intro", runId: RUN }) },
+      { stateMachineArn: ROLLOUT, name: RUN, input: JSON.stringify({ workshop: "k8s-intro", runId: RUN }) },
     ]);
   });
 
