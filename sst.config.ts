@@ -101,6 +101,46 @@ export default $config({
       ),
     });
 
+    // The HTTP APIs (infra/web.ts) are made before the functions, and routed to them after: DeployHost writes the
+    // instructor API's URL into the push settings of hosts that push (CLOUD_ENV.hostApiUrl), and the API's URL
+    // does not depend on the function it routes to.
+    const domains = web.domainsFrom(process.env);
+    const httpApi = (name: import("./infra/web.ts").WebApiName) => {
+      const domain = domains[name];
+      // Route settings may only name routes that exist: the stage is made once the routes are.
+      let routesMade: (routes: $util.Resource[]) => void = () => {};
+      const routes = new Promise<$util.Resource[]>((resolve) => {
+        routesMade = resolve;
+      });
+      const gateway = new sst.aws.ApiGatewayV2(`${name}Http`, {
+        cors: false,
+        ...(domain
+          ? {
+              domain: domain.cert
+                ? { name: domain.name, dns: false as const, cert: domain.cert }
+                : domain.name,
+            }
+          : {}),
+        transform: {
+          stage: (args, opts) => {
+            Object.assign(args, web.stageSettings(name));
+            args.accessLogSettings = $output(args.accessLogSettings).apply((settings) => ({
+              destinationArn: settings?.destinationArn ?? "",
+              format: web.ACCESS_LOG_FORMAT,
+            }));
+            opts.dependsOn = routes;
+          },
+        },
+      });
+      return {
+        url: gateway.url,
+        /** Every route of the API to its function, then its stage. */
+        routeTo: (target: sst.aws.Function) =>
+          routesMade(web.routeKeysOf(name).map((key) => gateway.route(key, target.arn))),
+      };
+    };
+    const apiHttp = httpApi("Api");
+
     const refs = $resolve({ partition, region, account, table: table.arn }).apply((r) => ({
       ...r,
       app,
@@ -118,12 +158,16 @@ export default $config({
       [CLOUD_ENV.rolloutStateMachineArn]: arnOf(
         `arn:{partition}:states:{region}:{account}:stateMachine:${named.rolloutStateMachine}`,
       ),
+      [CLOUD_ENV.execStateMachineArn]: arnOf(
+        `arn:{partition}:states:{region}:{account}:stateMachine:${named.execStateMachine}`,
+      ),
       [CLOUD_ENV.hostInstanceProfileArn]: hostProfile.arn,
       [CLOUD_ENV.scheduleGroup]: named.scheduleGroup,
       [CLOUD_ENV.schedulerRoleArn]: schedulerRole.arn,
       [CLOUD_ENV.scheduleTargetArn]: sweepArn,
       [CLOUD_ENV.eventBus]: named.eventBus,
       [CLOUD_ENV.checksFunction]: named.checksFunction,
+      [CLOUD_ENV.hostApiUrl]: apiHttp.url,
     };
 
     const fn = (
@@ -183,8 +227,9 @@ export default $config({
       up: ["UpStateMachine", named.upStateMachine],
       teardown: ["TeardownStateMachine", named.teardownStateMachine],
       rollout: ["RolloutStateMachine", named.rolloutStateMachine],
+      exec: ["ExecStateMachine", named.execStateMachine],
     } as const;
-    for (const which of ["up", "teardown", "rollout"] as const) {
+    for (const which of ["up", "teardown", "rollout", "exec"] as const) {
       const asl = readFileSync(join($cli.paths.root, "stepfunctions", `${which}.asl.json`), "utf8");
       const machine = new aws.sfn.StateMachine(
         machineNames[which][0],
@@ -231,39 +276,9 @@ export default $config({
     fn("RunChecks");
     // The web: the portal (students) and the instructor API and console, each behind an HTTP API of its own
     // (infra/web.ts): its stage's throttling in front of the function, a custom domain when the stage sets one.
-    const domains = web.domainsFrom(process.env);
-    const httpApi = (name: import("./infra/web.ts").WebApiName, target: sst.aws.Function) => {
-      const domain = domains[name];
-      // Route settings may only name routes that exist: the stage is made once the routes are.
-      let routesMade: (routes: $util.Resource[]) => void = () => {};
-      const routes = new Promise<$util.Resource[]>((resolve) => {
-        routesMade = resolve;
-      });
-      const gateway = new sst.aws.ApiGatewayV2(`${name}Http`, {
-        cors: false,
-        ...(domain
-          ? {
-              domain: domain.cert
-                ? { name: domain.name, dns: false as const, cert: domain.cert }
-                : domain.name,
-            }
-          : {}),
-        transform: {
-          stage: (args, opts) => {
-            Object.assign(args, web.stageSettings(name));
-            args.accessLogSettings = $output(args.accessLogSettings).apply((settings) => ({
-              destinationArn: settings?.destinationArn ?? "",
-              format: web.ACCESS_LOG_FORMAT,
-            }));
-            opts.dependsOn = routes;
-          },
-        },
-      });
-      routesMade(web.routeKeysOf(name).map((key) => gateway.route(key, target.arn)));
-      return gateway;
-    };
-    const portalHttp = httpApi("Portal", fn("Portal"));
-    const apiHttp = httpApi("Api", fn("Api", { [CLOUD_ENV.portalUrl]: portalHttp.url }));
+    const portalHttp = httpApi("Portal");
+    portalHttp.routeTo(fn("Portal"));
+    apiHttp.routeTo(fn("Api", { [CLOUD_ENV.portalUrl]: portalHttp.url }));
 
     return { api: apiHttp.url, portal: portalHttp.url, table: table.name };
   },

@@ -180,7 +180,7 @@ try {
   console.log(`set-up (bundles, DynamoDB Local, the double): ${secs(setupMs)} s`);
 
   const api = async (path: string, body?: unknown): Promise<{ status: number; body: unknown }> => {
-    const res = await fetch(`${aws.apiUrl.replace(/\/$/, "")}/api/workshops${path}`, {
+    const res = await fetch(`${aws.apiEndpoint}/api/workshops${path}`, {
       method: body === undefined ? "GET" : "POST",
       headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
@@ -343,17 +343,40 @@ ui_ports:
   const invocations = aws.lambda.invocations.filter((i) => i.start >= since);
   const perFn = new Map<
     string,
-    { n: number; cold: number; billedMs: number; gbS: number; memoryMb: number; durMs: number; notOk: number }
+    {
+      n: number;
+      cold: number;
+      billedMs: number;
+      gbS: number;
+      memoryMb: number;
+      durMs: number;
+      maxMs: number;
+      timeoutMs: number;
+      notOk: number;
+    }
   >();
   for (const inv of invocations) {
     const name = byDeployed.get(inv.functionName) ?? inv.functionName;
     const memoryMb = aws.lambda.config(inv.functionName)?.memoryMb ?? inv.memoryMb;
-    const f = perFn.get(name) ?? { n: 0, cold: 0, billedMs: 0, gbS: 0, memoryMb, durMs: 0, notOk: 0 };
+    const config = aws.lambda.config(inv.functionName);
+    const timeoutMs = config ? aws.lambda.timeoutOf(config) : 0;
+    const f = perFn.get(name) ?? {
+      n: 0,
+      cold: 0,
+      billedMs: 0,
+      gbS: 0,
+      memoryMb,
+      durMs: 0,
+      maxMs: 0,
+      timeoutMs,
+      notOk: 0,
+    };
     f.n++;
     if (inv.coldStart) f.cold++;
     if (inv.outcome !== "ok") f.notOk++;
     f.billedMs += inv.billedDurationMs;
     f.durMs += inv.durationMs;
+    f.maxMs = Math.max(f.maxMs, (inv.initDurationMs ?? 0) + inv.durationMs);
     f.gbS += (inv.billedDurationMs / 1000) * (memoryMb / 1024);
     perFn.set(name, f);
   }
@@ -361,10 +384,12 @@ ui_ports:
   const gbS = [...perFn.values()].reduce((s, f) => s + f.gbS, 0);
   const billedMs = [...perFn.values()].reduce((s, f) => s + f.billedMs, 0);
   console.log("Lambda (billed duration = Init of a cold start + Invoke, rounded up to 1 ms; on the double):");
-  console.log("  function            memory  invocations  cold  mean ms  billed s      GB-s");
+  console.log(
+    "  function            memory  invocations  cold  mean ms  billed s      GB-s   max ms of timeout (share)",
+  );
   for (const [name, f] of [...perFn.entries()].sort((a, b) => b[1].gbS - a[1].gbS)) {
     console.log(
-      `  ${padEnd(name, 18)} ${pad(`${f.memoryMb} MB`, 7)}  ${pad(f.n, 11)}  ${pad(f.cold, 4)}  ${pad((f.durMs / f.n).toFixed(0), 7)}  ${pad(secs(f.billedMs), 8)}  ${pad(f.gbS.toFixed(2), 8)}${f.notOk ? `  (${f.notOk} not ok)` : ""}`,
+      `  ${padEnd(name, 18)} ${pad(`${f.memoryMb} MB`, 7)}  ${pad(f.n, 11)}  ${pad(f.cold, 4)}  ${pad((f.durMs / f.n).toFixed(0), 7)}  ${pad(secs(f.billedMs), 8)}  ${pad(f.gbS.toFixed(2), 8)}  ${pad(f.maxMs.toFixed(0), 7)} of ${pad(f.timeoutMs, 6)} (${((100 * f.maxMs) / Math.max(1, f.timeoutMs)).toFixed(0)}%)${f.notOk ? `  (${f.notOk} not ok)` : ""}`,
     );
   }
   console.log(
@@ -405,7 +430,14 @@ ui_ports:
     `  all ${awsCalls}. Each poll: ${(ofPoll.length / Math.max(1, totalPolls)).toFixed(1)} calls, ` +
       `${perPoll("SendCommand")} SendCommand, ${perPoll("GetCommandInvocation")} GetCommandInvocation ` +
       `(polled with backoff from 500 ms: their number follows the double's latency), ${perPoll("UpdateItem")} ` +
-      `UpdateItem, ${perPoll("GetItem")} GetItem, ${perPoll("Query")} Query\n`,
+      `UpdateItem, ${perPoll("GetItem")} GetItem, ${perPoll("Query")} Query`,
+  );
+  // The double's always-on request rates (EC2's token buckets, Parameter Store's 40 reads a second).
+  const refused = Object.entries(aws.server.rateLimits.stats.refused);
+  console.log(
+    `  refused past AWS's published rates (retried by the SDK): ${
+      refused.length ? refused.map(([api, n]) => `${api} ${n}`).join(", ") : "none"
+    }\n`,
   );
 
   // DynamoDB request units, as DynamoDB Local reports them; transactional requests use two units per item

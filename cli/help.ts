@@ -77,7 +77,7 @@ export const OPTIONS = {
   unclaimed: { value: "N|all", help: "remove N (or all) labs nobody claimed", complete: ["all"] },
   csv: { value: "FILE", help: "write CSV to FILE (mode 0600)", complete: "file" },
   hours: { value: "N", help: "hours to add, more than 0 and at most 168" },
-  count: { value: "N", help: "the number of hosts to have, more than now and at most 64" },
+  count: { value: "N", help: "the number of hosts to have, more than now and at most 500" },
   url: { value: "URL", help: "the control plane's address (default LABFLEET_URL, then the local runtime)" },
   token: { help: "read a pasted API token from stdin instead of signing in through the browser" },
   "expires-days": { value: "N", help: "the token expires after N days (1 to 3650; default never)" },
@@ -107,6 +107,17 @@ export const OPTIONS = {
   },
   resume: { help: "rollout: go on with a halted or aborted rollout (failed labs are tried again)" },
   abort: { help: "rollout: stop the running rollout; new hosts not yet promoted are removed" },
+  // hosts join-token
+  uses: { value: "N", help: "join-token: how many machines may join with it, 1 to 1000 (default 1)" },
+  expires: {
+    value: "TIME",
+    help: "join-token: it stops working after this long: 90m, 24h, 7d (default 24h, at most 30d)",
+  },
+  approve: {
+    value: "auto|manual",
+    help: "join-token: auto approves hosts as they join (the default); manual keeps them pending for approval",
+    complete: ["auto", "manual"],
+  },
 } as const satisfies Record<string, OptionSpec>;
 
 export type OptionName = keyof typeof OPTIONS;
@@ -263,18 +274,24 @@ export const COMMANDS: readonly CommandSpec[] = [
     usage: [
       ["provision -f workshop.yaml", "submit, create or reuse the hosts, print each id and address"],
       ["provision -f workshop.yaml --plan", "what would be created or reused, per host; changes nothing"],
+      [
+        `provision ${W} --check`,
+        "per host: create or reuse, changing nothing (exit 0: nothing, 2: something)",
+      ],
     ],
-    options: ["file", "plan", "output"],
+    options: ["file", "plan", "check", "output"],
     examples: [
       { command: "npx labfleet provision -f workshop.yaml", note: "hosts ready for a later up" },
       { command: "npx labfleet provision -f workshop.yaml --plan", note: "the plan up --plan prints" },
       { command: "npx labfleet provision -f workshop.yaml --output json" },
+      { command: "npx labfleet provision my-workshop --check", note: "exit 2 when a host would be created" },
     ],
     json: true,
     notes: [
       "A provision run records the hosts (new ones pending, with their address) and arms the TTL teardown; " +
         "no lab is deployed. A later `labfleet up -f workshop.yaml` deploys them.",
       "Exit 0 only when every host was provisioned.",
+      "--check submits nothing and creates nothing: with -f it checks the file, with NAME the workshop as submitted; exit 0 when nothing would change, 2 when a host would be created, 1 on an error.",
     ],
   },
   {
@@ -362,7 +379,10 @@ export const COMMANDS: readonly CommandSpec[] = [
       ["jobs", "hosts run at once, 1 to 64 (default 16)"],
       "max-errors",
       "timeout",
-      ["output", "text (lines prefixed `HOST | ` for stdout, `HOST ! ` for stderr) or json (one report)"],
+      [
+        "output",
+        "text (lines prefixed `HOST | ` for stdout, `HOST ! ` for stderr) or json (the job at its end)",
+      ],
     ],
     examples: [
       { command: "npx labfleet exec my-workshop -- uptime", overview: true },
@@ -380,7 +400,8 @@ export const COMMANDS: readonly CommandSpec[] = [
       "Output per host: the first 64 KiB of stdout and of stderr (over SSM 20,000 and 6,800 bytes), 2 MiB in all; more is cut and marked.",
       "Ends with a summary such as `12 ok, 1 failed (exit 2): student-07; 1 timeout: student-03`.",
       "Exit 0 only when every selected host exited 0; 1 otherwise.",
-      "On AWS the whole exec has the API's request budget (25 s): timeouts are cut to it and hosts that cannot start in time are skipped.",
+      "It runs as a job (the same in both runtimes): each host's lines print as its result arrives; a timeout may be up to 3600 s.",
+      "Ctrl-C cancels the job (the commands still running are ended on their hosts) and prints its id; a second Ctrl-C leaves at once.",
     ],
   },
   {
@@ -507,6 +528,18 @@ export const COMMANDS: readonly CommandSpec[] = [
         "trust a host key obtained out of band",
       ],
       [`hosts credentials ${W} --host ID`, "one lab's access details (URLs, users, passwords)"],
+      [
+        `hosts drain|disable|enable|remove|rotate-secret ${W} HOST...`,
+        "enrolled hosts: no new work, nothing at all, back to work, leave the workshop, a new secret",
+      ],
+      [
+        "hosts join-token NAME [--uses N] [--expires 24h] [--approve auto|manual]",
+        "a token machines join with, shown once, and the line to run on them",
+      ],
+      ["hosts join-tokens NAME", "the join tokens: uses, state, the hosts that joined"],
+      ["hosts revoke-token NAME TOKEN-ID", "machines can no longer join with it"],
+      ["hosts pending NAME", "the machines that joined and wait for approval"],
+      ["hosts approve|reject NAME HOST...", "let pending hosts in, or remove them"],
     ],
     options: ["file", "output"],
     subcommands: [
@@ -536,6 +569,51 @@ export const COMMANDS: readonly CommandSpec[] = [
         summary: "forget a pinned key after a host was rebuilt; the next connection pins the new one",
         options: [["host", "the host whose key to forget (repeatable)"]],
       },
+      {
+        name: "drain",
+        args: "HOST...",
+        summary: "enrolled hosts: no new work and no new claims; what runs there and its claim stay",
+      },
+      { name: "disable", args: "HOST...", summary: "enrolled hosts: labfleet sends them nothing at all" },
+      { name: "enable", args: "HOST...", summary: "enrolled hosts: undo drain and disable" },
+      {
+        name: "remove",
+        args: "HOST...",
+        summary:
+          "enrolled hosts: leave the workshop (a claim on one is released); each agent forgets it at its next check-in",
+      },
+      {
+        name: "rotate-secret",
+        args: "HOST...",
+        summary: "enrolled hosts: each agent gets a new signing secret at its next check-in",
+      },
+      {
+        name: "join-token",
+        args: "[--uses N] [--expires 24h] [--approve auto|manual]",
+        summary:
+          "make a join token (shown once; labfleet keeps its hash) and print the line that joins a machine with it",
+        options: ["uses", "expires", "approve"],
+      },
+      {
+        name: "join-tokens",
+        summary: "list the workshop's join tokens: uses, expiry, state, the hosts that joined",
+      },
+      {
+        name: "revoke-token",
+        args: "TOKEN-ID",
+        summary: "revoke a join token: machines presenting it are refused",
+      },
+      { name: "pending", summary: "list the machines that joined and wait for an instructor's approval" },
+      {
+        name: "approve",
+        args: "HOST...",
+        summary: "approve pending hosts: they may be given work from now on",
+      },
+      {
+        name: "reject",
+        args: "HOST...",
+        summary: "reject pending hosts: each is removed and its signing secret dropped",
+      },
     ],
     examples: [
       { command: "npx labfleet hosts keys my-workshop" },
@@ -546,6 +624,12 @@ export const COMMANDS: readonly CommandSpec[] = [
       { command: "npx labfleet hosts pin -f workshop.yaml --host web-1 --key-file web-1.pub" },
       { command: "npx labfleet hosts forget-key my-workshop --host student-04" },
       { command: "npx labfleet hosts credentials my-workshop --host student-01" },
+      { command: "npx labfleet hosts drain my-workshop lab-pc-3" },
+      {
+        command: "npx labfleet hosts join-token my-workshop --uses 40 --expires 8h",
+        note: "one token for a room of 40 machines",
+      },
+      { command: "npx labfleet hosts approve my-workshop lab-pc-2 lab-pc-3" },
     ],
     json: true,
   },

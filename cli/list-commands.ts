@@ -1,6 +1,6 @@
+import { eventSentence } from "../shared/fleet/event-sentences.ts";
 import type { EventView } from "../shared/fleet/events.ts";
 import type { WorkshopSummary } from "../shared/fleet/workshops.ts";
-import { eventSentence } from "../web/console/event-sentences.ts";
 import { ApiClient, CliError, type RunView, resolveTarget } from "./client.ts";
 import { type Args, checkedFile, jsonOutput, workshopName, writeCountKept } from "./main.ts";
 import {
@@ -48,6 +48,9 @@ export async function cmdWorkshops(args: Args, out: Output): Promise<number> {
   return 0;
 }
 
+/** The events one request asks for: the API's most. */
+const EVENTS_PAGE = 500;
+
 /**
  * `labfleet events NAME [--after ID]`: what happened, oldest first, in the console's activity sentences (who
  * did it, to whose lab); `--output json` has the records with their detail.
@@ -56,11 +59,19 @@ export async function cmdEvents(args: Args, out: Output): Promise<number> {
   const name = workshopName(args);
   const client = new ApiClient(resolveTarget());
   const after = args.values.after;
-  const query = after ? `?after=${encodeURIComponent(after)}` : "";
-  const r = await client.call<{ events: EventView[]; last: string | null }>(
-    "GET",
-    `/workshops/${encodeURIComponent(name)}/events${query}`,
-  );
+  // The API answers a page at a time (at most EVENTS_PAGE events): follow `last` until a page is not full.
+  const r: { events: EventView[]; last: string | null } = { events: [], last: after ?? null };
+  for (;;) {
+    const query = new URLSearchParams({ limit: String(EVENTS_PAGE) });
+    if (r.last) query.set("after", r.last);
+    const page = await client.call<{ events: EventView[]; last: string | null }>(
+      "GET",
+      `/workshops/${encodeURIComponent(name)}/events?${query}`,
+    );
+    r.events.push(...page.events);
+    r.last = page.last;
+    if (page.events.length < EVENTS_PAGE) break;
+  }
   if (jsonOutput(args)) {
     out.write(jsonText(r));
     return 0;
@@ -72,7 +83,7 @@ export async function cmdEvents(args: Args, out: Output): Promise<number> {
   writeTable(
     [
       ["at", "event", "id", "what happened"],
-      ...r.events.map((e) => [clock(e.at, true), e.type, e.id, eventSentence(e)]),
+      ...r.events.map((e) => [clock(e.at, true), e.type, e.id, eventSentence(e, (iso) => when(iso))]),
     ],
     out,
   );

@@ -75,6 +75,10 @@ export const options = {
   status: { type: "boolean" },
   resume: { type: "boolean" },
   abort: { type: "boolean" },
+  // hosts join-token
+  uses: { type: "string" },
+  expires: { type: "string" },
+  approve: { type: "string" },
 } as const;
 
 export interface Args {
@@ -120,6 +124,10 @@ export interface Args {
     status?: boolean;
     resume?: boolean;
     abort?: boolean;
+    // hosts join-token
+    uses?: string;
+    expires?: string;
+    approve?: string;
   };
   positionals: string[];
   /** What follows `--` (`labfleet exec NAME -- CMD`); other commands take it as positionals. */
@@ -305,6 +313,7 @@ export function writeCountKept(
  */
 async function cmdProvision(args: Args, out: Output): Promise<number> {
   const file = args.values.file;
+  if (args.values.check) return checkProvision(args, out);
   if (!file) throw new CliError("provision needs -f workshop.yaml", 2);
   const { yaml, baseDir, name } = checkedFile(file);
   const json = jsonOutput(args);
@@ -322,6 +331,18 @@ async function cmdProvision(args: Args, out: Output): Promise<number> {
   }
   const s = await follow(client, name, run.id, undefined);
   return reportProvision(s, run.id, json, out, file);
+}
+
+/**
+ * `labfleet provision (NAME | -f FILE) --check`: what provisioning would create or reuse, per host, changing
+ * nothing (a file is checked, not submitted). Exit 0 when nothing would change, 2 when something would.
+ */
+async function checkProvision(args: Args, out: Output): Promise<number> {
+  const file = args.values.file;
+  const client = new ApiClient(resolveTarget());
+  if (!file) return runCheck(client, workshopName(args), { command: "provision" }, jsonOutput(args), out);
+  const { yaml, baseDir, name } = checkedFile(file);
+  return runCheck(client, name, { command: "provision", yaml, baseDir }, jsonOutput(args), out);
 }
 
 /**
@@ -656,6 +677,12 @@ export async function main(argv: string[], out: Output = stdoutOutput()): Promis
       return runCompletion(args.positionals.slice(1), jsonOutput(args), out);
     }
     knownCommand(command); // an unknown one is a usage error (exit 2) naming the closest command
+    // Enrolled hosts' controls: labfleet hosts drain|disable|enable|remove|rotate-secret NAME HOST...
+    if (command === "hosts") {
+      const agentCommands = await import("./agent-commands.ts");
+      if (agentCommands.AGENT_HOST_COMMANDS.has(args.positionals[1] ?? ""))
+        return await agentCommands.cmdAgentHosts(args, out);
+    }
     switch (command) {
       case "validate":
         return await cmdValidate(args, out);
@@ -679,12 +706,19 @@ export async function main(argv: string[], out: Output = stdoutOutput()): Promis
         return await (await import("./receipt.ts")).cmdReceipt(workshopName(args), jsonOutput(args), out);
       case "scale":
         return await cmdScale(args, out);
+      case "hosts": {
+        // Enrollment: join tokens and the hosts that wait for approval (cli/enroll-commands.ts).
+        const enroll = await import("./enroll-commands.ts");
+        const sub = args.positionals[1] ?? "";
+        if (enroll.ENROLL_SUBCOMMANDS.has(sub)) return await enroll.run(sub, args, out);
+        const fleetCommands = await import("./fleet-commands.ts");
+        return await fleetCommands.run(command, args, out);
+      }
       case "doctor":
       case "deploy":
       case "retry":
       case "diagnose":
       case "access":
-      case "hosts":
       case "extend":
       case "open-access": {
         const fleetCommands = await import("./fleet-commands.ts");

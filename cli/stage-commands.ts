@@ -1,5 +1,5 @@
 import type { CheckReport } from "../shared/fleet/check.ts";
-import { checkExitCode } from "../shared/fleet/check.ts";
+import { checkExitCode, checkSummary } from "../shared/fleet/check.ts";
 import { parseStageList, resolveStages, type Stage } from "../shared/fleet/stages.ts";
 import { isVisibleError } from "../shared/runtime/errors.ts";
 import { type ApiClient, CliError } from "./client.ts";
@@ -53,14 +53,8 @@ const ACTION_STYLE: Record<string, string> = {
 };
 
 export function writeCheck(report: CheckReport, out: Output): void {
-  const changing = report.items.filter((i) => i.action !== "reuse" && i.action !== "skip");
-  const hosts = new Set(changing.map((i) => i.hostId));
   out.write(
-    `check ${clean(report.workshop)} (${clean(report.command)}): ${
-      report.changes
-        ? `${changing.length} change${changing.length === 1 ? "" : "s"} on ${hosts.size} host${hosts.size === 1 ? "" : "s"} or the workshop`
-        : "nothing would change"
-    } · nothing was changed\n`,
+    `check ${clean(report.workshop)} (${clean(report.command)}): ${checkSummary(report).text} · nothing was changed\n`,
   );
   if (report.items.length === 0) {
     out.write("no host to act on\n");

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { deployHost } from "../shared/fleet/up.ts";
+import { deployHosts } from "../shared/fleet/up.ts";
 import { RunId, taskHandler, WorkshopName } from "../shared/runtime/handler.ts";
 
 export const handler = taskHandler(
@@ -7,8 +7,9 @@ export const handler = taskHandler(
   z.object({
     workshop: WorkshopName,
     runId: RunId,
-    hostId: z.string().min(1),
+    // One Deploy Map item: one host, or a batch of them in a large workshop (shared/workshop/limits.ts).
+    hostIds: z.array(z.string().min(1)).min(1),
     force: z.boolean().default(false),
   }),
-  (i) => deployHost(i.workshop, i.runId, i.hostId, i.force),
+  (i) => deployHosts(i.workshop, i.runId, i.hostIds, i.force),
 );

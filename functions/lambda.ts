@@ -7,6 +7,8 @@ import { handler as beginRollout } from "./begin-rollout.ts";
 import { handler as beginUp } from "./begin-up.ts";
 import { handler as deployHost } from "./deploy-host.ts";
 import { handler as deprovision } from "./deprovision.ts";
+import { handler as execFail } from "./exec-fail.ts";
+import { handler as execStep } from "./exec-step.ts";
 import { handler as failRollout } from "./fail-rollout.ts";
 import { handler as failRun } from "./fail-run.ts";
 import { handler as failTeardown } from "./fail-teardown.ts";
@@ -63,6 +65,9 @@ export const RecordRolloutHostFailure = cloud(recordRolloutHostFailure);
 export const PollRollout = cloud(pollRollout);
 export const FinishRollout = cloud(finishRollout);
 export const FailRollout = cloud(failRollout);
+/** An exec job's step (check the running hosts, start more) and its failure path. */
+export const ExecStep = cloud(execStep);
+export const ExecFail = cloud(execFail);
 /** The teardown's failure path: fail the run, with a receipt of what is left. */
 export const FailTeardown = cloud(failTeardown);
 /** Fails a run whose execution ended (failed, timed out, aborted) without recording it: the EventBridge rule's target. */

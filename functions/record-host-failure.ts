@@ -1,12 +1,12 @@
 import { z } from "zod";
-import { recordHostFailure } from "../shared/fleet/up.ts";
+import { recordHostsFailure } from "../shared/fleet/up.ts";
 import { CaughtError, causeMessage, taskHandler, WorkshopName } from "../shared/runtime/handler.ts";
 
 export const handler = taskHandler(
   "record-host-failure",
-  z.object({ workshop: WorkshopName, hostId: z.string().min(1), error: CaughtError }),
+  z.object({ workshop: WorkshopName, hostIds: z.array(z.string().min(1)).min(1), error: CaughtError }),
   async (i) => {
-    await recordHostFailure(i.workshop, i.hostId, causeMessage(i.error));
-    return { hostId: i.hostId, action: "failed" as const };
+    await recordHostsFailure(i.workshop, i.hostIds, causeMessage(i.error));
+    return { hosts: i.hostIds.map((hostId) => ({ hostId, action: "failed" as const })) };
   },
 );

@@ -50,6 +50,7 @@ export function names(app: string, stage: string) {
     upStateMachine: `${base}-up`,
     teardownStateMachine: `${base}-teardown`,
     rolloutStateMachine: `${base}-rollout`,
+    execStateMachine: `${base}-exec`,
     /** The role and instance profile of EC2 lab hosts (AmazonSSMManagedInstanceCore only). */
     hostRole: `${base}-host`,
     /** The role EventBridge Scheduler assumes for the one-time TTL schedules. */
@@ -68,9 +69,9 @@ export function names(app: string, stage: string) {
 export type Refs = Record<"partition" | "region" | "account" | "stage" | "app" | "table", string>;
 
 const ec2 = (type: string) => `arn:{partition}:ec2:{region}:{account}:${type}/*`;
-const stateMachine = (which: "up" | "teardown" | "rollout") =>
+const stateMachine = (which: "up" | "teardown" | "rollout" | "exec") =>
   `arn:{partition}:states:{region}:{account}:stateMachine:{app}-{stage}-${which}`;
-const executions = (which: "up" | "teardown" | "rollout") =>
+const executions = (which: "up" | "teardown" | "rollout" | "exec") =>
   `arn:{partition}:states:{region}:{account}:execution:{app}-{stage}-${which}:*`;
 
 const TABLE_ITEM_ACTIONS = [
@@ -371,12 +372,21 @@ export const GRANTS = {
     },
   ],
 
-  /** Starting runs: the two state machines, nothing else. */
+  /** Starting runs: the run state machines, nothing else. */
   workflowsStart: [
     {
       sid: "StartRuns",
       actions: ["states:StartExecution"],
       resources: [stateMachine("up"), stateMachine("teardown"), stateMachine("rollout")],
+    },
+  ],
+
+  /** Starting exec jobs (`labfleet exec`): the exec state machine, nothing else. */
+  execStart: [
+    {
+      sid: "StartExecJobs",
+      actions: ["states:StartExecution"],
+      resources: [stateMachine("exec")],
     },
   ],
 
@@ -389,12 +399,15 @@ export const GRANTS = {
     },
   ],
 
-  /** A run's last step counts its execution's state transitions from the history (Step Functions bills them). */
+  /**
+   * A run's last step (and an exec job's end) counts its execution's state transitions from the history (Step
+   * Functions bills them).
+   */
   workflowsHistory: [
     {
       sid: "RunHistory",
       actions: ["states:GetExecutionHistory"],
-      resources: [executions("up"), executions("teardown"), executions("rollout")],
+      resources: [executions("up"), executions("teardown"), executions("rollout"), executions("exec")],
     },
   ],
 
@@ -525,6 +538,12 @@ export interface FunctionSpec {
   portal?: boolean;
   /** A fixed function name (its ARN is known before it exists: the TTL schedules' target). */
   fixedName?: "sweepFunction" | "checksFunction";
+  /**
+   * The function tells hosts where the API is, so it is told the API's URL (CLOUD_ENV.hostApiUrl): DeployHost
+   * writes it into the push settings of hosts that push (shared/fleet/push-config.ts), the portal into a BYOD
+   * student's join line. It needs no grant for it: the host, not the function, calls the API.
+   */
+  givesHostsTheApiUrl?: boolean;
 }
 
 /** What every function that reaches hosts has: the table, SSM commands and the SSH key (read when needed). */
@@ -532,6 +551,80 @@ const reachesHosts = {
   grants: ["table", "ssmCommands"] as GrantName[],
   secrets: ["AccessKey", "SshPrivateKey"],
 };
+
+/** What removes a lab's new host when it fails (or its old one once the new one is promoted). */
+const removesHosts: GrantName[] = ["ec2Read", "hostsTerminate", "securityGroups"];
+
+interface RolloutStep {
+  /** What the step does, after "labfleet rollout: ". */
+  what: string;
+  timeout?: FunctionSpec["timeout"];
+  memory?: FunctionSpec["memory"];
+  /** The step reaches hosts: it has what every such function has (reachesHosts) besides its own grants. */
+  reachesHosts?: boolean;
+  grants: GrantName[];
+}
+
+/**
+ * The steps of the rollout workflow (stepfunctions/rollout.asl.json), each described once: its function is
+ * `functions/lambda.<Name>` over the module `functions/<name-in-kebab-case>.ts`, 5 minutes and 512 MB unless
+ * said, with the table and the access key (and, when it reaches hosts, what reachesHosts gives).
+ */
+const ROLLOUT_STEPS = {
+  BeginRollout: {
+    what: "read the rollout's settings, check the operator secrets, write the secrets parameter",
+    timeout: "1 minute",
+    grants: ["operatorSecrets", "secretParameters", "lambdaSettings"],
+  },
+  NextRolloutBatch: {
+    what: "the next batch of labs to update, or done (every batch, or a failure halted it)",
+    timeout: "1 minute",
+    memory: "256 MB",
+    grants: [],
+  },
+  StartRolloutHost: {
+    what: "make a lab's new host beside the old one (or update it in place) and start its setup",
+    timeout: "15 minutes",
+    reachesHosts: true,
+    // The provider's create path, as Provision; a failed new host is terminated again.
+    grants: ["operatorSecrets", "ec2Read", "quota", "hostsLaunch", "hostsTerminate", "securityGroups"],
+  },
+  RecordRolloutHostFailure: {
+    what: "record why a lab's update failed and remove its new host",
+    reachesHosts: true,
+    grants: ["operatorSecrets", ...removesHosts],
+  },
+  PollRollout: {
+    what: "check the batch's new labs, promote those that pass lab.health, remove their old hosts",
+    reachesHosts: true,
+    grants: ["operatorSecrets", ...removesHosts],
+  },
+  FinishRollout: {
+    what: "record the outcome; a completed rollout makes the new ref the workshop's",
+    reachesHosts: true,
+    grants: ["secretParameters", "workflowsHistory", ...removesHosts],
+  },
+  FailRollout: {
+    what: "halt with the step's error, remove new hosts not promoted",
+    reachesHosts: true,
+    grants: ["secretParameters", "workflowsHistory", ...removesHosts],
+  },
+} satisfies Record<string, RolloutStep>;
+
+const ROLLOUT_FUNCTIONS = Object.fromEntries(
+  Object.entries(ROLLOUT_STEPS as Record<string, RolloutStep>).map(([name, step]) => [
+    name,
+    {
+      handler: `functions/lambda.${name}`,
+      source: `functions/${name.replace(/[A-Z]/g, (c, at: number) => `${at ? "-" : ""}${c.toLowerCase()}`)}.ts`,
+      description: `labfleet rollout: ${step.what}`,
+      timeout: step.timeout ?? "5 minutes",
+      memory: step.memory ?? "512 MB",
+      grants: step.reachesHosts ? [...reachesHosts.grants, ...step.grants] : ["table", ...step.grants],
+      secrets: step.reachesHosts ? (reachesHosts.secrets as LinkedSecretName[]) : ["AccessKey"],
+    } satisfies FunctionSpec,
+  ]),
+) as Record<keyof typeof ROLLOUT_STEPS, FunctionSpec>;
 
 /**
  * Every Lambda. The task functions are keyed by the X of `${XFunction}` in the ASL (stepfunctions/handlers.ts
@@ -577,6 +670,8 @@ export const FUNCTIONS = {
     // pushSecrets reads the operator secrets (stdin to SSH hosts); SSM hosts fetch the parameter BeginUp wrote.
     grants: [...reachesHosts.grants, "operatorSecrets"],
     secrets: reachesHosts.secrets as LinkedSecretName[],
+    // Hosts that push (enrolled and SSH ones, never SSM) get the API's URL in push.env before their setup starts.
+    givesHostsTheApiUrl: true,
   },
   RecordHostFailure: {
     handler: "functions/lambda.RecordHostFailure",
@@ -643,95 +738,27 @@ export const FUNCTIONS = {
     grants: ["table", "schedules", "secretParameters", "workflowsHistory", "leftovers"],
     secrets: ["AccessKey"],
   },
-  BeginRollout: {
-    handler: "functions/lambda.BeginRollout",
-    source: "functions/begin-rollout.ts",
+  ...ROLLOUT_FUNCTIONS,
+  ExecStep: {
+    handler: "functions/lambda.ExecStep",
+    source: "functions/exec-step.ts",
     description:
-      "labfleet rollout: read the rollout's settings, check the operator secrets, write the secrets parameter",
+      "labfleet exec: check the hosts whose command runs, collect what ended, start more (short commands only)",
+    timeout: "5 minutes",
+    memory: "512 MB",
+    // The command runs detached on the host: each step sends short commands (start, check, kill) and redacts
+    // the output with the operator secrets before it is stored.
+    grants: [...reachesHosts.grants, "operatorSecrets", "workflowsHistory"],
+    secrets: reachesHosts.secrets as LinkedSecretName[],
+  },
+  ExecFail: {
+    handler: "functions/lambda.ExecFail",
+    source: "functions/exec-fail.ts",
+    description: "labfleet exec: fail the job with the step's error (operator secrets redacted)",
     timeout: "1 minute",
     memory: "512 MB",
-    grants: ["table", "operatorSecrets", "secretParameters", "lambdaSettings"],
+    grants: ["table", "operatorSecrets", "workflowsHistory"],
     secrets: ["AccessKey"],
-  },
-  NextRolloutBatch: {
-    handler: "functions/lambda.NextRolloutBatch",
-    source: "functions/next-rollout-batch.ts",
-    description:
-      "labfleet rollout: the next batch of labs to update, or done (every batch, or a failure halted it)",
-    timeout: "1 minute",
-    memory: "256 MB",
-    grants: ["table"],
-    secrets: ["AccessKey"],
-  },
-  StartRolloutHost: {
-    handler: "functions/lambda.StartRolloutHost",
-    source: "functions/start-rollout-host.ts",
-    description:
-      "labfleet rollout: make a lab's new host beside the old one (or update it in place) and start its setup",
-    timeout: "15 minutes",
-    memory: "512 MB",
-    // The provider's create path, as Provision; a failed new host is terminated again.
-    grants: [
-      ...reachesHosts.grants,
-      "operatorSecrets",
-      "ec2Read",
-      "quota",
-      "hostsLaunch",
-      "hostsTerminate",
-      "securityGroups",
-    ],
-    secrets: reachesHosts.secrets as LinkedSecretName[],
-  },
-  RecordRolloutHostFailure: {
-    handler: "functions/lambda.RecordRolloutHostFailure",
-    source: "functions/record-rollout-host-failure.ts",
-    description: "labfleet rollout: record why a lab's update failed and remove its new host",
-    timeout: "5 minutes",
-    memory: "512 MB",
-    grants: [...reachesHosts.grants, "operatorSecrets", "ec2Read", "hostsTerminate", "securityGroups"],
-    secrets: reachesHosts.secrets as LinkedSecretName[],
-  },
-  PollRollout: {
-    handler: "functions/lambda.PollRollout",
-    source: "functions/poll-rollout.ts",
-    description:
-      "labfleet rollout: check the batch's new labs, promote those that pass lab.health, remove their old hosts",
-    timeout: "5 minutes",
-    memory: "512 MB",
-    grants: [...reachesHosts.grants, "operatorSecrets", "ec2Read", "hostsTerminate", "securityGroups"],
-    secrets: reachesHosts.secrets as LinkedSecretName[],
-  },
-  FinishRollout: {
-    handler: "functions/lambda.FinishRollout",
-    source: "functions/finish-rollout.ts",
-    description: "labfleet rollout: record the outcome; a completed rollout makes the new ref the workshop's",
-    timeout: "5 minutes",
-    memory: "512 MB",
-    grants: [
-      ...reachesHosts.grants,
-      "secretParameters",
-      "workflowsHistory",
-      "ec2Read",
-      "hostsTerminate",
-      "securityGroups",
-    ],
-    secrets: reachesHosts.secrets as LinkedSecretName[],
-  },
-  FailRollout: {
-    handler: "functions/lambda.FailRollout",
-    source: "functions/fail-rollout.ts",
-    description: "labfleet rollout: halt with the step's error, remove new hosts not promoted",
-    timeout: "5 minutes",
-    memory: "512 MB",
-    grants: [
-      ...reachesHosts.grants,
-      "secretParameters",
-      "workflowsHistory",
-      "ec2Read",
-      "hostsTerminate",
-      "securityGroups",
-    ],
-    secrets: reachesHosts.secrets as LinkedSecretName[],
   },
   FailTeardown: {
     handler: "functions/lambda.FailTeardown",
@@ -748,10 +775,12 @@ export const FUNCTIONS = {
     handler: "functions/lambda.ReconcileRun",
     source: "functions/reconcile-run.ts",
     description:
-      "labfleet runs: fail a run whose Step Functions execution failed, timed out or was aborted outside labfleet",
+      "labfleet runs: fail a run whose Step Functions execution failed, timed out or was aborted outside labfleet; a teardown's takes its receipt",
     timeout: "1 minute",
     memory: "256 MB",
-    grants: ["table", "secretParameters", "workflowsHistory"],
+    // A teardown's receipt: the leftover check, as FailTeardown's (EC2 by the ownership tags, the TTL schedule,
+    // the secrets parameter).
+    grants: ["table", "secretParameters", "workflowsHistory", "leftovers"],
     secrets: ["AccessKey"],
   },
   Sweep: {
@@ -781,6 +810,8 @@ export const FUNCTIONS = {
     source: "web/lambda.ts",
     description: "labfleet instructor API and console",
     // API Gateway answers its client after 30 s whatever the function does (web/lambda.ts cuts requests to it).
+    // It also serves what hosts call (/agent/v1: enrolled hosts' joins, long polls and results, pushed progress),
+    // which needs the table and the access key only: join tokens, host secrets and queued commands are items.
     timeout: "30 seconds",
     memory: "1024 MB",
     grants: [
@@ -793,6 +824,7 @@ export const FUNCTIONS = {
       "operatorSecrets",
       "workflowsStart",
       "workflowsControl",
+      "execStart",
       "schedules",
     ],
     secrets: [
@@ -835,6 +867,8 @@ export const FUNCTIONS = {
     secrets: ["AccessKey"],
     web: true,
     portal: true,
+    // A BYOD student's join page (portal.enrollment: claim) holds the line their machine runs against the API.
+    givesHostsTheApiUrl: true,
   },
 } satisfies Record<string, FunctionSpec>;
 
@@ -925,17 +959,19 @@ export function functionPolicy(name: FunctionName, refs: Refs): string {
 /** The environment variable names a function gets (values: sst.config.ts). */
 export function envNamesOf(name: FunctionName): string[] {
   const spec = specOf(name);
-  if (spec.portal) return [CLOUD_ENV.table, CLOUD_ENV.stage, CLOUD_ENV.checksFunction];
+  const push = spec.givesHostsTheApiUrl ? [CLOUD_ENV.hostApiUrl] : [];
+  if (spec.portal) return [CLOUD_ENV.table, CLOUD_ENV.stage, CLOUD_ENV.checksFunction, ...push];
   const common: string[] = [
     CLOUD_ENV.table,
     CLOUD_ENV.stage,
     CLOUD_ENV.upStateMachineArn,
     CLOUD_ENV.teardownStateMachineArn,
     CLOUD_ENV.rolloutStateMachineArn,
+    CLOUD_ENV.execStateMachineArn,
   ];
   const extra = spec.grants.flatMap((g) => GRANT_ENV[g] ?? []);
   const web = spec.web ? [CLOUD_ENV.portalUrl] : [];
-  return [...new Set([...common, ...extra, ...web])];
+  return [...new Set([...common, ...extra, ...web, ...push])];
 }
 
 /**

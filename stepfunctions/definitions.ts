@@ -8,6 +8,7 @@ export const definitionFiles: Record<DefinitionName, string> = {
   up: new URL("./up.asl.json", import.meta.url).pathname,
   teardown: new URL("./teardown.asl.json", import.meta.url).pathname,
   rollout: new URL("./rollout.asl.json", import.meta.url).pathname,
+  exec: new URL("./exec.asl.json", import.meta.url).pathname,
 };
 
 export type AslDefinition = { StartAt: string; States: Record<string, AslState>; Comment?: string };

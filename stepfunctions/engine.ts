@@ -122,8 +122,8 @@ export class LambdaFunctionError extends Error {
 
 /**
  * Step Functions' default Task timeout is 99,999,999 seconds; aws-local-stepfunctions defaults to 60, and a
- * Node.js timer holds at most 2^31 - 1 ms, so the cloud profile gives untimed Tasks the longest timer Node
- * keeps (about 24.8 days).
+ * Node.js timer holds at most 2^31 - 1 ms, so untimed Tasks get the longest timer Node keeps (about 24.8
+ * days), locally as in the cloud profile.
  */
 const UNTIMED_TASK_SECONDS = Math.floor((2 ** 31 - 1) / 1000);
 /** An execution stopped by abort may leave the library's event log open: it is followed this long, then left. */
@@ -180,11 +180,8 @@ function prepare(source: AslDefinition, profile: EngineProfile, timing: EngineTi
             `state ${name}: only ${LAMBDA_INVOKE} Tasks run here, not ${String(state.Resource)}`,
           );
         prepared.tasks.set(name, map);
-        if (
-          profile === "cloud" &&
-          state.TimeoutSeconds === undefined &&
-          state.TimeoutSecondsPath === undefined
-        )
+        // In both profiles: the library's 60 s would fail a local Poll of a 500-host workshop mid-way.
+        if (state.TimeoutSeconds === undefined && state.TimeoutSecondsPath === undefined)
           state.TimeoutSeconds = UNTIMED_TASK_SECONDS;
       } else if (state.Type === "Wait") {
         prepared.waits.push(name);

@@ -2,6 +2,8 @@ import { handler as BeginRollout } from "../functions/begin-rollout.ts";
 import { handler as BeginUp } from "../functions/begin-up.ts";
 import { handler as DeployHost } from "../functions/deploy-host.ts";
 import { handler as Deprovision } from "../functions/deprovision.ts";
+import { handler as ExecFail } from "../functions/exec-fail.ts";
+import { handler as ExecStep } from "../functions/exec-step.ts";
 import { handler as FailRollout } from "../functions/fail-rollout.ts";
 import { handler as FailRun } from "../functions/fail-run.ts";
 import { handler as FailTeardown } from "../functions/fail-teardown.ts";
@@ -40,6 +42,8 @@ export const taskFunctions = {
   FinishRollout,
   FailRollout,
   FailTeardown,
+  ExecStep,
+  ExecFail,
 } satisfies Record<string, (event: unknown) => Promise<unknown>>;
 
 export const functionFiles: Record<keyof typeof taskFunctions, string> = {
@@ -61,4 +65,6 @@ export const functionFiles: Record<keyof typeof taskFunctions, string> = {
   FinishRollout: "functions/finish-rollout.handler",
   FailRollout: "functions/fail-rollout.handler",
   FailTeardown: "functions/fail-teardown.handler",
+  ExecStep: "functions/exec-step.handler",
+  ExecFail: "functions/exec-fail.handler",
 };

@@ -1,5 +1,7 @@
+import { addExecTransitions, failExecJob } from "../shared/fleet/exec-jobs.ts";
 import { addTransitions, failRunIfRunning } from "../shared/fleet/runs.ts";
-import type { RunInput, RunKind, Workflows } from "../shared/fleet/workflows.ts";
+import { settleEndedExecution } from "../shared/fleet/teardown.ts";
+import type { RunInput, WorkflowKind, Workflows } from "../shared/fleet/workflows.ts";
 import { withActor } from "../shared/runtime/actor.ts";
 import { pause } from "../shared/runtime/concurrency.ts";
 import { useDeps } from "../shared/runtime/deps.ts";
@@ -38,7 +40,7 @@ export interface LocalExecutorOptions {
 }
 
 interface Execution {
-  kind: RunKind;
+  kind: WorkflowKind;
   run: EngineExecution;
   done: Promise<void>;
   stopped: boolean;
@@ -117,10 +119,15 @@ export class LocalExecutor implements Workflows {
         },
       });
     };
-    this.engines = { up: make("up"), teardown: make("teardown"), rollout: make("rollout") };
+    this.engines = {
+      up: make("up"),
+      teardown: make("teardown"),
+      rollout: make("rollout"),
+      exec: make("exec"),
+    };
   }
 
-  async start(kind: RunKind, input: RunInput): Promise<void> {
+  async start(kind: WorkflowKind, input: RunInput): Promise<void> {
     if (this.executions.has(input.runId)) return;
     const flushEvery = this.options.flushEvery ?? 20;
     let pending = 0;
@@ -130,9 +137,12 @@ export class LocalExecutor implements Workflows {
       pending = 0;
       // Through a store outage the count waits for the store (until the run is stopped or the executor closes).
       writes = writes.then(() =>
-        untilStoreAnswers(() => addTransitions(input.workshop, input.runId, n), {
-          signal: entry.halted.signal,
-        }).catch((err) =>
+        untilStoreAnswers(
+          () => (kind === "exec" ? addExecTransitions : addTransitions)(input.workshop, input.runId, n),
+          {
+            signal: entry.halted.signal,
+          },
+        ).catch((err) =>
           log.warn("recording transitions failed", { runId: input.runId, error: errorMessage(err) }),
         ),
       );
@@ -186,7 +196,7 @@ export class LocalExecutor implements Workflows {
     return call;
   }
 
-  private async follow(kind: RunKind, input: RunInput, entry: Execution, flush: () => Promise<void>) {
+  private async follow(kind: WorkflowKind, input: RunInput, entry: Execution, flush: () => Promise<void>) {
     let resume = false;
     await withActor({ type: "system", id: `workflow:${kind}` }, async () => {
       try {
@@ -198,8 +208,16 @@ export class LocalExecutor implements Workflows {
           log.error("workflow failed", { kind, runId: input.runId, error: reason });
           // The run's record must say so: through a store outage too (it stays running, and resumes, if this
           // runtime closes first).
+          // A teardown's run also gets its receipt (what is left and how to remove it), as in the cloud.
+          const status = outcome.status === "TIMED_OUT" ? "TIMED_OUT" : "FAILED";
           await untilStoreAnswers(
-            () => failRunIfRunning(input.workshop, input.runId, `workflow error: ${reason}`),
+            async () => {
+              if (kind === "teardown")
+                await settleEndedExecution(input.workshop, input.runId, status, reason);
+              else if (kind === "exec")
+                await failExecJob(input.workshop, input.runId, `workflow error: ${reason}`);
+              else await failRunIfRunning(input.workshop, input.runId, `workflow error: ${reason}`);
+            },
             { signal: entry.halted.signal },
           );
         }

@@ -2,7 +2,10 @@ import { createHash, timingSafeEqual } from "node:crypto";
 import { Hono } from "hono";
 import { withActor } from "../shared/runtime/actor.ts";
 import { VisibleError } from "../shared/runtime/errors.ts";
+import { agentApp } from "./agent/index.ts";
+import { agentHostsApi } from "./api/agent-hosts.ts";
 import { checkApi } from "./api/check.ts";
+import { enrollmentApi } from "./api/enrollment.ts";
 import { events } from "./api/events.ts";
 import { execApi } from "./api/exec.ts";
 import { fleet } from "./api/fleet.ts";
@@ -88,6 +91,8 @@ function addInstructorRoutes(app: Hono, auth: InstructorAuth, authConfig: AuthCo
   api.route("/workshops", receiptApi);
   api.route("/workshops", checkApi);
   api.route("/workshops", rolloutApi);
+  api.route("/workshops", agentHostsApi);
+  api.route("/workshops", enrollmentApi);
   api.route("/tokens", tokensApi);
   api.route("/", apiReference); // GET /api/openapi.json and /api/docs: the token, or a console session
   app.route("/api", api);
@@ -95,6 +100,7 @@ function addInstructorRoutes(app: Hono, auth: InstructorAuth, authConfig: AuthCo
   app.route("/auth", authRoutes(authConfig));
   app.route("/console", consoleRoutes(auth, { providers: signInLinks(authConfig) }));
   app.route("/admin", adminPage);
+  app.route("/agent/v1", agentApp);
 }
 
 /**
@@ -109,7 +115,7 @@ export function createApp(opts: { auth: InstructorAuth; authConfig?: AuthConfig 
   return app;
 }
 
-const INSTRUCTOR_PREFIXES = ["/api/", "/console", "/admin/", "/auth/"];
+const INSTRUCTOR_PREFIXES = ["/api/", "/console", "/admin/", "/auth/", "/agent/"];
 
 /**
  * The instructor's side alone: what the cloud's API function serves. With `portalUrl` (the portal's own public

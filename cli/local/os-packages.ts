@@ -50,6 +50,16 @@ export const TEST_NEEDS: readonly Need[] = [
   { command: "unshare", why: "fake SSH hosts' own files", packages: UTIL_LINUX },
   { command: "sudo", why: "sudo checks on fake SSH hosts", packages: { apt: "sudo", dnf: "sudo" } },
   {
+    command: "curl",
+    why: "agents and progress pushes on enrolled and fake hosts",
+    packages: { apt: "curl", dnf: "curl", brew: "curl" },
+  },
+  {
+    command: "openssl",
+    why: "signing agents' and hosts' calls (HMAC-SHA256)",
+    packages: { apt: "openssl", dnf: "openssl", brew: "openssl" },
+  },
+  {
     command: "chromium",
     why: "portal pages in a headless browser",
     packages: { apt: "chromium", dnf: "chromium", brew: "chromium" },

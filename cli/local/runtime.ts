@@ -6,7 +6,10 @@ import { homedir } from "node:os";
 import { join, resolve } from "node:path";
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { serve } from "@hono/node-server";
+import { markAllSilentHosts } from "../../shared/agent/check-in.ts";
+import { deployAllWaitingHosts } from "../../shared/agent/lifecycle.ts";
 import { instructorAuth } from "../../shared/auth/tokens.ts";
+import { unfinishedExecJobs } from "../../shared/fleet/exec-jobs.ts";
 import { healthPass } from "../../shared/fleet/health.ts";
 import { stopLab } from "../../shared/fleet/lab.ts";
 import { runLabChecks } from "../../shared/fleet/lab-checks.ts";
@@ -16,6 +19,7 @@ import { runDueSchedules } from "../../shared/fleet/schedules.ts";
 import { managedPublicKey, transportFactory } from "../../shared/fleet/transports.ts";
 import { listHosts } from "../../shared/fleet/workshops.ts";
 import { serveAllQueues } from "../../shared/portal/queue.ts";
+import { EnrolledProvider } from "../../shared/providers/enrolled.ts";
 import { LocalProvider } from "../../shared/providers/local.ts";
 import { StaticProvider } from "../../shared/providers/static.ts";
 import { withActor } from "../../shared/runtime/actor.ts";
@@ -61,6 +65,11 @@ export interface LocalRuntimeOptions {
    * `idleMs` unused (default 60 s).
    */
   sshPool?: TransportPoolOptions;
+  /**
+   * The URL hosts push their labs' progress to (shared/fleet/push-config.ts), when they reach this runtime some
+   * other way than its own 127.0.0.1 address (a tunnel); by default that address.
+   */
+  hostApiUrl?: string;
 }
 
 export function defaultLabfleetHome(): string {
@@ -132,6 +141,7 @@ export async function startLocalRuntime(opts: LocalRuntimeOptions): Promise<Loca
   let timer: NodeJS.Timeout | undefined;
   const executor = new LocalExecutor({ waitMs: opts.waitMs ?? 1000 });
   const connections = new TransportPool(opts.sshPool);
+  let hostApiUrl: string | undefined;
   try {
     const table = opts.table ?? "labfleet";
     await ensureTable(client, table);
@@ -141,7 +151,7 @@ export async function startLocalRuntime(opts: LocalRuntimeOptions): Promise<Loca
     configure({
       store,
       clock,
-      providers: { local: provider, static: new StaticProvider() },
+      providers: { local: provider, static: new StaticProvider(), enrolled: new EnrolledProvider() },
       secrets: fileSecretStore(labfleetHome),
       sshPublicKey: () => managedPublicKey(labfleetHome),
       transport: transportFactory({
@@ -153,6 +163,9 @@ export async function startLocalRuntime(opts: LocalRuntimeOptions): Promise<Loca
       workflows: executor,
       accessKey: loadOrCreateKey(join(dataDir, "access.key")),
       checks: { run: (workshop, hostId) => runLabChecks(workshop, hostId) },
+      // Hosts push their labs' progress to this runtime's own address (local sandboxes and SSH hosts on this
+      // machine reach 127.0.0.1), known once the server listens.
+      hostApiUrl: () => hostApiUrl,
     });
 
     const token = opts.token ?? randomBytes(24).toString("base64url");
@@ -167,6 +180,7 @@ export async function startLocalRuntime(opts: LocalRuntimeOptions): Promise<Loca
       server.once("error", rej);
     });
     const url = `http://127.0.0.1:${port}`;
+    hostApiUrl = opts.hostApiUrl ?? url;
     const runtimeFile = join(dataDir, RUNTIME_FILE);
     writeFileSync(runtimeFile, JSON.stringify({ url, token, pid: process.pid }), { mode: 0o600 });
     lock.setUrl(url);
@@ -182,6 +196,10 @@ export async function startLocalRuntime(opts: LocalRuntimeOptions): Promise<Loca
         });
         resumed.push(run.runId);
       }
+      for (const job of await unfinishedExecJobs()) {
+        log.info("resuming exec job", job);
+        await executor.start("exec", { workshop: job.workshop, runId: job.jobId });
+      }
     });
 
     let ticking: Promise<number> | undefined;
@@ -193,6 +211,10 @@ export async function startLocalRuntime(opts: LocalRuntimeOptions): Promise<Loca
         await serveAllQueues();
         // Torn-down workshops: anything found left is added to their teardown receipts.
         await recheckReceipts();
+        // Enrolled hosts whose agents stopped calling in are marked unreachable.
+        await markAllSilentHosts();
+        // Approved enrolled hosts that joined while the workshop was busy are deployed once it is free.
+        await deployAllWaitingHosts();
         return fired;
       }).finally(() => {
         ticking = undefined;

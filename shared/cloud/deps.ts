@@ -7,6 +7,7 @@ import { SFNClient } from "@aws-sdk/client-sfn";
 import { SSMClient } from "@aws-sdk/client-ssm";
 import { runLabChecks } from "../fleet/lab-checks.ts";
 import { AwsProvider } from "../providers/aws.ts";
+import { EnrolledProvider } from "../providers/enrolled.ts";
 import { StaticProvider } from "../providers/static.ts";
 import { type Clock, systemClock } from "../runtime/clock.ts";
 import type { Deps } from "../runtime/deps.ts";
@@ -34,10 +35,13 @@ export interface CloudConfig {
   upStateMachineArn: string;
   teardownStateMachineArn: string;
   rolloutStateMachineArn: string;
+  execStateMachineArn: string;
   hostInstanceProfileArn: string | undefined;
   /** All three or none: the functions that create, move or delete TTL schedules get them. */
   schedules: { group: string; roleArn: string; targetArn: string } | undefined;
   portalUrl: string | undefined;
+  /** The API's URL as hosts reach it (CLOUD_ENV.hostApiUrl): set on the functions that give hosts push settings. */
+  hostApiUrl: string | undefined;
 }
 
 /** The control plane's settings from the environment; every missing required variable is named at once. */
@@ -48,6 +52,7 @@ export function cloudConfig(env: Env): CloudConfig {
     CLOUD_ENV.upStateMachineArn,
     CLOUD_ENV.teardownStateMachineArn,
     CLOUD_ENV.rolloutStateMachineArn,
+    CLOUD_ENV.execStateMachineArn,
   ]);
   const opt = (name: string) => env[name] || undefined;
   const scheduleVars = [CLOUD_ENV.scheduleGroup, CLOUD_ENV.schedulerRoleArn, CLOUD_ENV.scheduleTargetArn];
@@ -59,6 +64,7 @@ export function cloudConfig(env: Env): CloudConfig {
     upStateMachineArn: env[CLOUD_ENV.upStateMachineArn] as string,
     teardownStateMachineArn: env[CLOUD_ENV.teardownStateMachineArn] as string,
     rolloutStateMachineArn: env[CLOUD_ENV.rolloutStateMachineArn] as string,
+    execStateMachineArn: env[CLOUD_ENV.execStateMachineArn] as string,
     hostInstanceProfileArn: opt(CLOUD_ENV.hostInstanceProfileArn),
     schedules: env[CLOUD_ENV.scheduleGroup]
       ? {
@@ -68,6 +74,7 @@ export function cloudConfig(env: Env): CloudConfig {
         }
       : undefined,
     portalUrl: opt(CLOUD_ENV.portalUrl),
+    hostApiUrl: opt(CLOUD_ENV.hostApiUrl),
   };
 }
 
@@ -111,7 +118,8 @@ export const CLOUD_PROVISION_WAITS = { waitTimeoutMs: 5 * 60_000, ssmWaitTimeout
 
 /**
  * Deps for the control plane's functions (workflow tasks, sweeper, instructor API): the DynamoDB table,
- * providers `aws` (EC2, reached over SSM) and `static` (bring-your-own hosts over SSH with the managed key),
+ * providers `aws` (EC2, reached over SSM), `static` (bring-your-own hosts over SSH with the managed key) and
+ * `enrolled` (machines that dial in, reached through their agents' command queue in the table),
  * Step Functions for workflows, Parameter Store for operator secrets (and the per-workshop parameter they reach
  * SSM hosts through), the access key from its secret.
  * The SSH key is read when an SSH host is first reached, so functions without SSH hosts need no key. The
@@ -139,6 +147,7 @@ export function cloudDeps(env: Env, options: CloudDepsOptions = {}): Deps {
         ...(config.hostInstanceProfileArn ? { instanceProfileArn: config.hostInstanceProfileArn } : {}),
       }),
       static: new StaticProvider(),
+      enrolled: new EnrolledProvider(),
     },
     transport: cloudTransportFactory({ ssm: clients.ssm, sshIdentity }),
     workflows: new StepFunctionsWorkflows({
@@ -147,6 +156,7 @@ export function cloudDeps(env: Env, options: CloudDepsOptions = {}): Deps {
         up: config.upStateMachineArn,
         teardown: config.teardownStateMachineArn,
         rollout: config.rolloutStateMachineArn,
+        exec: config.execStateMachineArn,
       },
     }),
     accessKey,
@@ -156,6 +166,8 @@ export function cloudDeps(env: Env, options: CloudDepsOptions = {}): Deps {
     taskConcurrency: lambdaConcurrency(clients.lambda),
     checks: { run: (workshop, hostId) => runLabChecks(workshop, hostId) },
     sshPublicKey: async () => publicKeyLine(sshIdentity()),
+    // Where pushing hosts post their progress (shared/fleet/push-config.ts decides which hosts push: never SSM).
+    ...(config.hostApiUrl ? { hostApiUrl: () => config.hostApiUrl } : {}),
     ...(config.schedules
       ? {
           scheduleMirror: new EventBridgeScheduleMirror({

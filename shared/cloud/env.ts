@@ -13,6 +13,8 @@ export const CLOUD_ENV = {
   upStateMachineArn: "LABFLEET_UP_STATE_MACHINE_ARN",
   teardownStateMachineArn: "LABFLEET_TEARDOWN_STATE_MACHINE_ARN",
   rolloutStateMachineArn: "LABFLEET_ROLLOUT_STATE_MACHINE_ARN",
+  /** The exec jobs' state machine (stepfunctions/exec.asl.json). */
+  execStateMachineArn: "LABFLEET_EXEC_STATE_MACHINE_ARN",
   /** The instance profile EC2 hosts get, so their SSM agent can register (AmazonSSMManagedInstanceCore). */
   hostInstanceProfileArn: "LABFLEET_HOST_INSTANCE_PROFILE_ARN",
   /** The EventBridge Scheduler group TTL schedules are created in (`labfleet-<stage>`). */
@@ -28,6 +30,12 @@ export const CLOUD_ENV = {
    * students there and prints it (`portal info`, `portal slide`, the console's slide).
    */
   portalUrl: "LABFLEET_PORTAL_URL",
+  /**
+   * The instructor API's public URL (its HTTP API's custom domain, else its execute-api URL), where hosts that can
+   * reach it push their lab's progress (shared/fleet/push-config.ts): the function that deploys labs writes it into
+   * each pushing host's `push.env`. Enrolled hosts call the same API for their commands (/agent/v1).
+   */
+  hostApiUrl: "LABFLEET_API_URL",
   /** The RunChecks function's name: the portal invokes it for "Check my work". */
   checksFunction: "LABFLEET_CHECKS_FUNCTION",
 } as const;

@@ -55,5 +55,7 @@ export function portalDeps(
         throw notHere("read operator secrets");
       },
     },
+    // Where a BYOD student's machine joins (web/portal: the join line): the instructor API, not this portal.
+    ...(env[CLOUD_ENV.hostApiUrl] ? { hostApiUrl: () => env[CLOUD_ENV.hostApiUrl] } : {}),
   };
 }

@@ -12,7 +12,7 @@ import {
   type DefinitionName,
   definitionOf,
   type RunInput,
-  type RunKind,
+  type WorkflowKind,
   type Workflows,
 } from "../fleet/workflows.ts";
 import { log } from "../runtime/logger.ts";
@@ -70,7 +70,7 @@ export class StepFunctionsWorkflows implements Workflows {
    * closed; that error is success when the existing execution has this input (the same run started again),
    * and stays an error when it does not (a different run under the same name).
    */
-  async start(kind: RunKind, input: RunInput): Promise<void> {
+  async start(kind: WorkflowKind, input: RunInput): Promise<void> {
     const stateMachineArn = this.arns[definitionOf(kind)];
     const payload = executionInput(input);
     try {
@@ -88,7 +88,7 @@ export class StepFunctionsWorkflows implements Workflows {
   }
 
   /** The run's state transitions so far, from its execution's history (one call per 1,000 events). */
-  async transitionsOf(kind: RunKind, runId: string): Promise<number> {
+  async transitionsOf(kind: WorkflowKind, runId: string): Promise<number> {
     return transitionsOf(this.client, executionArnOf(this.arns[definitionOf(kind)], runId));
   }
 

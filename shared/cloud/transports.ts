@@ -2,6 +2,7 @@ import type { SSMClient } from "@aws-sdk/client-ssm";
 import { sshTransport } from "../fleet/transports.ts";
 import type { HostAddress } from "../runtime/deps.ts";
 import { VisibleError } from "../runtime/errors.ts";
+import { AgentTransport } from "../transports/agent.ts";
 import { lazyTransport } from "../transports/lazy.ts";
 import { publicKeyLine, type SshIdentity } from "../transports/ssh-identity.ts";
 import { SsmTransport } from "../transports/ssm.ts";
@@ -35,7 +36,8 @@ export function secretSshIdentity(read: () => string | undefined): () => SshIden
 
 /**
  * The cloud's transports: EC2 hosts (provider aws) over SSM Run Command, bring-your-own hosts (provider
- * static) over SSH with the managed key from the secret and host keys pinned in the table. There are no
+ * static) over SSH with the managed key from the secret and host keys pinned in the table, enrolled hosts
+ * through their agents' command queue (in the table). There are no
  * local sandboxes in the cloud, and no key files: `identity_file` is refused with the remedy.
  */
 export function cloudTransportFactory(opts: {
@@ -51,6 +53,8 @@ export function cloudTransportFactory(opts: {
         client: opts.ssm,
       });
     }
+    if (host.transport === "agent")
+      return new AgentTransport({ workshop: host.workshop, hostId: host.hostId });
     if (host.transport === "ssh") {
       if (host.ssh?.identityFile !== undefined) {
         throw new VisibleError(

@@ -5,27 +5,30 @@ import { VisibleError } from "../runtime/errors.ts";
 import type { HostItem, WorkshopItem } from "../store/entities.ts";
 import { parseWorkshopYaml, resolveLabSource } from "../workshop/load.ts";
 import type { Workshop } from "../workshop/schema.ts";
-import { type CheckAction, type CheckItem, type CheckReport, checkReport } from "./check.ts";
+import { type CheckAction, type CheckItem, type CheckReport, checkReport, WORKSHOP_ITEM } from "./check.ts";
 import { claimedAmong } from "./claimed.ts";
 import { type Selection, selectHosts } from "./hosts.ts";
+import { planLabs } from "./machines.ts";
 import { assertProvisioned, resolveStages, type Stage, type StageSelection } from "./stages.ts";
 import { listHosts, planWorkshop } from "./workshops.ts";
 
 /**
- * Check mode for `up`, `deploy` and `retry` (`--check`, `POST /api/workshops/{name}/check`): goes through the
- * stages the command would run and says, per host and stage, what each would do, from what the store records
- * (the workshop, its hosts, its claims) and the provider's own dry run. It writes nothing, starts no run and
- * runs nothing on a host.
+ * Check mode for `up`, `deploy`, `retry` and `provision` (`--check`, `POST /api/workshops/{name}/check`): goes
+ * through the stages the command would run and says, per host and stage, what each would do, from what the store
+ * records (the workshop, its hosts, its claims) and the provider's own dry run. It writes nothing, starts no run
+ * and runs nothing on a host. `provision` is its one stage: which hosts would be created and which reused.
  */
 
-export type CheckedCommand = "up" | "deploy" | "retry";
+export type CheckedCommand = "up" | "deploy" | "retry" | "provision";
 
-/** The host id of the items about the whole workshop (the publish stage). */
-export const WORKSHOP_ITEM = "*";
+export { WORKSHOP_ITEM };
 
 export interface CheckOptions extends StageSelection {
   command: CheckedCommand;
-  /** up: the workshop.yaml to check (default: the workshop as submitted); deploy and retry act on the stored one. */
+  /**
+   * up, provision: the workshop.yaml to check (default: the workshop as submitted); deploy and retry act on the
+   * stored one.
+   */
   yaml?: string;
   baseDir?: string;
   force?: boolean;
@@ -44,7 +47,8 @@ interface Target {
 
 export async function checkCommand(name: string, opts: CheckOptions): Promise<CheckReport> {
   assertActor("instructor", "system");
-  const stages = resolveStages(opts);
+  // A provision run has one stage, whatever `only` and `skip` say.
+  const stages: Stage[] = opts.command === "provision" ? ["provision"] : resolveStages(opts);
   const { store } = useDeps();
   const w = (await store.workshop.get({ name }).go()).data;
   const live = w && w.state !== "torn_down" ? w : undefined;
@@ -83,9 +87,12 @@ export async function checkCommand(name: string, opts: CheckOptions): Promise<Ch
   return checkReport(name, opts.command, items);
 }
 
-/** The spec the command would act on: up's file (checked as `up --plan` checks it), else the stored one. */
+/**
+ * The spec the command would act on: up's or provision's file (checked as `up --plan` checks it), else the
+ * stored one.
+ */
 async function specToCheck(name: string, opts: CheckOptions, w: WorkshopItem | undefined): Promise<Workshop> {
-  if (opts.yaml !== undefined && opts.command === "up") {
+  if (opts.yaml !== undefined && (opts.command === "up" || opts.command === "provision")) {
     await planWorkshop(opts.yaml, opts.baseDir); // validates the file and its provider, as `up --plan` does
     let spec = parseWorkshopYaml(opts.yaml);
     if (opts.baseDir) spec = resolveLabSource(spec, opts.baseDir);
@@ -119,7 +126,7 @@ function targetsOf(
         ...(host ? { host } : {}),
       };
     });
-  if (opts.command === "up") return fromSpec;
+  if (opts.command === "up" || opts.command === "provision") return fromSpec;
   const known: Target[] = recorded.length
     ? recorded.map((host) => ({ hostId: host.hostId, labels: host.labels ?? {}, host }))
     : fromSpec;
@@ -138,7 +145,9 @@ async function provisionItems(spec: Workshop, targets: Target[]): Promise<CheckI
       "provider.unavailable",
       `provider ${spec.provider.type} is not available here`,
     );
-  const plan = new Map((await provider.plan(spec)).map((p) => [p.hostId, p]));
+  // A lab a rollout moved is looked up by its current machine (shared/fleet/machines.ts), not by its id.
+  const labs = targets.map((t) => ({ hostId: t.hostId, machine: t.host?.machine }));
+  const plan = new Map((await planLabs(provider, spec, labs)).map((p) => [p.hostId, p]));
   return targets.map((t) => {
     const p = plan.get(t.hostId);
     if (p?.action === "create")

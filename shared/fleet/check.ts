@@ -14,6 +14,9 @@ export type Stage = "provision" | "deploy" | "wait" | "publish";
 
 export const STAGES: readonly Stage[] = ["provision", "deploy", "wait", "publish"];
 
+/** The host id of the items about the whole workshop (the publish stage), not about one host. */
+export const WORKSHOP_ITEM = "*";
+
 export interface CheckItem {
   hostId: string;
   stage: Stage | "rollout";
@@ -46,4 +49,40 @@ export function checkReport(workshop: string, command: string, items: CheckItem[
 /** The exit code of a check: 0 nothing would change, 2 something would. (Errors exit 1 before a report exists.) */
 export function checkExitCode(report: CheckReport): 0 | 2 {
   return report.changes ? 2 : 0;
+}
+
+export interface CheckSummary {
+  /** Items that would change something on a host. */
+  hostChanges: number;
+  /** Distinct hosts with at least one change (the workshop-level item is not a host). */
+  hosts: number;
+  /** Items that would change something about the whole workshop (publish), and their stages. */
+  workshopChanges: number;
+  workshopStages: string[];
+  /** In words: "4 changes on 2 hosts and 1 to the workshop (publish)", or "nothing would change". */
+  text: string;
+}
+
+const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
+
+/** What a report would change, counted as a reader counts it: hosts are hosts, the workshop is the workshop. */
+export function checkSummary(report: Pick<CheckReport, "items">): CheckSummary {
+  const changing = report.items.filter((i) => changes(i.action));
+  const onHosts = changing.filter((i) => i.hostId !== WORKSHOP_ITEM);
+  const onWorkshop = changing.filter((i) => i.hostId === WORKSHOP_ITEM);
+  const hosts = new Set(onHosts.map((i) => i.hostId)).size;
+  const workshopStages = [...new Set(onWorkshop.map((i) => i.stage))];
+  const parts: string[] = [];
+  if (onHosts.length) parts.push(`${plural(onHosts.length, "change")} on ${plural(hosts, "host")}`);
+  if (onWorkshop.length)
+    parts.push(
+      `${onHosts.length ? String(onWorkshop.length) : plural(onWorkshop.length, "change")} to the workshop (${workshopStages.join(", ")})`,
+    );
+  return {
+    hostChanges: onHosts.length,
+    hosts,
+    workshopChanges: onWorkshop.length,
+    workshopStages,
+    text: parts.length ? parts.join(" and ") : "nothing would change",
+  };
 }

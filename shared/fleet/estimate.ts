@@ -24,6 +24,12 @@
  * - The fleet is ready when its slowest unfinished host is: the max over hosts, each by the profile of its own
  *   wave, so the hosts that are systematically slow (a later wave) are not averaged away by a median over all.
  *   Failed hosts are left out (they are not coming), and said so.
+ * - This run's pace. A machine under load (or a faster one) builds every phase slower (or faster) than the
+ *   earlier runs did. The phases this run has finished so far (on the hosts it is building and has built; each
+ *   host's first phase left out, as it holds the deploy step's head) are set against the earlier runs' medians of the same phases (by the same wave's profile): their ratio is the
+ *   pace (1.3: this run takes 30 % longer), bounded to PACE_BOUNDS. This run's finished builds are brought to
+ *   the earlier runs' pace before they join the profiles, and the profiles are then scaled by the pace, so
+ *   what is left is at this run's pace. Without earlier builds, or before a phase finished, the pace is 1.
  */
 import type { TimedPhase } from "./timeline.ts";
 
@@ -67,7 +73,15 @@ export interface EstimateBasis {
   earlierBuilds: number;
   /** Builds of the current run that finished. */
   thisRunBuilds: number;
+  /**
+   * This run's pace against the earlier runs' (2 decimals; 1.3: its phases take 30 % longer), and how many
+   * of its finished phases it was measured on; absent until a phase finished, or without earlier builds.
+   */
+  pace?: { ratio: number; phases: number };
 }
+
+/** The pace is kept within these: a few odd phases must not multiply an estimate by ten. */
+export const PACE_BOUNDS = [0.25, 4] as const;
 
 export type FleetEstimate =
   /** Every lab that is not failed is ready (or there are none). */
@@ -199,6 +213,66 @@ export function remainingFor(host: EstimateHost, profile: Profile, now: Date, wa
   return left + tail;
 }
 
+/** A build's times multiplied by `k`. */
+function scaleSample(s: BuildSample, k: number): BuildSample {
+  const x = (n: number | undefined) => (n === undefined ? undefined : n * k);
+  return {
+    ...s,
+    totalSeconds: s.totalSeconds * k,
+    phases: s.phases.map((p) => ({ name: p.name, seconds: p.seconds * k })),
+    headSeconds: x(s.headSeconds),
+    tailSeconds: x(s.tailSeconds),
+    startOffsetSeconds: x(s.startOffsetSeconds),
+  };
+}
+
+/** A profile's times multiplied by `k`. */
+export function scaleProfile(p: Profile, k: number): Profile {
+  return {
+    phases: p.phases.map((ph) => ({ name: ph.name, seconds: ph.seconds * k })),
+    headSeconds: p.headSeconds * k,
+    tailSeconds: p.tailSeconds * k,
+    totalSeconds: p.totalSeconds * k,
+    startOffsetSeconds: p.startOffsetSeconds * k,
+    measured: Object.fromEntries(Object.entries(p.measured).map(([n, list]) => [n, list.map((d) => d * k)])),
+  };
+}
+
+/**
+ * This run's pace (see the module comment): the seconds its finished phases took, over what the earlier runs'
+ * profile of each host's wave says the same phases take. `hosts` are the run's, in deploy order. Each host's
+ * first phase is left out (see below). Undefined when nothing can be compared.
+ */
+export function observedPace(
+  hosts: readonly EstimateHost[],
+  earlierProfile: (wave: number) => Profile | undefined,
+  concurrency: number,
+): { ratio: number; phases: number } | undefined {
+  let took = 0;
+  let expected = 0;
+  let phases = 0;
+  hosts.forEach((h, position) => {
+    const profile = earlierProfile(Math.floor(position / Math.max(1, concurrency)));
+    if (!profile) return;
+    // The first phase is left out: it counts from the deploy's start, whose head (the source copied, the
+    // setup started, the first poll after the whole deploy step) swings with the deploy step, not the pace.
+    for (const p of h.phases.slice(1)) {
+      if (p.state !== "done" || !p.endedAt || !p.startedAt) continue;
+      const typical = profile.phases.find((x) => x.name === p.name)?.seconds;
+      if (!typical) continue;
+      const seconds = (Date.parse(p.endedAt) - Date.parse(p.startedAt)) / 1000;
+      if (!Number.isFinite(seconds) || seconds < 0) continue;
+      took += seconds;
+      expected += typical;
+      phases++;
+    }
+  });
+  if (phases === 0 || expected <= 0) return undefined;
+  const [lo, hi] = PACE_BOUNDS;
+  const ratio = Math.min(hi, Math.max(lo, took / expected));
+  return { ratio: Math.round(ratio * 100) / 100, phases };
+}
+
 /**
  * The fleet's ready estimate. `hosts` in the deploy step's order (host number); `samples` are the lab's
  * finished builds, oldest first; those of `runId` are this run's, the others earlier runs'.
@@ -213,21 +287,31 @@ export function estimateFleet(
   const failed = hosts.filter((h) => h.state === "failed").length;
   const unfinished = hosts.filter((h) => UNFINISHED.has(h.state));
   if (unfinished.length === 0) return { kind: "ready", failed };
-  const profileFor = waveProfiles(samples);
-  if (!profileFor(0)) return { kind: "unknown", building: unfinished.length, failed };
+  if (!waveProfiles(samples)(0)) return { kind: "unknown", building: unfinished.length, failed };
   const earlier = samples.filter((s) => s.runId !== runId);
-  const basis: EstimateBasis = {
-    earlierRuns: new Set(earlier.map((s) => s.runId)).size,
-    earlierBuilds: earlier.length,
-    thisRunBuilds: samples.length - earlier.length,
-  };
+  const thisRun = samples.filter((s) => s.runId === runId);
   // The run's hosts, in the order the deploy step takes them: those still building and those it built.
   const started = (h: EstimateHost) =>
     h.deployStartedAt !== undefined && (!run.startedAt || h.deployStartedAt >= run.startedAt);
   const inRun = hosts.filter((h) => UNFINISHED.has(h.state) || started(h));
+  const concurrency = Math.max(1, run.concurrency);
+  // This run's pace against the earlier runs': their builds, with this run's brought to their pace, make the
+  // profiles, which are then set to this run's pace.
+  const pace = earlier.length ? observedPace(inRun, waveProfiles(earlier), concurrency) : undefined;
+  const k = pace?.ratio ?? 1;
+  const normalized = waveProfiles([...earlier, ...thisRun.map((s) => scaleSample(s, 1 / k))]);
+  const profileFor = (wave: number) => {
+    const p = normalized(wave);
+    return p && k !== 1 ? scaleProfile(p, k) : p;
+  };
+  const basis: EstimateBasis = {
+    earlierRuns: new Set(earlier.map((s) => s.runId)).size,
+    earlierBuilds: earlier.length,
+    thisRunBuilds: thisRun.length,
+    ...(pace ? { pace } : {}),
+  };
   const starts = inRun.filter(started).map((h) => Date.parse(h.deployStartedAt as string));
   const sinceFirstStart = starts.length ? (now.getTime() - Math.min(...starts)) / 1000 : 0;
-  const concurrency = Math.max(1, run.concurrency);
   const left: Record<string, number> = {};
   inRun.forEach((h, position) => {
     if (!UNFINISHED.has(h.state)) return;
@@ -246,11 +330,26 @@ export function estimateFleet(
   };
 }
 
-/** "from 3 earlier runs", "from this run so far (5 labs built)", "from 2 earlier runs and 4 labs of this run". */
+/**
+ * "from 3 earlier runs", "from this run so far (5 labs built)", "from 2 earlier runs and 4 labs of this run";
+ * then the pace when it was measured: "…, at this run's pace (30 % slower than the earlier runs, over 12 phases)".
+ */
 export function basisText(b: EstimateBasis): string {
   const runs = `${b.earlierRuns} earlier run${b.earlierRuns === 1 ? "" : "s"}`;
   const built = `${b.thisRunBuilds} lab${b.thisRunBuilds === 1 ? "" : "s"}`;
-  if (b.earlierRuns > 0 && b.thisRunBuilds > 0) return `from ${runs} and ${built} of this run`;
-  if (b.earlierRuns > 0) return `from ${runs}`;
-  return `from this run so far (${built} built)`;
+  const from =
+    b.earlierRuns > 0 && b.thisRunBuilds > 0
+      ? `from ${runs} and ${built} of this run`
+      : b.earlierRuns > 0
+        ? `from ${runs}`
+        : `from this run so far (${built} built)`;
+  return b.pace ? `${from}, at this run's pace (${paceText(b.pace)})` : from;
+}
+
+/** "30 % slower than the earlier runs, over 12 phases"; "as fast as the earlier runs" within 5 %. */
+export function paceText(pace: { ratio: number; phases: number }): string {
+  const over = `over ${pace.phases} phase${pace.phases === 1 ? "" : "s"}`;
+  const pct = Math.round(Math.abs(pace.ratio - 1) * 100);
+  if (pct < 5) return `as fast as the earlier runs, ${over}`;
+  return `${pct} % ${pace.ratio > 1 ? "slower" : "faster"} than the earlier runs, ${over}`;
 }

@@ -1,17 +1,7 @@
 import { z } from "zod";
-import type { Provider } from "../providers/types.ts";
-import { type Actor, actorName, assertActor } from "../runtime/actor.ts";
-import { isoNow } from "../runtime/clock.ts";
-import { timeLeft } from "../runtime/deadline.ts";
-import { useDeps } from "../runtime/deps.ts";
-import { errorMessage, isVisibleError, VisibleError } from "../runtime/errors.ts";
-import type { HostItem } from "../store/entities.ts";
 import { shq, type TransportName } from "../transports/types.ts";
-import { HostEntry, type Workshop } from "../workshop/schema.ts";
-import { recordEvent } from "./events.ts";
-import { MIN_STEP_MS, withTransport } from "./hosts.ts";
+import { HostEntry } from "../workshop/schema.ts";
 import { selected } from "./ops.ts";
-import { secretRedactor } from "./secrets.ts";
 
 /**
  * `labfleet exec`: one shell command on every selected host, as SSM Run Command, Ansible ad-hoc and parallel-ssh
@@ -23,9 +13,9 @@ import { secretRedactor } from "./secrets.ts";
  * never logged or recorded; the `exec` event keeps who ran it, the hosts, the summary and the command's first
  * EXEC_EVENT_COMMAND_CHARS characters, redacted.
  *
- * Where it runs: in the request that asks for it. Locally there is no time limit; on AWS the request's work
- * budget (web/limits.ts requestWorkMs: 25 s behind API Gateway) bounds it: each host's timeout is cut to the
- * time left, and hosts that cannot start in time are `skipped`.
+ * Where it runs: as a job (shared/fleet/exec-jobs.ts), never inside a request: the `exec` workflow starts the
+ * command detached on each host and polls the hosts until each has ended, so a command may run as long as its
+ * timeout in both runtimes.
  */
 
 /** Each of stdout and stderr kept per host (SSM hosts: what Run Command returns inline, below). */
@@ -42,11 +32,11 @@ export const EXEC_MAX_TIMEOUT_SECONDS = 3600;
 export const EXEC_COMMAND_MAX_CHARS = 16 * 1024;
 export const EXEC_EVENT_COMMAND_CHARS = 80;
 /** The transport waits this much past the host-side timeout (the kill's grace, the answer's way back). */
-const TRANSPORT_SLACK_MS = 5_000;
+const _TRANSPORT_SLACK_MS = 5_000;
 const MARKER = "@@labfleet-exec";
 const MARKER_LINE = /\n@@labfleet-exec rc=(\d+) out=(\d+) err=(\d+) timedout=([01])\n?$/;
 
-export const EXEC_STATUSES = ["ok", "failed", "timeout", "error", "skipped"] as const;
+export const EXEC_STATUSES = ["ok", "failed", "timeout", "error", "skipped", "cancelled"] as const;
 export type ExecStatus = (typeof EXEC_STATUSES)[number];
 
 const HostIdText = HostEntry.shape.id;
@@ -114,6 +104,7 @@ export interface ExecSummary {
   timeout: number;
   error: number;
   skipped: number;
+  cancelled: number;
   /** `12 ok, 1 failed (exit 2): student-07; 1 timeout: student-03` */
   text: string;
 }
@@ -123,7 +114,7 @@ export interface ExecReport {
   ok: boolean;
   startedAt: string;
   durationMs: number;
-  /** The timeout each host was given, in seconds (less than asked when the request's time budget cut it). */
+  /** The timeout each host was given, in seconds. */
   timeoutSeconds: number;
   concurrency: number;
   maxErrors: number | null;
@@ -208,6 +199,7 @@ export function summarize(hosts: ExecHostResult[]): ExecSummary {
     const list = hosts.filter((h) => h.status === s);
     if (list.length > 0) parts.push({ text: `${list.length} ${s}: ${names(list)}`, listed: true });
   }
+  if (count("cancelled") > 0) parts.push({ text: `${count("cancelled")} cancelled`, listed: false });
   if (count("skipped") > 0) parts.push({ text: `${count("skipped")} skipped`, listed: false });
   const text = parts.map((p, i) => (i === 0 ? "" : parts[i - 1]?.listed ? "; " : ", ") + p.text).join("");
   return {
@@ -217,6 +209,7 @@ export function summarize(hosts: ExecHostResult[]): ExecSummary {
     timeout: count("timeout"),
     error: count("error"),
     skipped: count("skipped"),
+    cancelled: count("cancelled"),
     text,
   };
 }
@@ -240,9 +233,9 @@ export function commandForEvent(command: string, redact: (text: string) => strin
 }
 
 /** A host whose command did not run to an end of its own: no exit code, no output. */
-const noOutput = (
+export const noOutput = (
   host: string,
-  status: "skipped" | "timeout" | "error",
+  status: "skipped" | "timeout" | "error" | "cancelled",
   reason: string,
   durationMs = 0,
 ): ExecHostResult => ({
@@ -258,131 +251,56 @@ const noOutput = (
   durationMs,
   reason,
 });
-const skippedResult = (host: string, reason: string) => noOutput(host, "skipped", reason);
 
 /** The selected hosts: every known host that is not torn down (a static fleet before its first up: hosts[]). */
 export async function execTargets(name: string, sel: { hosts?: string[]; labels?: Record<string, string> }) {
   return (await selected(name, sel)).hosts;
 }
 
-/** Runs the command on every selected host and answers one result per host, in the hosts' order. */
-export async function execCommand(name: string, input: ExecInput): Promise<ExecReport> {
-  return (await prepareExec(name, input))();
-}
-
 /**
- * Checks the input, the workshop and the selection (what can be refused: thrown here), and returns the run
- * itself, which never throws: a host that cannot be reached is a result of its own.
+ * One host's result from what execScript printed (its marker parsed): output redacted and bounded to the
+ * transport's caps, the status from the exit code and whether the time ran out.
  */
-export async function prepareExec(name: string, input: ExecInput): Promise<() => Promise<ExecReport>> {
-  const actor = assertActor("instructor", "system");
-  const o = ExecInput.parse(input);
-  const sel = { ...(o.hosts ? { hosts: o.hosts } : {}), ...(o.labels ? { labels: o.labels } : {}) };
-  const { spec, provider, hosts } = await selected(name, sel);
-  if (hosts.length === 0) throw new VisibleError("input", "selection.empty", "no host matches the selection");
-  const redact = await secretRedactor(spec);
-  return () => run({ name, o, spec, provider, hosts, redact, actor });
+export function resultOf(
+  host: string,
+  parsed: NonNullable<ReturnType<typeof parseExecOutput>>,
+  o: {
+    seconds: number;
+    caps: { stdout: number; stderr: number };
+    redact: (t: string) => string;
+    durationMs: number;
+  },
+): ExecHostResult {
+  const out = bound(o.redact(parsed.stdout), o.caps.stdout);
+  const err = bound(o.redact(parsed.stderr), o.caps.stderr);
+  const timedOut = parsed.timedOut;
+  return {
+    host,
+    status: timedOut ? "timeout" : parsed.exitCode === 0 ? "ok" : "failed",
+    exitCode: timedOut ? null : parsed.exitCode,
+    stdout: out.text,
+    stderr: err.text,
+    stdoutTruncated: parsed.outRest > 0 || out.cut,
+    stderrTruncated: parsed.errRest > 0 || err.cut,
+    stdoutBytes: Buffer.byteLength(parsed.stdout) + parsed.outRest,
+    stderrBytes: Buffer.byteLength(parsed.stderr) + parsed.errRest,
+    durationMs: o.durationMs,
+    ...(timedOut ? { reason: `killed on the host after ${o.seconds} s` } : {}),
+  };
 }
 
-async function run(ctx: {
-  name: string;
-  o: z.output<typeof ExecInput>;
-  spec: Workshop;
-  provider: Provider;
-  hosts: HostItem[];
-  redact: (text: string) => string;
-  actor: Actor;
-}): Promise<ExecReport> {
-  const { name, o, spec, provider, hosts, redact, actor } = ctx;
-  const { clock } = useDeps();
-  const startedAt = isoNow(clock);
-  const started = performance.now();
-  const concurrency = Math.min(o.concurrency ?? EXEC_DEFAULT_CONCURRENCY, Math.max(1, hosts.length));
-  const caps = outputCaps(provider.transport);
-  const notes: string[] = [];
-  let hostTimeout = o.timeoutSeconds;
-  const budget = timeLeft();
-  if (Number.isFinite(budget)) {
-    const fits = Math.floor((budget - TRANSPORT_SLACK_MS) / 1000);
-    if (fits < hostTimeout) {
-      hostTimeout = Math.max(1, fits);
-      notes.push(
-        `this request has ${Math.round(budget / 1000)} s for its work: each host's timeout is ${hostTimeout} s, and hosts that cannot start in time are skipped`,
-      );
-    }
-  }
-
-  const results = new Array<ExecHostResult>(hosts.length);
-  let failures = 0;
-  let next = 0;
-  let outputLeft = EXEC_TOTAL_OUTPUT_BYTES;
-  let stopped: string | undefined;
-
-  const one = async (h: HostItem): Promise<ExecHostResult> => {
-    const left = timeLeft();
-    const seconds = Math.min(hostTimeout, Math.floor((left - TRANSPORT_SLACK_MS) / 1000));
-    if (left < MIN_STEP_MS + 1000 || seconds < 1) {
-      return skippedResult(h.hostId, "not started: the request's time ran out");
-    }
-    const t0 = performance.now();
-    try {
-      const r = await withTransport(spec, provider, h, (t) =>
-        t.exec(execScript(o.command, seconds, caps), {
-          step: "exec",
-          timeoutMs: seconds * 1000 + TRANSPORT_SLACK_MS,
-        }),
-      );
-      const durationMs = Math.round(performance.now() - t0);
-      const parsed = parseExecOutput(r.stdout, r.stderr);
-      if (!parsed) {
-        // The wrapper did not get to its end: the transport's own timeout, or the host could not run it.
-        return noOutput(
-          h.hostId,
-          r.timedOut ? "timeout" : "error",
-          r.timedOut
-            ? `no answer within ${seconds} s`
-            : r.exitCode === 97
-              ? "the host could not make a temporary folder"
-              : `the host did not run the command (exit ${r.exitCode})`,
-          durationMs,
-        );
-      }
-      const out = bound(redact(parsed.stdout), caps.stdout);
-      const err = bound(redact(parsed.stderr), caps.stderr);
-      const timedOut = parsed.timedOut || r.timedOut === true;
-      return {
-        host: h.hostId,
-        status: timedOut ? "timeout" : parsed.exitCode === 0 ? "ok" : "failed",
-        exitCode: timedOut ? null : parsed.exitCode,
-        stdout: out.text,
-        stderr: err.text,
-        stdoutTruncated: parsed.outRest > 0 || out.cut,
-        stderrTruncated: parsed.errRest > 0 || err.cut,
-        stdoutBytes: Buffer.byteLength(parsed.stdout) + parsed.outRest,
-        stderrBytes: Buffer.byteLength(parsed.stderr) + parsed.errRest,
-        durationMs,
-        ...(timedOut ? { reason: `killed on the host after ${seconds} s` } : {}),
-      };
-    } catch (e) {
-      if (isVisibleError(e) && e.code === "host.out_of_time") {
-        return skippedResult(h.hostId, "not started: the request's time ran out");
-      }
-      return {
-        ...skippedResult(h.hostId, redact(errorMessage(e))),
-        status: "error",
-        durationMs: Math.round(performance.now() - t0),
-      };
-    }
+/** Cuts the hosts' output, in their order, to EXEC_TOTAL_OUTPUT_BYTES in all; true when something was cut. */
+export function shareOutput(hosts: ExecHostResult[]): { hosts: ExecHostResult[]; cut: boolean } {
+  let left = EXEC_TOTAL_OUTPUT_BYTES;
+  let any = false;
+  const cut = (text: string) => {
+    const b = Buffer.from(text, "utf8");
+    const keep = Math.min(b.length, left);
+    left -= keep;
+    if (keep < b.length) any = true;
+    return { text: keep < b.length ? b.subarray(0, keep).toString("utf8") : text, cut: keep < b.length };
   };
-
-  /** Cuts a host's output to what is left of the answer's total. */
-  const share = (r: ExecHostResult): ExecHostResult => {
-    const cut = (text: string) => {
-      const b = Buffer.from(text, "utf8");
-      const keep = Math.min(b.length, outputLeft);
-      outputLeft -= keep;
-      return { text: b.subarray(0, keep).toString("utf8"), cut: keep < b.length };
-    };
+  const shared = hosts.map((r) => {
     const out = cut(r.stdout);
     const err = cut(r.stderr);
     return {
@@ -392,57 +310,8 @@ async function run(ctx: {
       stdoutTruncated: r.stdoutTruncated || out.cut,
       stderrTruncated: r.stderrTruncated || err.cut,
     };
-  };
-
-  const worker = async () => {
-    while (next < hosts.length) {
-      const i = next++;
-      const h = hosts[i] as HostItem;
-      if (stopped) {
-        results[i] = skippedResult(h.hostId, stopped);
-        continue;
-      }
-      const r = share(await one(h));
-      results[i] = r;
-      if (r.status === "failed" || r.status === "timeout" || r.status === "error") {
-        failures++;
-        if (o.maxErrors !== undefined && failures >= o.maxErrors && !stopped) {
-          stopped = `not started: ${failures} host${failures === 1 ? "" : "s"} failed (max errors ${o.maxErrors})`;
-        }
-      }
-    }
-  };
-  await Promise.all(Array.from({ length: concurrency }, worker));
-  if (outputLeft === 0)
-    notes.push(`the answer holds at most ${EXEC_TOTAL_OUTPUT_BYTES} bytes of output in all`);
-
-  const summary = summarize(results);
-  const report: ExecReport = {
-    workshop: name,
-    ok: results.length > 0 && summary.ok === results.length,
-    startedAt,
-    durationMs: Math.round(performance.now() - started),
-    timeoutSeconds: hostTimeout,
-    concurrency,
-    maxErrors: o.maxErrors ?? null,
-    hosts: results,
-    summary,
-    notes,
-  };
-  await recordEvent({
-    workshop: name,
-    type: "exec",
-    detail: {
-      by: actorName(actor),
-      hosts: results.length,
-      summary: summary.text,
-      ok: summary.ok,
-      failed: summary.failed + summary.timeout + summary.error,
-      skipped: summary.skipped,
-      command: commandForEvent(o.command, redact),
-    },
   });
-  return report;
+  return { hosts: shared, cut: any };
 }
 
 /** At most `max` bytes of text (the redaction may lengthen it), and whether it was cut. */

@@ -11,6 +11,7 @@ import type { HostItem } from "../store/entities.ts";
 import type { Workshop } from "../workshop/schema.ts";
 import { recordEvent } from "./events.ts";
 import { withTransport } from "./hosts.ts";
+import { machineOf } from "./machines.ts";
 import { moveTeardownSchedule } from "./schedules.ts";
 import { getWorkshop, listHosts } from "./workshops.ts";
 
@@ -150,11 +151,8 @@ export async function extendWorkshop(workshop: string, hours: number): Promise<E
   const providerStep = async (): Promise<ExtendResult["provider"]> => {
     if (!provider?.extendExpiry || live.length === 0) return { result: "none" };
     try {
-      await provider.extendExpiry(
-        spec,
-        live.map((h) => h.hostId),
-        to,
-      );
+      // By the ids the provider knows the machines by: a lab a rollout moved is on its other machine.
+      await provider.extendExpiry(spec, live.map(machineOf), to);
       return { result: "moved" };
     } catch (err) {
       log.error("moving the provider-side expiry failed", { workshop, error: errorMessage(err) });

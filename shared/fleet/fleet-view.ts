@@ -60,13 +60,49 @@ export interface FleetView {
   runId: string | null;
   counts: FleetCounts;
   estimate: FleetEstimate;
+  /** The labs of this page, in host order (all of them without a limit). */
   labs: FleetLab[];
+  /**
+   * The page: how many labs at most, where it starts (0-based, in host order), the cursor of the next page
+   * (null on the last) and of the previous one ("" for the first page, null on the first page itself).
+   */
+  page: { limit: number; start: number; next: string | null; prev: string | null };
+}
+
+/** The most labs one page holds, and how many a page holds unless asked. */
+export const FLEET_PAGE_MAX = 500;
+export const FLEET_PAGE_DEFAULT = 100;
+
+export interface FleetPageOptions {
+  /** At most this many labs (1 to FLEET_PAGE_MAX); without it, every lab. */
+  limit?: number;
+  /** The `page.next` of the previous page: the labs after it. */
+  cursor?: string;
+}
+
+/** A page's cursor: the last lab's id, base64url (opaque to callers). */
+export function fleetCursor(hostId: string): string {
+  return Buffer.from(hostId, "utf8").toString("base64url");
+}
+
+/** The lab id a cursor names, or undefined when it is not one labfleet made. */
+export function parseFleetCursor(cursor: string): string | undefined {
+  const id = Buffer.from(cursor, "base64url").toString("utf8");
+  return /^[a-z0-9][a-z0-9.-]{0,62}$/.test(id) && fleetCursor(id) === cursor ? id : undefined;
 }
 
 const BUILDING = new Set(["pending", "provisioning", "deploying"]);
 const byNumber = (a: string, b: string) => a.localeCompare(b, undefined, { numeric: true });
 
-export async function fleetView(name: string): Promise<FleetView> {
+/** The cursor of the page before the one starting at `start`: "" for the first page, null when there is none. */
+function prevCursor(hosts: HostItem[], start: number, limit: number): string | null {
+  if (start <= 0) return null;
+  const prevStart = Math.max(0, start - limit);
+  const before = hosts[prevStart - 1];
+  return prevStart === 0 || !before ? "" : fleetCursor(before.hostId);
+}
+
+export async function fleetView(name: string, page: FleetPageOptions = {}): Promise<FleetView> {
   assertActor("instructor", "system");
   const { store, clock } = useDeps();
   const w = await getWorkshop(name);
@@ -100,7 +136,13 @@ export async function fleetView(name: string): Promise<FleetView> {
       startedAt: run?.data?.startedAt,
     },
   );
-  const labs = hosts.map((h): FleetLab => {
+  // The page: the labs after the cursor's, at most `limit`; counts and the estimate stay the whole fleet's.
+  const after = page.cursor === undefined ? undefined : parseFleetCursor(page.cursor);
+  const start = after === undefined ? 0 : hosts.findIndex((h) => byNumber(h.hostId, after) > 0);
+  const limit = page.limit ?? Math.max(hosts.length, 1);
+  const pageHosts = start < 0 ? [] : hosts.slice(start, start + limit);
+  const more = start >= 0 && start + limit < hosts.length;
+  const labs = pageHosts.map((h): FleetLab => {
     const phases = h.phases ?? [];
     const done = phases.filter((p) => p.state === "done").length;
     const total = Math.max(phases.length, 1);
@@ -145,7 +187,24 @@ export async function fleetView(name: string): Promise<FleetView> {
       free: ready.filter((h) => h.health !== "failing" && !claimOf.has(h.hostId)).length,
       waiting,
     },
-    estimate,
+    estimate:
+      estimate.kind === "estimated" && page.limit !== undefined
+        ? {
+            ...estimate,
+            hosts: Object.fromEntries(
+              pageHosts.flatMap((h) => {
+                const v = estimate.hosts[h.hostId];
+                return v === undefined ? [] : [[h.hostId, v]];
+              }),
+            ),
+          }
+        : estimate,
     labs,
+    page: {
+      limit,
+      start: start < 0 ? hosts.length : start,
+      next: more && labs.length > 0 ? fleetCursor((labs.at(-1) as FleetLab).id) : null,
+      prev: prevCursor(hosts, start < 0 ? hosts.length : start, limit),
+    },
   };
 }

@@ -8,7 +8,8 @@ import type { Workshop } from "../workshop/schema.ts";
 
 /**
  * The lives of hosts that ended before the workshop's teardown: a host removed (scale-down, a lower count) or
- * a machine replaced (a run found it gone and made another) used hours too. Each is recorded when it ends,
+ * a machine replaced (a run found it gone and made another, or a rollout promoted a new machine and removed
+ * the old one) used hours too. Each is recorded when it ends,
  * with its creation and removal times and its instance type, so the teardown receipt's host-hours and cost
  * cover every host the workshop had; the receipt of a teardown that ends forgets them.
  */
@@ -26,7 +27,7 @@ export function instanceTypeOf(spec: Workshop): string | undefined {
 /** Records that this host's machine is gone (removed, or replaced by another). Never throws: it is logged. */
 export async function recordHostLife(
   spec: Workshop,
-  host: Pick<HostItem, "hostId" | "createdAt" | "providerId">,
+  host: Pick<HostItem, "hostId" | "createdAt" | "providerId"> & Partial<Pick<HostItem, "machineCreatedAt">>,
   why: HostLife["why"],
 ): Promise<void> {
   const { store, clock } = useDeps();
@@ -38,7 +39,7 @@ export async function recordHostLife(
         hostId: host.hostId,
         ...(host.providerId ? { providerId: host.providerId } : {}),
         ...(instanceType ? { instanceType } : {}),
-        createdAt: host.createdAt,
+        createdAt: host.machineCreatedAt ?? host.createdAt,
         removedAt: isoNow(clock),
         why,
       })

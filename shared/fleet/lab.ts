@@ -1,6 +1,7 @@
 import { spawn } from "node:child_process";
 import { lstat, readdir } from "node:fs/promises";
 import { join } from "node:path";
+import { SHELL_SIGNER } from "../agent/signing.ts";
 import { localLabDir } from "../providers/local.ts";
 import { LocalTransport } from "../transports/local.ts";
 import { type ExecResult, shq, type Transport } from "../transports/types.ts";
@@ -15,6 +16,8 @@ import type { Workshop } from "../workshop/schema.ts";
  */
 
 export const HEALTH_GRACE_SECONDS = 300;
+/** The largest `$LABFLEET_ACCESS` file labfleet reads. */
+export const ACCESS_MAX_BYTES = 64 * 1024;
 const HEALTH_TIMEOUT_MS = 60_000;
 const STEP_TIMEOUT_MS = 10 * 60_000;
 
@@ -41,34 +44,6 @@ export function labDir(spec: Workshop, t: Transport): string {
   return spec.lab.dir.startsWith("/") ? shq(spec.lab.dir) : `"$HOME"/${shq(spec.lab.dir)}`;
 }
 
-export const WRAPPER = `#!/usr/bin/env bash
-# labfleet lab wrapper: runs setup.sh detached, records pid, heartbeat, exit code and log.
-d="$1"; labdir="$2"
-export LABFLEET_WORKSHOP="$3" LABFLEET_HOST_ID="$4"
-echo $$ > "$d/pid"
-# Heartbeat without a child sleep (read -t on a pipe nobody writes). It ends by itself when the wrapper is
-# gone, even killed with SIGKILL (its parent is then another process), and when the folder is gone.
-# /proc/PID/stat is "pid (comm) state ppid pgrp ...": the fields after comm's ")" give the parent.
-( exec 9<> <(:)
-  while date +%s 2>/dev/null > "$d/heartbeat"; do
-    read -r -t 5 -u 9 || :
-    read -r st < "/proc/$BASHPID/stat" || exit 0
-    st=\${st##*) }; st=\${st#* }
-    [ "\${st%% *}" = "$$" ] || exit 0
-  done ) &
-hb=$!
-if cd "$labdir"; then
-  LABFLEET_STATUS="$d/status.jsonl" LABFLEET_ACCESS="$d/access.json" LABFLEET_SECRETS="$d/secrets.env" \
-    bash "$d/setup.sh" >> "$d/log" 2>&1 < /dev/null
-  rc=$?
-else
-  echo "labfleet: lab folder $labdir is missing" >> "$d/log"
-  rc=127
-fi
-kill "$hb" 2>/dev/null
-echo "$rc" > "$d/rc.tmp" && mv "$d/rc.tmp" "$d/rc"
-`;
-
 /**
  * What one probe may print, by construction: a header, the status records (at most STATUS_HEAD_BYTES from the
  * start of status.jsonl and STATUS_TAIL_BYTES from its end, lines longer than STATUS_LINE_MAX left out), at most
@@ -87,9 +62,109 @@ export const PROBE_LIMITS = {
 /** The marker of the probe's last line; a probe without it was cut off on its way back. */
 const PROBE_END = "@@end";
 
+/**
+ * Pushed progress (shared/agent/progress.ts), when deploy left `push.env` (the API's URL, the workshop, the host's
+ * id and its signing secret; 0600) in the state folder: the wrapper posts a signed `POST /agent/v1/progress` with
+ * what the poll's probe would read (base64) on each change of status.jsonl (looked at each second), on setup's
+ * exit, and after setup exited 0 with `lab.health`'s result (`health.sh`, run here until it passes, every 2 s, for
+ * at most HEALTH_GRACE_SECONDS; a lab without one passes) and the access file. Best effort: each post has 2 s to connect and 5 s in all,
+ * and its failure is ignored (the control plane's poll reads the same records). The secret is read from the file
+ * by each post's own subshell: it is in no environment setup or health sees, and on no command line.
+ */
+const PUSH_FUNCTIONS = `push=0
+if [ -f "$d/push.env" ] && command -v curl > /dev/null && command -v openssl > /dev/null; then push=1; fi
+${SHELL_SIGNER}
+labfleet_probe() { ( ${probeCommands('"$d"').replace(/\n/g, "\n    ")} ) }
+labfleet_push() {
+  [ "$push" = 1 ] || return 0
+  ( b="$d/push.$BASHPID.json"
+    trap 'rm -f "$b"' EXIT
+    . "$d/push.env" || exit 0
+    { printf '{"event":"%s","probe":"%s"' "$1" "$(labfleet_probe | base64 -w0)"
+      if [ "$2" = 0 ]; then printf ',"health":{"exitCode":0}'
+      elif [ -n "$2" ]; then printf ',"health":{"exitCode":%d,"output":"%s"}' "$2" "$(tail -c 2000 "$d/health.out" 2>/dev/null | base64 -w0)"; fi
+      if [ "$2" = 0 ] && [ -f "$d/access.json" ]; then printf ',"access":"%s"' "$(head -c ${ACCESS_MAX_BYTES + 1} "$d/access.json" | base64 -w0)"; fi
+      printf '}'; } > "$b"
+    labfleet_signed_curl POST /agent/v1/progress "$b" --connect-timeout 2 --max-time 5 -o /dev/null
+  ) > /dev/null 2>&1 < /dev/null || :
+}`;
+
+/** The watcher of status.jsonl (ends with the wrapper, as the heartbeat does). */
+const PUSH_WATCH = `if [ "$push" = 1 ]; then
+  ( exec 9<> <(:)
+    last=x
+    while [ ! -f "$d/rc" ]; do
+      now=$(stat -c %s "$d/status.jsonl" 2>/dev/null)
+      if [ "$now" != "$last" ]; then last=$now; labfleet_push phase; fi
+      read -r -t 1 -u 9 || :
+      read -r st < "/proc/$BASHPID/stat" || exit 0
+      st=\${st##*) }; st=\${st#* }
+      [ "\${st%% *}" = "$$" ] || exit 0
+    done ) &
+  pw=$!
+fi`;
+
+/** After the exit code is recorded: the exit, then health until it passes (while this is still the host's setup). */
+const PUSH_AFTER_EXIT = `if [ "$push" = 1 ]; then
+  kill "$pw" 2>/dev/null
+  # In the background, so health starts at once; a later reading of a lab already ready changes nothing.
+  labfleet_push exit &
+  if [ "$rc" = 0 ] && [ -f "$d/health.sh" ]; then
+    end=$(( $(date +%s) + ${HEALTH_GRACE_SECONDS} )); limit=
+    if command -v timeout > /dev/null; then limit="timeout ${HEALTH_TIMEOUT_MS / 1000}"; fi
+    while [ "$(cat "$d/pid" 2>/dev/null)" = "$$" ]; do
+      ( cd "$labdir" && LABFLEET_STATUS="$d/status.jsonl" LABFLEET_ACCESS="$d/access.json" \
+          LABFLEET_SECRETS="$d/secrets.env" $limit bash "$d/health.sh" ) > "$d/health.out" 2>&1 < /dev/null
+      h=$?
+      [ "$h" = 0 ] && { labfleet_push health 0; break; }
+      [ "$(date +%s)" -lt "$end" ] || { labfleet_push health "$h"; break; }
+      sleep 2
+    done
+    rm -f "$d/health.out"
+  elif [ "$rc" = 0 ]; then
+    labfleet_push health 0
+  fi
+  wait
+fi
+`;
+
+export const WRAPPER = `#!/usr/bin/env bash
+# labfleet lab wrapper: runs setup.sh detached, records pid, heartbeat, exit code and log.
+d="$1"; labdir="$2"
+export LABFLEET_WORKSHOP="$3" LABFLEET_HOST_ID="$4"
+echo $$ > "$d/pid"
+${PUSH_FUNCTIONS}
+# Heartbeat without a child sleep (read -t on a pipe nobody writes). It ends by itself when the wrapper is
+# gone, even killed with SIGKILL (its parent is then another process), and when the folder is gone.
+# /proc/PID/stat is "pid (comm) state ppid pgrp ...": the fields after comm's ")" give the parent.
+( exec 9<> <(:)
+  while date +%s 2>/dev/null > "$d/heartbeat"; do
+    read -r -t 5 -u 9 || :
+    read -r st < "/proc/$BASHPID/stat" || exit 0
+    st=\${st##*) }; st=\${st#* }
+    [ "\${st%% *}" = "$$" ] || exit 0
+  done ) &
+hb=$!
+${PUSH_WATCH}
+if cd "$labdir"; then
+  LABFLEET_STATUS="$d/status.jsonl" LABFLEET_ACCESS="$d/access.json" LABFLEET_SECRETS="$d/secrets.env" \
+    bash "$d/setup.sh" >> "$d/log" 2>&1 < /dev/null
+  rc=$?
+else
+  echo "labfleet: lab folder $labdir is missing" >> "$d/log"
+  rc=127
+fi
+kill "$hb" 2>/dev/null
+echo "$rc" > "$d/rc.tmp" && mv "$d/rc.tmp" "$d/rc"
+${PUSH_AFTER_EXIT}`;
+
 /** Reads everything the poll needs in one command; sections are separated by marker lines. */
 function probeScript(workshop: string): string {
-  const d = stateDir(workshop);
+  return probeCommands(stateDir(workshop));
+}
+
+/** The probe's commands for the state folder `d` (a shell word): the poll's probe, and the wrapper's pushes. */
+function probeCommands(d: string): string {
   const L = PROBE_LIMITS;
   const keep = `awk 'length($0) <= ${L.statusLineMax}'`;
   return `d=${d}
@@ -274,8 +349,6 @@ export async function runHealth(
   });
 }
 
-/** The largest `$LABFLEET_ACCESS` file labfleet reads. */
-export const ACCESS_MAX_BYTES = 64 * 1024;
 /**
  * Bytes of a host file one command reads. A page comes back base64-encoded (exact bytes, whatever the
  * encoding, and a length that can be checked): 12 KiB is 16.6 KB of base64 lines, under what every transport
@@ -335,7 +408,17 @@ export async function readAccess(t: Transport, workshop: string): Promise<string
     if (typeof page === "string") throw new Error(`reading the lab's access details failed: ${page}`);
     pages.push(page);
   }
-  const text = Buffer.concat(pages).toString("utf8");
+  return accessText(Buffer.concat(pages));
+}
+
+/** The access file's bytes as labfleet keeps them: at most ACCESS_MAX_BYTES of JSON, else the lab fails (LabStepError). */
+export function accessText(bytes: Buffer): string {
+  if (bytes.length > ACCESS_MAX_BYTES) {
+    throw new LabStepError(
+      `the lab wrote $LABFLEET_ACCESS with ${bytes.length} bytes or more; labfleet reads at most ${ACCESS_MAX_BYTES / 1024} KiB`,
+    );
+  }
+  const text = bytes.toString("utf8");
   try {
     JSON.parse(text);
     return text;

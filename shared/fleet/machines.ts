@@ -1,4 +1,10 @@
-import type { DeprovisionResult, Provider, ProvisionedHost, ProvisionOptions } from "../providers/types.ts";
+import type {
+  DeprovisionResult,
+  PlanItem,
+  Provider,
+  ProvisionedHost,
+  ProvisionOptions,
+} from "../providers/types.ts";
 import type { Workshop } from "../workshop/schema.ts";
 
 /**
@@ -21,6 +27,13 @@ export function machineOf(h: LabMachine): string {
 /** The lab's other machine id: where a rollout builds its new machine, beside the current one. */
 export function otherMachine(h: LabMachine): string {
   return machineOf(h) === h.hostId ? `${h.hostId}.b` : h.hostId;
+}
+
+/** What provisioning these labs' machines (by their machine ids) would do, changing nothing; answers per lab id. */
+export async function planLabs(provider: Provider, spec: Workshop, labs: LabMachine[]): Promise<PlanItem[]> {
+  const labOf = new Map(labs.map((h) => [machineOf(h), h.hostId]));
+  const items = await provider.plan(spec, [...labOf.keys()]);
+  return items.map((p) => ({ ...p, hostId: labOf.get(p.hostId) ?? p.hostId }));
 }
 
 /** Provisions these labs' machines (by their machine ids) and answers per lab id. */

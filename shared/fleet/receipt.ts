@@ -81,19 +81,22 @@ const hoursOf = (ms: number) => Math.round((ms / 3_600_000) * 100) / 100;
 
 /**
  * The hosts' usage: the hosts still there (their records, taken before the teardown deletes them) from their
- * creation to the teardown, and the hosts removed earlier (`earlier`, shared/fleet/host-lives.ts) from their
+ * machine's creation to the teardown, and the hosts removed earlier (`earlier`, shared/fleet/host-lives.ts) from their
  * creation to their removal. The cost is at the on-demand price of each life's instance type.
  */
 export function usageOf(
   spec: Workshop,
-  hosts: (Pick<HostItem, "createdAt"> & { state?: HostItem["state"] })[],
+  hosts: (Pick<HostItem, "createdAt"> & Partial<Pick<HostItem, "state" | "machineCreatedAt">>)[],
   end: Date,
   earlier: Pick<HostLife, "createdAt" | "removedAt" | "instanceType">[] = [],
 ): ReceiptUsage {
   const current = hosts.filter((h) => h.state !== "torn_down");
   const type = instanceTypeOf(spec);
   const lives = [
-    ...current.map((h) => ({ ms: end.getTime() - Date.parse(h.createdAt), instanceType: type })),
+    ...current.map((h) => ({
+      ms: end.getTime() - Date.parse(h.machineCreatedAt ?? h.createdAt),
+      instanceType: type,
+    })),
     ...earlier.map((l) => ({
       ms: Date.parse(l.removedAt) - Date.parse(l.createdAt),
       instanceType: l.instanceType ?? type,
@@ -209,6 +212,7 @@ function remedies(
 
 function actorName(): string {
   const actor = useActor();
+  if (actor.type === "host") return actor.hostId;
   return actor.type === "public" ? "labfleet" : actor.id;
 }
 

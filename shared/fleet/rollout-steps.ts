@@ -12,6 +12,7 @@ import type { Transport } from "../transports/types.ts";
 import type { Workshop } from "../workshop/schema.ts";
 import { recordEvent } from "./events.ts";
 import { pinHostKeysThrough } from "./host-keys.ts";
+import { recordHostLife } from "./host-lives.ts";
 import { transportFor } from "./hosts.ts";
 import {
   HEALTH_GRACE_SECONDS,
@@ -20,16 +21,13 @@ import {
   lastLines,
   parsePhases,
   probeLab,
-  readAccess,
-  runHealth,
-  startLab,
   stopLab,
-  syncSource,
 } from "./lab.ts";
+import { judgeLab, leftRunning, startSetup } from "./lab-deploy.ts";
 import { deprovisionLabs, machineOf, otherMachine, provisionLabs } from "./machines.ts";
 import { clearNotice, discardNew, latestRollout, rolloutHosts, stopUnpromoted } from "./rollout.ts";
-import { checkSecrets, getRun, recordTransitions, releaseWorkshop } from "./runs.ts";
-import { publishSecretParameter, pushSecrets, removeSecretParameter, secretRedactor } from "./secrets.ts";
+import { checkSecrets, getRun, isConditionalFailure, recordTransitions, releaseWorkshop } from "./runs.ts";
+import { publishSecretParameter, removeSecretParameter, secretRedactor } from "./secrets.ts";
 import { timePhases } from "./timeline.ts";
 import { boundConcurrency, loadWorkshop, POLL_CONCURRENCY, POLL_MIN_HOST_MS } from "./up.ts";
 import { getWorkshop, listHosts } from "./workshops.ts";
@@ -180,18 +178,13 @@ export async function startRolloutHost(
     const probe = await probeLab(t, workshop).catch(() => undefined);
     // A resumed run finds the setup it started: running or finished, it is followed, not started again.
     if (probe?.runId === runId && judge(probe).state !== "not_started") return { hostId };
-    if (probe && (judge(probe).state === "running" || judge(probe).state === "failed"))
-      await stopLab(t, workshop);
-    if (provider.bootWait) {
-      const b = await t.exec(provider.bootWait.command, {
-        timeoutMs: provider.bootWait.timeoutMs,
-        step: "wait for the first boot",
-      });
-      if (b.exitCode !== 0) throw new LabStepError(`the new host did not finish booting: ${lastLines(b)}`);
-    }
-    await pushSecrets(t, spec, provider.transport);
-    await syncSource(t, spec, r.ref);
-    await startLab(t, spec, hostId, runId);
+    await startSetup(t, spec, provider, {
+      hostId,
+      runId,
+      ref: r.ref,
+      stop: leftRunning(probe),
+      what: "the new host",
+    });
     log.info("rollout: lab started at the new ref", { workshop, hostId, ref: r.ref });
     return { hostId };
   } finally {
@@ -235,6 +228,22 @@ async function failHost(
       error: errorMessage(err),
     }),
   );
+  // Only a lab still waiting or building fails: one an abort stopped meanwhile (whose new machine it removed, so a
+  // step already running saw it die) stays "aborted", and one already judged keeps its verdict.
+  try {
+    await store.rolloutHost
+      .patch(key(r, rh.hostId))
+      .set({ state: "failed", error: reason.slice(0, 4000), endedAt: now, updatedAt: now, ...extra } as never)
+      .where((a, op) => `${op.eq(a.state, "building")} OR ${op.eq(a.state, "pending")}`)
+      .go();
+  } catch (err) {
+    if (!isConditionalFailure(err)) throw err;
+    log.info("rollout: a lab's failure came after it was stopped or judged; kept as it was", {
+      workshop: spec.name,
+      hostId: rh.hostId,
+    });
+    return;
+  }
   if (rh.mode === "in_place") {
     await store.host
       .patch({ workshop: spec.name, hostId: rh.hostId })
@@ -250,12 +259,6 @@ async function failHost(
   }
   await clearNotice(spec.name, rh.hostId, "updating");
   forgetStudentReads(spec.name);
-  await patchRolloutHost(r, rh.hostId, {
-    state: "failed",
-    error: reason.slice(0, 4000),
-    endedAt: now,
-    ...extra,
-  });
   log.warn("rollout: a lab failed its update", {
     workshop: spec.name,
     hostId: rh.hostId,
@@ -268,6 +271,24 @@ async function failHost(
     runId: r.runId,
     detail: { reason: `rollout to ${r.ref}: ${reason}`.slice(0, 300) },
   });
+}
+
+/**
+ * How many polls in a row a new lab whose setup has exited may fail lab.health before it fails its gate (and the
+ * rollout halts), as an in-use lab is flagged after failures in a row (shared/fleet/health.ts). The gate never
+ * waits longer than HEALTH_GRACE_SECONDS after the setup's end, whatever lab.poll_seconds is.
+ */
+export const GATE_HEALTH_CHECKS = 3;
+
+/** Counts one more failed gate check of a lab's new machine; answers how many in a row it has failed. */
+async function countHealthFailure(r: RolloutItem, hostId: string): Promise<number> {
+  const { store, clock } = useDeps();
+  const updated = await store.rolloutHost
+    .patch(key(r, hostId))
+    .add({ healthFailures: 1 })
+    .set({ updatedAt: isoNow(clock) })
+    .go({ response: "all_new" });
+  return updated.data.healthFailures ?? 1;
 }
 
 export interface RolloutPoll {
@@ -335,42 +356,38 @@ async function checkNew(
 ): Promise<"building" | "promoted" | "failed"> {
   const t = newLabTransport(spec, provider, host, rh);
   try {
-    const probe = await probeLab(t, spec.name);
-    const verdict = judge(probe);
+    const lab = await judgeLab(t, spec, rh.hostId);
+    const { probe } = lab;
     const logTail = redact(probe.logTail.slice(-20).join("\n")).slice(-4000);
-    if (verdict.state === "running") return "building";
-    if (verdict.state === "failed" || verdict.state === "not_started") {
-      const reason = verdict.state === "failed" ? verdict.reason : "the setup was never started";
+    if (lab.state === "running") return "building";
+    if (lab.state === "failed" || lab.state === "not_started") {
+      const reason = lab.state === "failed" ? lab.reason : "the setup was never started";
       await failHost(spec, provider, r, rh, redact(reason), { logTail });
       return "failed";
     }
-    const health = await runHealth(t, spec, rh.hostId);
-    if (health.exitCode !== 0) {
-      // As in `up`: a lab may take a while after its setup to answer; its gate waits that long.
-      if ((probe.rcAgeSeconds ?? 0) < HEALTH_GRACE_SECONDS) return "building";
+    if (lab.state === "unhealthy") {
+      // The setup has exited: the gate tries lab.health at a few polls in a row, not for the whole grace.
+      const failures = await countHealthFailure(r, rh.hostId);
+      if (failures < GATE_HEALTH_CHECKS && (probe.rcAgeSeconds ?? 0) < HEALTH_GRACE_SECONDS)
+        return "building";
       await failHost(
         spec,
         provider,
         r,
         rh,
-        redact(`lab.health failed on the new lab: ${lastLines(health)}`),
-        {
-          gate: "failed",
-          logTail,
-        },
+        redact(
+          `lab.health failed on the new lab ${failures} time${failures === 1 ? "" : "s"} in a row after its setup finished: ${lastLines(lab.health)}`,
+        ),
+        { gate: "failed", logTail },
       );
       return "failed";
     }
-    let access: string | undefined;
-    try {
-      access = await readAccess(t, spec.name);
-    } catch (err) {
-      if (!(err instanceof LabStepError)) throw err;
-      await failHost(spec, provider, r, rh, err.message, { logTail });
+    if (lab.state === "bad_access") {
+      await failHost(spec, provider, r, rh, lab.reason, { logTail });
       return "failed";
     }
     await pinHostKeysThrough(t, spec, provider, { hostId: rh.hostId, address: rh.address ?? host.address });
-    await promote(spec, provider, r, rh, host, probe.statusLines, access);
+    await promote(spec, provider, r, rh, host, probe.statusLines, lab.access);
     return "promoted";
   } finally {
     await t.close?.();
@@ -408,6 +425,8 @@ async function promote(
         ? {
             machine: rh.machine,
             address: rh.address,
+            // The new machine's hours start when it was made; the old one's life goes to hostLife below.
+            machineCreatedAt: rh.startedAt ?? now,
             ...(rh.providerId ? { providerId: rh.providerId } : {}),
             ...(rh.publicIp ? { publicIp: rh.publicIp } : {}),
           }
@@ -456,6 +475,8 @@ async function promote(
     }
   }
   const [gone] = await deprovisionLabs(provider, spec, [old]);
+  // The old machine used hours too: the teardown receipt counts them (shared/fleet/host-lives.ts).
+  await recordHostLife(spec, host, "replaced");
   if (gone?.result === "error")
     log.warn("rollout: the old host could not be removed", {
       workshop: spec.name,

@@ -8,7 +8,7 @@ import { errorMessage, VisibleError } from "../runtime/errors.ts";
 import { createID } from "../runtime/ids.ts";
 import { log } from "../runtime/logger.ts";
 import type { HostItem, RolloutHostItem, RolloutItem } from "../store/entities.ts";
-import type { Workshop } from "../workshop/schema.ts";
+import { makesHosts, type Workshop } from "../workshop/schema.ts";
 import { type CheckItem, type CheckReport, checkReport } from "./check.ts";
 import { recordEvent } from "./events.ts";
 import { checkRef } from "./git.ts";
@@ -93,9 +93,9 @@ export function refOf(spec: Workshop, host: Pick<HostItem, "ref">): string | nul
   return host.ref ?? spec.lab.ref ?? null;
 }
 
-/** Whether a provider can make a new host beside an old one (local, aws); bring-your-own hosts cannot. */
+/** Whether a provider can make a new host beside an old one (local, aws); bring-your-own and enrolled hosts cannot. */
 export function replaces(provider: Provider): boolean {
-  return provider.name !== "static";
+  return makesHosts(provider.name);
 }
 
 /** The default batch: a quarter of the fleet, at least one. */
@@ -259,12 +259,23 @@ function view(r: RolloutItem, hosts: RolloutHostItem[]): RolloutView {
   };
 }
 
-/** The workshop's latest rollout with each of its labs. */
-export async function rolloutStatus(workshop: string): Promise<RolloutView> {
+/**
+ * What an instructor's rollout action acts on: the workshop's latest rollout (the workshop must exist). None is
+ * not found; with `running`, one that is not running is a conflict.
+ */
+async function actOnRollout(workshop: string, opts: { running?: boolean } = {}): Promise<RolloutItem> {
   assertActor("instructor", "system");
   await getWorkshop(workshop);
   const r = await latestRollout(workshop);
+  if (opts.running && r?.state !== "running")
+    throw new VisibleError("conflict", "rollout.not_running", `workshop ${workshop} has no rollout running`);
   if (!r) throw new VisibleError("not_found", "rollout.not_found", `workshop ${workshop} has had no rollout`);
+  return r;
+}
+
+/** The workshop's latest rollout with each of its labs. */
+export async function rolloutStatus(workshop: string): Promise<RolloutView> {
+  const r = await actOnRollout(workshop);
   return view(r, await rolloutHosts(workshop, r.rolloutId));
 }
 
@@ -345,11 +356,8 @@ export async function startRollout(workshop: string, options: RolloutOptions): P
  * is started again, which joins it).
  */
 export async function resumeRollout(workshop: string): Promise<RolloutView> {
-  assertActor("instructor", "system");
   const { store, clock, workflows } = useDeps();
-  await getWorkshop(workshop);
-  const r = await latestRollout(workshop);
-  if (!r) throw new VisibleError("not_found", "rollout.not_found", `workshop ${workshop} has had no rollout`);
+  const r = await actOnRollout(workshop);
   if (r.state === "completed")
     throw new VisibleError("conflict", "rollout.completed", `the rollout to ${r.ref} has completed`);
   if (r.state === "running") {
@@ -369,7 +377,7 @@ export async function resumeRollout(workshop: string): Promise<RolloutView> {
         await store.rolloutHost
           .patch({ workshop, rolloutId: r.rolloutId, hostId: h.hostId })
           .set({ state: "pending", updatedAt: now })
-          .remove(["gate", "error", "logTail", "endedAt"])
+          .remove(["gate", "error", "logTail", "endedAt", "healthFailures"])
           .go();
       }
       await store.rollout
@@ -387,12 +395,8 @@ export async function resumeRollout(workshop: string): Promise<RolloutView> {
  * caught mid-update stays off the board (needs attention). Labs already promoted keep their new version.
  */
 export async function abortRollout(workshop: string): Promise<RolloutView> {
-  assertActor("instructor", "system");
   const { store, clock, workflows } = useDeps();
-  await getWorkshop(workshop);
-  const r = await latestRollout(workshop);
-  if (r?.state !== "running")
-    throw new VisibleError("conflict", "rollout.not_running", `workshop ${workshop} has no rollout running`);
+  const r = await actOnRollout(workshop, { running: true });
   await workflows.stop(r.runId);
   const now = isoNow(clock);
   await store.run

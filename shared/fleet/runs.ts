@@ -10,7 +10,7 @@ import { recordEvent } from "./events.ts";
 import { checkRef } from "./git.ts";
 import { secretValues } from "./secrets.ts";
 import { allStages, type Stage } from "./stages.ts";
-import type { RunKind } from "./workflows.ts";
+import type { RunKind, WorkflowKind } from "./workflows.ts";
 import { getWorkshop, listRuns } from "./workshops.ts";
 
 /** What a run acts on and how: the options of startRun. */
@@ -227,19 +227,30 @@ export async function getRun(workshop: string, runId: string): Promise<RunItem> 
 }
 
 /**
- * Records the run's transitions at its last step, where the workflow adapter counts them from the execution
- * (Step Functions); the local executor adds them as it goes. Never fails the step: a count that cannot be
- * read is logged.
+ * A run's or an exec job's state transitions so far, where the workflow adapter counts them from the execution
+ * (Step Functions): `{ transitions }`, to set in the record's write. Empty where the local executor adds them as
+ * it goes, and when the count cannot be read (logged: it never fails the step that asks).
  */
-export async function recordTransitions(workshop: string, runId: string, kind: RunKind): Promise<void> {
-  const { store, workflows } = useDeps();
-  if (!workflows.transitionsOf) return;
+export async function countedTransitions(
+  workshop: string,
+  kind: WorkflowKind,
+  id: string,
+): Promise<{ transitions?: number }> {
+  const { workflows } = useDeps();
+  if (!workflows.transitionsOf) return {};
   try {
-    const transitions = await workflows.transitionsOf(kind, runId);
-    await store.run.patch({ workshop, runId }).set({ transitions }).go();
+    return { transitions: await workflows.transitionsOf(kind, id) };
   } catch (err) {
-    log.warn("counting the run's state transitions failed", { workshop, runId, error: errorMessage(err) });
+    log.warn("counting the state transitions failed", { workshop, kind, id, error: errorMessage(err) });
+    return {};
   }
+}
+
+/** Records the run's transitions at its last step (see countedTransitions). */
+export async function recordTransitions(workshop: string, runId: string, kind: RunKind): Promise<void> {
+  const counted = await countedTransitions(workshop, kind, runId);
+  if (counted.transitions !== undefined)
+    await useDeps().store.run.patch({ workshop, runId }).set(counted).go();
 }
 
 /** Adds transitions counted by the executor to the run's record. */

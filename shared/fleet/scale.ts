@@ -5,7 +5,7 @@ import { assertActor } from "../runtime/actor.ts";
 import { useDeps } from "../runtime/deps.ts";
 import { type ErrorDetail, VisibleError } from "../runtime/errors.ts";
 import type { RunItem, WorkshopItem } from "../store/entities.ts";
-import { LocalProvider, Workshop } from "../workshop/schema.ts";
+import { LocalProvider, makesHosts, Workshop } from "../workshop/schema.ts";
 import { startRun } from "./runs.ts";
 import { getWorkshop } from "./workshops.ts";
 
@@ -66,7 +66,7 @@ export async function scaleOffer(workshop: string): Promise<ScaleOffer> {
   const spec = w.spec as Workshop;
   return {
     provider: spec.provider.type,
-    createsHosts: spec.provider.type !== "static",
+    createsHosts: makesHosts(spec.provider.type),
     hosts: keptHosts(spec, w.removedHosts).length,
     max: MAX_HOSTS,
     waiting: await studentsWaiting(workshop),
@@ -120,6 +120,19 @@ async function decide(workshop: string, count: number): Promise<Decision> {
   }
   const w = await getWorkshop(workshop);
   const spec = w.spec as Workshop;
+  if (spec.provider.type === "enrolled") {
+    throw new VisibleError(
+      "input",
+      "scale.provider_enrolled",
+      `workshop ${workshop}'s hosts are machines that join it (provider.type enrolled): labfleet creates none, so it cannot scale; make a join token with labfleet hosts join-token ${workshop} and run its line on more machines`,
+      [
+        {
+          path: "provider.type",
+          message: "expected a provider that creates hosts (local or aws), got enrolled",
+        },
+      ],
+    );
+  }
   if (spec.provider.type === "static") {
     throw new VisibleError(
       "input",

@@ -1,3 +1,5 @@
+import { markAllSilentHosts } from "../agent/check-in.ts";
+import { deployAllWaitingHosts } from "../agent/lifecycle.ts";
 import { serveAllQueues } from "../portal/queue.ts";
 import type { Provider, SweptInstance } from "../providers/types.ts";
 import { assertActor } from "../runtime/actor.ts";
@@ -41,6 +43,8 @@ export interface SweepSummary {
   leftovers: { workshop: string; left: { kind: string; id: string }[] }[];
   /** The in-use health checks of this pass. */
   health?: HealthSummary;
+  /** Enrolled hosts (`workshop/host`) marked unreachable in this pass: their agents missed three check-ins. */
+  unreachable?: string[];
   /** Steps or items that failed; the pass went on. */
   errors: { step: string; provider?: string; error: string }[];
 }
@@ -102,6 +106,21 @@ export async function sweep(): Promise<SweepSummary> {
   } catch (err) {
     log.error("sweeper: the health pass failed", { error: errorMessage(err) });
     summary.errors.push({ step: "health", error: errorMessage(err) });
+  }
+
+  try {
+    summary.unreachable = await markAllSilentHosts();
+  } catch (err) {
+    log.error("sweeper: looking for silent enrolled hosts failed", { error: errorMessage(err) });
+    summary.errors.push({ step: "check-ins", error: errorMessage(err) });
+  }
+
+  try {
+    // Approved enrolled hosts that joined while their workshop was busy are deployed once it is free.
+    await deployAllWaitingHosts();
+  } catch (err) {
+    log.error("sweeper: deploying approved enrolled hosts failed", { error: errorMessage(err) });
+    summary.errors.push({ step: "enrolled-deploy", error: errorMessage(err) });
   }
 
   try {

@@ -1,3 +1,4 @@
+import { forgetHostSecret } from "../agent/host-secrets.ts";
 import { purgePortal } from "../portal/portal.ts";
 import type { DeprovisionResult } from "../providers/types.ts";
 import { isoNow } from "../runtime/clock.ts";
@@ -15,7 +16,7 @@ import { type ReceiptEntry, takeReceipt } from "./receipt.ts";
 import { recordTransitions, releaseWorkshop } from "./runs.ts";
 import { cancelSchedules } from "./schedules.ts";
 import { removeSecretParameter } from "./secrets.ts";
-import { failRun } from "./up.ts";
+import { endedExecutionReason, failEndedExecution, failRun, HOST_WRITE_CONCURRENCY } from "./up.ts";
 import { getWorkshop, listHosts } from "./workshops.ts";
 
 /**
@@ -74,14 +75,19 @@ export async function finishTeardown(
   // The receipt's host-hours come from the records this step deletes.
   const hosts = await listHosts(workshop);
   const schedule = (await store.schedule.get({ workshop, kind: "teardown" }).go()).data;
-  for (const h of hosts) {
+  await mapLimit(hosts, HOST_WRITE_CONCURRENCY, async (h) => {
     const r = byHost.get(h.hostId);
     if (r?.result === "error") {
       await store.host
         .patch({ workshop, hostId: h.hostId })
         .set({ error: `teardown: ${r.detail ?? "failed"}`, updatedAt: now })
         .go();
-    } else if (providerMade) {
+      return;
+    }
+    // The host's signing secret (an enrolled host's, or the one a pushing wrapper signs with) goes: nothing it
+    // signs is accepted from now on.
+    await forgetHostSecret(workshop, h.hostId);
+    if (providerMade) {
       await store.host.delete({ workshop, hostId: h.hostId }).go();
       await store.hostKey.delete({ workshop, hostId: h.hostId }).go();
     } else {
@@ -91,7 +97,7 @@ export async function finishTeardown(
         .remove(["access", "address"])
         .go();
     }
-  }
+  });
   // With every host gone, the workshop's remaining pins (a bastion's) go too.
   if (providerMade && errors.length === 0) await forgetAllHostKeys(workshop);
   await cancelSchedules(workshop);
@@ -144,11 +150,39 @@ export async function failTeardown(workshop: string, runId: string, error: strin
   const hosts = await listHosts(workshop);
   const reason = `the teardown failed: ${error}`;
   await takeReceipt(spec, runId, hosts, [], [], reason);
-  await failRun(workshop, runId, error);
-  // Like a teardown that could not remove every host: failed, so the console offers Tear down again.
+  // Like a teardown that could not remove every host: failed, so the console offers Tear down again. Written
+  // before the run reads as ended (failRun keeps a teardown's workshop state as it finds it).
   const { store, clock } = useDeps();
   await store.workshop
     .patch({ name: workshop })
     .set({ state: "failed", updatedAt: isoNow(clock) })
     .go();
+  await failRun(workshop, runId, error);
+}
+
+/**
+ * A workflow execution ended outside its own steps (it failed past its Catch, timed out, or was stopped in
+ * the Step Functions console): ReconcileRun in the cloud, the local executor here. When the run's record still
+ * says running, it fails with the execution's error (shared/fleet/up.ts failEndedExecution); a teardown's run
+ * also gets its receipt, as failTeardown takes it: what is left, why, and the commands that remove it.
+ * Returns whether it failed the run.
+ */
+export async function settleEndedExecution(
+  workshop: string,
+  runId: string,
+  status: "FAILED" | "TIMED_OUT" | "ABORTED",
+  error: string,
+): Promise<boolean> {
+  const run = (await useDeps().store.run.get({ workshop, runId }).go()).data;
+  if (run?.state !== "running") return false;
+  if (run.kind !== "teardown") return failEndedExecution(workshop, runId, status, error);
+  const reason = await endedExecutionReason(workshop, status, error);
+  log.warn("teardown failed by its execution's end", {
+    workshop,
+    runId,
+    status,
+    error: reason.slice(0, 500),
+  });
+  await failTeardown(workshop, runId, reason);
+  return true;
 }

@@ -1,4 +1,5 @@
 import type { HostAddress } from "../runtime/deps.ts";
+import { AgentTransport } from "../transports/agent.ts";
 import { lazyTransport } from "../transports/lazy.ts";
 import { LocalTransport } from "../transports/local.ts";
 import type { TransportPool } from "../transports/pool.ts";
@@ -39,6 +40,8 @@ export function transportFactory(opts: {
   };
   return (host) => {
     if (host.transport === "local") return new LocalTransport(host.address);
+    if (host.transport === "agent")
+      return new AgentTransport({ workshop: host.workshop, hostId: host.hostId });
     if (host.transport === "ssh") {
       const make = async () => sshTransport(host, await identityFor(host.ssh?.identityFile));
       if (!opts.pool) return lazyTransport(make);

@@ -2,6 +2,7 @@ import { openWhenReady } from "../portal/portal.ts";
 import { serveQueueAfter } from "../portal/queue.ts";
 import { forgetStudentReads } from "../portal/reads.ts";
 import { hostIdsOf, type Provider } from "../providers/types.ts";
+import { withActor } from "../runtime/actor.ts";
 import { isoNow } from "../runtime/clock.ts";
 import { mapLimit } from "../runtime/concurrency.ts";
 import { seal } from "../runtime/crypto.ts";
@@ -10,8 +11,8 @@ import { releaseConnections, useDeps } from "../runtime/deps.ts";
 import { errorMessage, VisibleError } from "../runtime/errors.ts";
 import { log } from "../runtime/logger.ts";
 import type { HostItem, RunItem } from "../store/entities.ts";
-import type { Transport } from "../transports/types.ts";
-import { INLINE_MAP_MAX_CONCURRENCY } from "../workshop/limits.ts";
+import type { ExecResult, Transport } from "../transports/types.ts";
+import { deployBatches, deployBatchSize, INLINE_MAP_MAX_CONCURRENCY } from "../workshop/limits.ts";
 import type { Workshop } from "../workshop/schema.ts";
 import { recordEvent } from "./events.ts";
 import { pinHostKeysThrough } from "./host-keys.ts";
@@ -20,22 +21,23 @@ import { transportFor } from "./hosts.ts";
 import {
   HEALTH_GRACE_SECONDS,
   judge,
+  type LabProbe,
   LabStepError,
   lastLines,
   parsePhases,
   probeLab,
   readAccess,
   runHealth,
-  startLab,
   stopLab,
-  syncSource,
 } from "./lab.ts";
+import { leftRunning, startSetup } from "./lab-deploy.ts";
 import { type BuildPlace, recordBuild } from "./lab-timings.ts";
 import { deprovisionLabs, provisionLabs } from "./machines.ts";
 import { openAccessWhenReady } from "./open-access.ts";
-import { checkSecrets, getRun, recordTransitions, releaseWorkshop } from "./runs.ts";
+import { givePushConfig } from "./push-config.ts";
+import { checkSecrets, getRun, isConditionalFailure, recordTransitions, releaseWorkshop } from "./runs.ts";
 import { ensureTeardownSchedule } from "./schedules.ts";
-import { publishSecretParameter, pushSecrets, removeSecretParameter, secretRedactor } from "./secrets.ts";
+import { publishSecretParameter, removeSecretParameter, secretRedactor } from "./secrets.ts";
 import { type StageFlags, stageFlags, stagesOf } from "./stages.ts";
 import { timePhases } from "./timeline.ts";
 import { getWorkshop, listHosts } from "./workshops.ts";
@@ -46,6 +48,8 @@ import { getWorkshop, listHosts } from "./workshops.ts";
  */
 
 export const POLL_CONCURRENCY = 16;
+/** Per-host records written at once by the steps that write one per host (provision, teardown). */
+export const HOST_WRITE_CONCURRENCY = 16;
 /** A poll starts checking a host only with at least this much of its time left (a probe, health, access). */
 export const POLL_MIN_HOST_MS = 10_000;
 
@@ -70,6 +74,7 @@ async function patchHost(workshop: string, hostId: string, set: Partial<HostItem
 }
 
 export interface UpSettings {
+  /** The Deploy Map's items at once (each item is one host, or a batch of hosts in a large workshop). */
   concurrency: number;
   pollSeconds: number;
   deadline: string;
@@ -85,6 +90,16 @@ export interface UpSettings {
    * the workflow uses in place of Provision's answer. Empty when the run provisions.
    */
   hostIds: string[];
+  /** The same hosts as the Deploy Map's items (deployBatchesOf). */
+  batches: string[][];
+}
+
+/**
+ * The Deploy Map's items: the hosts in batches of deployBatchSize (shared/workshop/limits.ts) for the
+ * workshop's size, so one Step Functions execution holds at most 100 items whatever the fleet.
+ */
+export function deployBatchesOf(spec: Workshop, hostIds: string[]): string[][] {
+  return deployBatches(hostIds, deployBatchSize(hostIdsOf(spec).length));
 }
 
 /**
@@ -108,13 +123,17 @@ export async function beginUp(workshop: string, runId: string): Promise<UpSettin
     deadline = new Date(clock.now().getTime() + spec.lab.timeout_minutes * 60_000).toISOString();
     await store.run.patch({ workshop, runId }).set({ deadline }).go();
   }
+  // A large workshop deploys in batches: the Map's items at once are the hosts at once over the batch size,
+  // bounded as invocations at once are (each item is one DeployHost invocation).
+  const batch = deployBatchSize(hostIdsOf(spec).length);
   const concurrency = boundConcurrency(
-    run.concurrency ?? spec.lab.concurrency,
+    Math.ceil((run.concurrency ?? spec.lab.concurrency) / batch),
     await useDeps().taskConcurrency?.(),
   );
+  const hostsAtOnce = concurrency * batch;
   // Kept on the run for the ready estimate, which models the deploy step's waves of this many hosts.
-  if (run.deployConcurrency !== concurrency)
-    await store.run.patch({ workshop, runId }).set({ deployConcurrency: concurrency }).go();
+  if (run.deployConcurrency !== hostsAtOnce)
+    await store.run.patch({ workshop, runId }).set({ deployConcurrency: hostsAtOnce }).go();
   const stages = stagesOf(run);
   const deploy = stages.includes("deploy");
   // Before any host is touched, also when a run was not started through startRun. A provision run deploys
@@ -124,13 +143,15 @@ export async function beginUp(workshop: string, runId: string): Promise<UpSettin
     await checkSecrets(spec);
     await publishSecretParameter(spec);
   }
+  const hostIds = stages.includes("provision") ? [] : (await runHosts(workshop, runId)).map((h) => h.hostId);
   return {
     concurrency,
     pollSeconds: spec.lab.poll_seconds,
     deadline,
     deploy,
     stages: stageFlags(stages),
-    hostIds: stages.includes("provision") ? [] : (await runHosts(workshop, runId)).map((h) => h.hostId),
+    hostIds,
+    batches: deployBatchesOf(spec, hostIds),
   };
 }
 
@@ -140,7 +161,10 @@ export async function beginUp(workshop: string, runId: string): Promise<UpSettin
  * records each host's result on the run (`provisioned`, or `failed` with the provider's reason), which
  * FinishUp turns into the run's outcome, and leaves the workshop `provisioning`: nothing deploys.
  */
-export async function provisionHosts(workshop: string, runId: string): Promise<{ hostIds: string[] }> {
+export async function provisionHosts(
+  workshop: string,
+  runId: string,
+): Promise<{ hostIds: string[]; batches: string[][] }> {
   const { store, clock } = useDeps();
   const { spec, provider } = await loadWorkshop(workshop);
   const now = clock.now();
@@ -165,12 +189,13 @@ export async function provisionHosts(workshop: string, runId: string): Promise<{
   const provisioned = await provisionLabs(
     provider,
     spec,
-    hostIdsOf(spec)
+    (provider.hostIds ? await provider.hostIds(spec) : hostIdsOf(spec))
       .filter((id) => !removed.has(id) && (!selected || selected.has(id)))
       .map((hostId) => ({ hostId, machine: existing.get(hostId)?.machine })),
     { expiry: new Date(expiry), attempt: runId },
   );
-  for (const p of provisioned) {
+  // Each host's record is its own write: 16 at once, so a 500-host workshop is not 500 round trips in a row.
+  await mapLimit(provisioned, HOST_WRITE_CONCURRENCY, async (p) => {
     const prev = existing.get(p.hostId);
     // A host that comes back at another address is another machine: nothing of the old lab is kept.
     const keep = prev && prev.state !== "torn_down" && (!prev.address || prev.address === p.address);
@@ -196,12 +221,13 @@ export async function provisionHosts(workshop: string, runId: string): Promise<{
         ...(keep && prev.readyAt ? { readyAt: prev.readyAt } : {}),
         ...(keep && prev.access ? { access: prev.access } : {}),
         attempt: keep ? (prev.attempt ?? 0) : 0,
+        ...(prev ? enrolledFields(prev) : {}),
         // When this machine's life began: a replaced or returning host starts a new one.
         createdAt: keep ? prev.createdAt : now.toISOString(),
         updatedAt: now.toISOString(),
       })
       .go();
-  }
+  });
   await ensureTeardownSchedule(workshop, expiry);
   if (run.kind === "provision") {
     const results = Object.fromEntries(
@@ -211,7 +237,8 @@ export async function provisionHosts(workshop: string, runId: string): Promise<{
       ]),
     );
     await store.run.patch({ workshop, runId }).set({ hosts: results }).go();
-    return { hostIds: provisioned.filter((p) => !p.error).map((p) => p.hostId) };
+    const hostIds = provisioned.filter((p) => !p.error).map((p) => p.hostId);
+    return { hostIds, batches: deployBatchesOf(spec, hostIds) };
   }
   if (!selected) {
     await store.workshop
@@ -220,11 +247,22 @@ export async function provisionHosts(workshop: string, runId: string): Promise<{
       .go();
   }
   // Hosts that could not be provisioned are not deployed.
-  return { hostIds: provisioned.filter((p) => !p.error).map((p) => p.hostId) };
+  const hostIds = provisioned.filter((p) => !p.error).map((p) => p.hostId);
+  return { hostIds, batches: deployBatchesOf(spec, hostIds) };
 }
 
-/** Hosts the spec no longer lists (a lower count, a host taken out of hosts[]) are stopped and given back. */
+/** What an enrolled host's record keeps whatever a run writes: its enrollment, check-ins and controls. */
+function enrolledFields(h: HostItem): Partial<HostItem> {
+  const keys = ["enrollment", "lastSeenAt", "reachable", "drained", "disabled", "facts"] as const;
+  return Object.fromEntries(keys.filter((k) => h[k] !== undefined).map((k) => [k, h[k]]));
+}
+
+/**
+ * Hosts the spec no longer lists (a lower count, a host taken out of hosts[]) are stopped and given back. Hosts
+ * that come to their provider (enrolled machines) are not listed by the spec: they leave by their own commands.
+ */
 async function removeDroppedHosts(spec: Workshop, provider: Provider, existing: HostItem[]): Promise<void> {
+  if (provider.hostIds) return;
   const wanted = new Set(hostIdsOf(spec));
   await removeHosts(
     spec,
@@ -312,41 +350,46 @@ export async function deployHost(
       await patchHost(workshop, hostId, { state: "deploying" });
       return { hostId, action: "running" };
     }
-    // A running setup is stopped before it is rebuilt, and so is what a killed wrapper left running.
-    if (verdict.state === "running" || verdict.state === "failed") await stopLab(t, workshop);
-    await waitForBoot(t, provider);
     // The host's SSH keys, read through a transport that does not trust the network (SSM), before any secret.
-    await pinHostKeysThrough(t, spec, provider, host);
-    const now = isoNow(clock);
-    await store.host
-      .patch({ workshop, hostId })
-      .set({
-        state: "deploying",
-        phase: "sync",
-        phases: [],
-        deployStartedAt: now,
-        updatedAt: now,
-        // The git ref it is built at: the run's --ref, else lab.ref, else HEAD (rollouts and check mode read it).
-        ...(gitSource ? { ref: run.ref ?? spec.lab.ref ?? "HEAD" } : {}),
-      })
-      // A rebuilt lab starts with no in-use health record (shared/fleet/health.ts): no stale `failing` flag.
-      .remove([
-        "error",
-        "readyAt",
-        "access",
-        "health",
-        "healthFailures",
-        "healthError",
-        "healthCheckedAt",
-        ...(gitSource ? [] : (["ref"] as const)),
-        "notice",
-        "noticeAt",
-      ])
-      .add({ attempt: 1 })
-      .go();
-    await pushSecrets(t, spec, provider.transport);
-    await syncSource(t, spec, run.ref);
-    await startLab(t, spec, hostId, runId);
+    const recordDeploy = async () => {
+      await pinHostKeysThrough(t, spec, provider, host);
+      const now = isoNow(clock);
+      await store.host
+        .patch({ workshop, hostId })
+        .set({
+          state: "deploying",
+          phase: "sync",
+          phases: [],
+          deployStartedAt: now,
+          updatedAt: now,
+          // The git ref it is built at: the run's --ref, else lab.ref, else HEAD (rollouts and check mode read it).
+          ...(gitSource ? { ref: run.ref ?? spec.lab.ref ?? "HEAD" } : {}),
+        })
+        // A rebuilt lab starts with no in-use health record (shared/fleet/health.ts): no stale `failing` flag.
+        .remove([
+          "error",
+          "readyAt",
+          "access",
+          "health",
+          "healthFailures",
+          "healthError",
+          "healthCheckedAt",
+          ...(gitSource ? [] : (["ref"] as const)),
+          "notice",
+          "noticeAt",
+        ])
+        .add({ attempt: 1 })
+        .go();
+      await givePushConfig(t, spec, provider, host);
+    };
+    // A running setup is stopped before it is rebuilt, and so is what a killed wrapper left running.
+    await startSetup(t, spec, provider, {
+      hostId,
+      runId,
+      ref: run.ref,
+      stop: leftRunning(probe),
+      beforeSecrets: recordDeploy,
+    });
     await patchHost(workshop, hostId, { phase: "started" });
     log.info("lab started", { workshop, hostId });
     return { hostId, action: "started" };
@@ -355,17 +398,38 @@ export async function deployHost(
   }
 }
 
-/** Waits until the host has finished booting, when its provider says how (see Provider.bootWait). */
-async function waitForBoot(t: Transport, provider: Provider): Promise<void> {
-  if (!provider.bootWait) return;
-  const r = await t.exec(provider.bootWait.command, {
-    timeoutMs: provider.bootWait.timeoutMs,
-    step: "wait for the first boot",
+/**
+ * One Deploy Map item: its hosts (one, or a batch in a large workshop) deployed side by side. A lone host's
+ * failure is the item's (its Catch records it, RecordHostFailure); in a batch each host's failure is recorded
+ * here, so one bad host never fails the others, and the item fails only when the invocation does (a timeout:
+ * then RecordHostFailure records every host of the batch).
+ */
+export async function deployHosts(
+  workshop: string,
+  runId: string,
+  hostIds: string[],
+  force: boolean,
+): Promise<{ hosts: { hostId: string; action: DeployAction | "failed" }[] }> {
+  const [only] = hostIds;
+  if (hostIds.length === 1 && only !== undefined)
+    return { hosts: [await deployHost(workshop, runId, only, force)] };
+  const hosts = await mapLimit(hostIds, hostIds.length, async (hostId) => {
+    try {
+      return await deployHost(workshop, runId, hostId, force);
+    } catch (err) {
+      await recordHostFailure(workshop, hostId, errorMessage(err));
+      return { hostId, action: "failed" as const };
+    }
   });
-  if (r.exitCode !== 0) throw new LabStepError(`the host did not finish booting: ${lastLines(r)}`);
+  return { hosts };
 }
 
-/** Records a host's deploy failure (the Map item's Catch): only that host fails. */
+/** Records a failed Map item (its Catch): every host of it fails with the item's error, and only those. */
+export async function recordHostsFailure(workshop: string, hostIds: string[], error: string): Promise<void> {
+  for (const hostId of hostIds) await recordHostFailure(workshop, hostId, error);
+}
+
+/** Records a host's deploy failure: only that host fails. */
 export async function recordHostFailure(workshop: string, hostId: string, error: string): Promise<void> {
   const { spec } = await loadWorkshop(workshop);
   const reason = (await secretRedactor(spec))(error);
@@ -382,78 +446,141 @@ export interface PollResult {
   deploying: number;
 }
 
+/**
+ * Where one look at a host's lab comes from: read through its transport (a poll, `transportReading`), or pushed by
+ * the host itself (shared/agent/progress.ts). Either way judgeHost decides what it means, so a push and a poll
+ * cannot disagree about a lab.
+ */
+export interface LabReading {
+  probe(): Promise<LabProbe>;
+  /** `lab.health`'s result once setup completed; undefined when this reading has none (a pushed phase change). */
+  health(): Promise<ExecResult | undefined>;
+  /** The lab's `$LABFLEET_ACCESS` (LabStepError when it is too large or not JSON); undefined when it wrote none. */
+  access(): Promise<string | undefined>;
+}
+
+export function transportReading(t: Transport, spec: Workshop, hostId: string): LabReading {
+  return {
+    probe: () => probeLab(t, spec.name),
+    health: () => runHealth(t, spec, hostId),
+    access: () => readAccess(t, spec.name),
+  };
+}
+
+/**
+ * Updates the host record from one reading of its lab. A change of state (ready, failed) is written only while
+ * the record still holds the state the reading started from, so when a push and a poll look at once, one of them
+ * makes the change and `changed` says which (the other finds the state already moved and reports it).
+ */
+export async function judgeHost(
+  spec: Workshop,
+  host: HostItem,
+  reading: LabReading,
+  redact: (text: string) => string = (t) => t,
+): Promise<{ state: HostItem["state"]; changed: boolean }> {
+  const { accessKey } = useDeps();
+  const moveTo = async (set: Partial<HostItem> & { state: "ready" | "failed" }) => {
+    const { store, clock } = useDeps();
+    const update = store.host
+      .patch({ workshop: spec.name, hostId: host.hostId })
+      .set({ ...set, updatedAt: isoNow(clock) } as never);
+    try {
+      await ("error" in set ? update : update.remove(["error"]))
+        .where((a, op) => op.eq(a.state, host.state))
+        .go();
+      return { state: set.state, changed: set.state !== host.state };
+    } catch (err) {
+      if (!isConditionalFailure(err)) throw err;
+      const now = (await store.host.get({ workshop: spec.name, hostId: host.hostId }).go()).data;
+      return { state: now?.state ?? host.state, changed: false };
+    }
+  };
+  // Progress of a lab still building, written only while the record's state is the one this reading started from:
+  // a push read before a poll (or a poll before a push) that arrives after the lab moved on writes nothing stale.
+  const keepBuilding = async (set: Partial<HostItem>) => {
+    const { store, clock } = useDeps();
+    try {
+      await store.host
+        .patch({ workshop: spec.name, hostId: host.hostId })
+        .set({ ...set, updatedAt: isoNow(clock) } as never)
+        .remove(["error"]) // a reading came: a "last poll" error is old news
+        .where((a, op) => op.eq(a.state, host.state))
+        .go();
+      return { state: "deploying" as const, changed: false };
+    } catch (err) {
+      if (!isConditionalFailure(err)) throw err;
+      const now = (await store.host.get({ workshop: spec.name, hostId: host.hostId }).go()).data;
+      return { state: now?.state ?? host.state, changed: false };
+    }
+  };
+  const probe = await reading.probe();
+  const { phases: read, current } = parsePhases(probe.statusLines);
+  const verdict = judge(probe);
+  const phases = timePhases(host.phases ?? [], read, isoNow(useDeps().clock));
+  const progress = { phases, ...(current ? { phase: current } : {}) };
+  const stay = { state: host.state, changed: false };
+  // A lab already failed keeps its reason (a deadline, a failed health check) unless it has since
+  // completed: a failed lab's wrapper is gone by then, and "died" would hide why it failed.
+  if (host.state === "failed" && (verdict.state === "failed" || verdict.state === "not_started")) return stay;
+  if (verdict.state === "failed") {
+    return moveTo({ ...progress, state: "failed", error: redact(verdict.reason) });
+  }
+  if (verdict.state === "not_started") {
+    return moveTo({ state: "failed", error: "the lab setup was never started on this host" });
+  }
+  if (verdict.state === "running") return keepBuilding(progress);
+  const health = await reading.health();
+  if (health?.exitCode !== 0) {
+    if (!health || (probe.rcAgeSeconds ?? 0) < HEALTH_GRACE_SECONDS)
+      return keepBuilding({ ...progress, phase: "health" });
+    return moveTo({
+      ...progress,
+      state: "failed",
+      error: redact(
+        `health check failed for ${HEALTH_GRACE_SECONDS}s after setup finished: ${lastLines(health)}`,
+      ),
+    });
+  }
+  let access: string | undefined;
+  try {
+    access = await reading.access();
+  } catch (err) {
+    if (!(err instanceof LabStepError)) throw err;
+    return moveTo({ ...progress, state: "failed", error: err.message });
+  }
+  const done = await moveTo({
+    ...progress,
+    state: "ready",
+    readyAt: host.state === "ready" && host.readyAt ? host.readyAt : isoNow(useDeps().clock),
+    ...(access ? { access: seal(accessKey, access) } : {}),
+  });
+  if (done.changed) log.info("lab ready", { workshop: spec.name, hostId: host.hostId });
+  return done;
+}
+
+/** Reads one host's lab through its transport and updates its record (judgeHost); an unreachable host stays as it is. */
 export async function checkHost(
   spec: Workshop,
   provider: Provider,
   host: HostItem,
   redact: (text: string) => string = (t) => t,
 ): Promise<HostItem["state"]> {
+  return (await checkHostOnce(spec, provider, host, redact)).state;
+}
+
+async function checkHostOnce(
+  spec: Workshop,
+  provider: Provider,
+  host: HostItem,
+  redact: (text: string) => string,
+): Promise<{ state: HostItem["state"]; changed: boolean }> {
   const t = transportFor(spec, provider, host);
-  const { accessKey } = useDeps();
   try {
-    const probe = await probeLab(t, spec.name);
-    const { phases: read, current } = parsePhases(probe.statusLines);
-    const verdict = judge(probe);
-    const phases = timePhases(host.phases ?? [], read, isoNow(useDeps().clock));
-    const progress = { phases, ...(current ? { phase: current } : {}) };
-    // A lab already failed keeps its reason (a deadline, a failed health check) unless it has since
-    // completed: a failed lab's wrapper is gone by then, and "died" would hide why it failed.
-    if (host.state === "failed" && (verdict.state === "failed" || verdict.state === "not_started"))
-      return "failed";
-    if (verdict.state === "failed") {
-      await patchHost(spec.name, host.hostId, {
-        ...progress,
-        state: "failed",
-        error: redact(verdict.reason),
-      });
-      return "failed";
-    }
-    if (verdict.state === "not_started") {
-      await patchHost(spec.name, host.hostId, {
-        state: "failed",
-        error: "the lab setup was never started on this host",
-      });
-      return "failed";
-    }
-    if (verdict.state === "running") {
-      await patchHost(spec.name, host.hostId, progress);
-      return "deploying";
-    }
-    const health = await runHealth(t, spec, host.hostId);
-    if (health.exitCode !== 0) {
-      if ((probe.rcAgeSeconds ?? 0) < HEALTH_GRACE_SECONDS) {
-        await patchHost(spec.name, host.hostId, { ...progress, phase: "health" });
-        return "deploying";
-      }
-      await patchHost(spec.name, host.hostId, {
-        ...progress,
-        state: "failed",
-        error: redact(
-          `health check failed for ${HEALTH_GRACE_SECONDS}s after setup finished: ${lastLines(health)}`,
-        ),
-      });
-      return "failed";
-    }
-    let access: string | undefined;
-    try {
-      access = await readAccess(t, spec.name);
-    } catch (err) {
-      if (!(err instanceof LabStepError)) throw err;
-      await patchHost(spec.name, host.hostId, { ...progress, state: "failed", error: err.message });
-      return "failed";
-    }
-    await patchHost(spec.name, host.hostId, {
-      ...progress,
-      state: "ready",
-      readyAt: host.state === "ready" && host.readyAt ? host.readyAt : isoNow(useDeps().clock),
-      ...(access ? { access: seal(accessKey, access) } : {}),
-    });
-    log.info("lab ready", { workshop: spec.name, hostId: host.hostId });
-    return "ready";
+    return await judgeHost(spec, host, transportReading(t, spec, host.hostId), redact);
   } catch (err) {
     // An unreachable host is not yet a failed lab: the next poll tries again, the deadline bounds it.
     await patchHost(spec.name, host.hostId, { error: `last poll: ${errorMessage(err)}`.slice(0, 2000) });
-    return "deploying";
+    return { state: "deploying", changed: false };
   } finally {
     await t.close?.();
   }
@@ -474,9 +601,11 @@ export async function pollFleet(workshop: string, runId: string, deadline: strin
   const states = await mapLimit(hosts, POLL_CONCURRENCY, async (h) => {
     if (h.state !== "deploying") return h.state;
     if (timeLeft() < POLL_MIN_HOST_MS) return h.state;
-    const state = await checkHost(spec, provider, h, redact);
-    if (state === "ready" || state === "failed") await hostEvent(workshop, h.hostId, state, runId);
-    if (state === "ready") {
+    const { state, changed } = await checkHostOnce(spec, provider, h, redact);
+    // A host whose pushed progress got there first (shared/agent/progress.ts) had its event and build time then.
+    if (changed && (state === "ready" || state === "failed"))
+      await hostEvent(workshop, h.hostId, state, runId);
+    if (changed && state === "ready") {
       becameReady++;
       await timeBuild(spec, h.hostId, runId, place(h.hostId));
     }
@@ -507,6 +636,53 @@ export async function pollFleet(workshop: string, runId: string, deadline: strin
     failed: count("failed"),
     deploying: unfinished,
   };
+}
+
+/**
+ * A reading a host pushed (shared/agent/progress.ts), applied as a poll applies its own: the same judgement
+ * (judgeHost), and for a lab that became ready the same steps a poll takes (its event and build time, the portal
+ * opened at portal.open_at_percent, the lab given to the first in line), so it is claimable at once. Only a host
+ * the workshop's active run is waiting for is moved; the run itself still ends by its poll. Answers the host's
+ * state after the reading, and whether the reading changed it.
+ */
+export async function applyPushedReading(
+  workshop: string,
+  hostId: string,
+  reading: (spec: Workshop) => LabReading,
+): Promise<{ state: HostItem["state"] | "unknown"; applied: boolean }> {
+  const { store } = useDeps();
+  const { spec } = await loadWorkshop(workshop);
+  const host = (await store.host.get({ workshop, hostId }).go()).data;
+  if (!host) return { state: "unknown", applied: false };
+  const runId = (await getWorkshop(workshop)).activeRunId;
+  const run = runId ? (await store.run.get({ workshop, runId }).go()).data : undefined;
+  const stages = run ? stagesOf(run) : [];
+  if (
+    run?.state !== "running" ||
+    !stages.includes("wait") ||
+    host.state !== "deploying" ||
+    !runHostsOf(run, [host]).length
+  )
+    return { state: host.state, applied: false };
+  const { state, changed } = await judgeHost(spec, host, reading(spec), await secretRedactor(spec));
+  if (!changed) return { state, applied: true };
+  // What follows is what the run's poll would do next, and labfleet's own doing (its events are by labfleet, as a
+  // poll's are): claimable first, then the event and the build's time.
+  await withActor({ type: "system", id: "push" }, async () => {
+    if (state === "ready" && stages.includes("publish")) {
+      const all = (await listHosts(workshop)).filter((h) => h.state !== "torn_down");
+      if (spec.portal.enabled)
+        await openWhenReady(spec, all.filter((h) => h.state === "ready").length, all.length);
+      forgetStudentReads(workshop);
+      await serveQueueAfter(workshop);
+    }
+    if (state === "ready" || state === "failed") await hostEvent(workshop, hostId, state, run.runId);
+    if (state === "ready") {
+      const runs = runHostsOf(run, await listHosts(workshop));
+      await timeBuild(spec, hostId, run.runId, buildPlaces(runs, run, spec)(hostId));
+    }
+  });
+  return { state, applied: true };
 }
 
 /** A host became ready: its build's phase durations, for the ready estimate of later runs of the lab. */
@@ -743,6 +919,18 @@ export async function failRun(workshop: string, runId: string, error: string): P
   await recordEvent({ workshop, type: "run.finished", runId, detail: { kind: run.kind, state: "failed" } });
 }
 
+/** Why an execution that ended outside its steps failed its run, in words, with no secret of the workshop's. */
+export async function endedExecutionReason(
+  workshop: string,
+  status: "FAILED" | "TIMED_OUT" | "ABORTED",
+  error: string,
+): Promise<string> {
+  const { spec } = await loadWorkshop(workshop);
+  const redact = await secretRedactor(spec);
+  const what = { FAILED: "failed", TIMED_OUT: "timed out", ABORTED: "was aborted" }[status];
+  return redact(`the workflow's execution ${what}: ${error}`);
+}
+
 /**
  * A run's execution ended (Step Functions: FAILED, TIMED_OUT or ABORTED) without its own steps recording the end
  * (its FailRun step failed too, the execution hit a limit, someone stopped it in the console). When the run's
@@ -758,10 +946,7 @@ export async function failEndedExecution(
   const { store } = useDeps();
   const run = (await store.run.get({ workshop, runId }).go()).data;
   if (run?.state !== "running") return false;
-  const { spec } = await loadWorkshop(workshop);
-  const redact = await secretRedactor(spec);
-  const what = { FAILED: "failed", TIMED_OUT: "timed out", ABORTED: "was aborted" }[status];
-  const reason = redact(`the workflow's execution ${what}: ${error}`);
+  const reason = await endedExecutionReason(workshop, status, error);
   log.warn("run failed by its execution's end", { workshop, runId, status, error: reason.slice(0, 500) });
   await failRun(workshop, runId, reason);
   return true;

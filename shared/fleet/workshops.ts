@@ -1,6 +1,6 @@
 import { serveQueueAfter } from "../portal/queue.ts";
 import { forgetStudentReads } from "../portal/reads.ts";
-import type { PlanItem, Provider } from "../providers/types.ts";
+import { hostIdsOf, type PlanItem, type Provider } from "../providers/types.ts";
 import { assertActor } from "../runtime/actor.ts";
 import { isoNow } from "../runtime/clock.ts";
 import { open } from "../runtime/crypto.ts";
@@ -12,6 +12,7 @@ import { parseWorkshopYaml, resolveLabSource } from "../workshop/load.ts";
 import type { Workshop } from "../workshop/schema.ts";
 import { STAGES, type Stage } from "./check.ts";
 import { hostKeyViews } from "./host-key-records.ts";
+import { planLabs } from "./machines.ts";
 
 export interface WorkshopSummary {
   name: string;
@@ -76,7 +77,12 @@ export async function planWorkshop(yaml: string, baseDir?: string): Promise<Work
   let spec = parseWorkshopYaml(yaml);
   if (baseDir) spec = resolveLabSource(spec, baseDir);
   const provider = providerFor(spec);
-  return { name: spec.name, provider: provider.name, items: await provider.plan(spec) };
+  // The labs of a workshop already up are planned by their current machines (a rollout moves them).
+  const machine = new Map(
+    (await listHosts(spec.name)).filter((h) => h.state !== "torn_down").map((h) => [h.hostId, h.machine]),
+  );
+  const labs = hostIdsOf(spec).map((hostId) => ({ hostId, machine: machine.get(hostId) }));
+  return { name: spec.name, provider: provider.name, items: await planLabs(provider, spec, labs) };
 }
 
 function providerFor(spec: Workshop): Provider {
@@ -170,6 +176,7 @@ export async function submitWorkshop(
 function keptCount(existing: WorkshopItem, old: Workshop, spec: Workshop): CountKept | undefined {
   if (existing.state === "draft" || old.provider.type === "static" || spec.provider.type === "static")
     return undefined;
+  if (old.provider.type === "enrolled" || spec.provider.type === "enrolled") return undefined;
   if (spec.provider.count >= old.provider.count) return undefined;
   return { file: spec.provider.count, kept: old.provider.count };
 }

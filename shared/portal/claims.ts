@@ -7,7 +7,7 @@ import { open, seal } from "../runtime/crypto.ts";
 import { useDeps } from "../runtime/deps.ts";
 import { VisibleError } from "../runtime/errors.ts";
 import { controlCharProblem } from "../runtime/text.ts";
-import type { ClaimItem } from "../store/entities.ts";
+import type { ClaimItem, HostItem } from "../store/entities.ts";
 import type { Workshop } from "../workshop/schema.ts";
 import { codeHash, emailHash, linkHash } from "./codes.ts";
 import { MAX_PIN_FAILURES } from "./constants.ts";
@@ -389,6 +389,16 @@ export interface LabPage {
   autoSwap: boolean;
   /** A rollout's notice (shared/fleet/rollout.ts): the lab is about to be updated, or just was. */
   update: "updating" | "updated" | null;
+  /**
+   * Where the lab's build is: `ready` once it passed its health gate; `waiting` while its machine waits for the
+   * workshop's up or an instructor's approval (BYOD: the student's own machine claimed before its lab is built).
+   */
+  build: "waiting" | "building" | "ready" | "failed";
+  /** The phase the build reports, while building. */
+  phase: string | null;
+  /** An enrolled machine that stopped calling in (shared/agent/check-in.ts), with its last call. */
+  unreachable: boolean;
+  lastSeenAt: string | null;
 }
 
 /** The lab a personal link leads to, with its access details; undefined for an unknown (or replaced) link. */
@@ -438,7 +448,19 @@ export async function labForLink(token: string): Promise<LabPage | undefined> {
     failing: host.data?.health === "failing",
     autoSwap: spec.portal.auto_swap === true,
     update: host.data?.notice ?? null,
+    build: buildOf(host.data ?? undefined),
+    phase: host.data?.state === "deploying" ? (host.data.phase ?? null) : null,
+    unreachable: host.data?.reachable === "unreachable",
+    lastSeenAt: host.data?.provider === "enrolled" ? (host.data.lastSeenAt ?? null) : null,
   };
+}
+
+function buildOf(h: HostItem | undefined): LabPage["build"] {
+  if (!h) return "waiting";
+  if (h.state === "ready") return "ready";
+  if (h.state === "failed") return "failed";
+  if (h.state === "pending") return "waiting";
+  return "building";
 }
 
 /**

@@ -9,13 +9,22 @@ import { useDeps } from "../runtime/deps.ts";
 export const byNumber = (a: string, b: string) => a.localeCompare(b, undefined, { numeric: true });
 
 export function freeLabs(
-  hosts: readonly { hostId: string; state: string; health?: string }[],
+  hosts: readonly {
+    hostId: string;
+    state: string;
+    health?: string;
+    drained?: boolean;
+    disabled?: boolean;
+    reachable?: string;
+  }[],
   claims: readonly { hostId: string }[],
   spares: number,
 ): { forStudents: string[]; spares: string[] } {
   const taken = new Set(claims.map((c) => c.hostId));
   const free = hosts
     .filter((h) => h.state === "ready" && h.health !== "failing" && !taken.has(h.hostId))
+    // Enrolled hosts that are drained, disabled or not calling in take no new claims.
+    .filter((h) => !h.drained && !h.disabled && h.reachable !== "unreachable")
     .map((h) => h.hostId)
     .sort(byNumber);
   const kept = Math.min(Math.max(0, spares), free.length);

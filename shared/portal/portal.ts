@@ -206,11 +206,14 @@ async function claimOfEmail(workshop: string, email: string) {
   return e;
 }
 
-/** Frees a lab: its claim, its email and its personal link go (`how`: released by lab, or revoked by email). */
+/**
+ * Frees a lab: its claim, its email and its personal link go (`how`: released by lab, revoked by email, or removed
+ * with its enrolled machine).
+ */
 export async function releaseLab(
   workshop: string,
   hostId: string,
-  how: "released" | "revoked" = "released",
+  how: "released" | "revoked" | "removed" = "released",
 ): Promise<{ lab: string }> {
   assertActor("instructor", "system");
   const { store } = useDeps();

@@ -1,4 +1,5 @@
 import type { ErrorDetail } from "../runtime/errors.ts";
+import { MAX_WORKSHOP_HOSTS } from "../workshop/limits.ts";
 import type { Workshop } from "../workshop/schema.ts";
 import {
   DEFAULT_VOLUME_SIZE_GIB,
@@ -109,8 +110,8 @@ export function validateAwsProvider(spec: Workshop): ErrorDetail[] {
   if (!Number.isFinite(p.ttl_hours) || p.ttl_hours <= 0 || p.ttl_hours > 168) {
     add("ttl_hours", `expected hours (a number greater than 0, at most 168), got ${p.ttl_hours}`);
   }
-  if (!Number.isInteger(p.count) || p.count < 1 || p.count > 64) {
-    add("count", `expected a host count: a whole number from 1 to 64, got ${p.count}`);
+  if (!Number.isInteger(p.count) || p.count < 1 || p.count > MAX_WORKSHOP_HOSTS) {
+    add("count", `expected a host count: a whole number from 1 to ${MAX_WORKSHOP_HOSTS}, got ${p.count}`);
   }
   return errors;
 }

@@ -41,6 +41,7 @@ import {
 import { awsLeftovers } from "./aws-leftovers.ts";
 import { costText } from "./aws-pricing.ts";
 import { checkVcpuQuota, type VcpuQuotaCheck, vcpuQuotaError, vcpuQuotaLine } from "./aws-quota.ts";
+import { batchesOf, Pacer, RUN_INSTANCES_PACE, TERMINATE_BATCH } from "./aws-rates.ts";
 import {
   accessPorts,
   byoAccessMessage,
@@ -238,11 +239,11 @@ export class AwsProvider implements Provider {
     return validateAwsProvider(spec);
   }
 
-  async plan(spec: Workshop): Promise<PlanItem[]> {
+  async plan(spec: Workshop, ids?: string[]): Promise<PlanItem[]> {
     const p = await this.ready(spec, true);
     const type = resolveInstanceType(p) as string;
     const expiry = this.expiryOf(p);
-    const hostIds = hostIdsOf(spec);
+    const hostIds = [...new Set(ids ?? hostIdsOf(spec))];
     const { owned } = await this.lookup(spec.name, hostIds, LIVE_STATES);
     const creates = hostIds.filter((h) => (owned.get(h) ?? []).length === 0).length;
     const quota = creates > 0 ? `; ${vcpuQuotaLine(await this.vcpuQuota(p, type, creates))}` : "";
@@ -342,6 +343,8 @@ export class AwsProvider implements Provider {
           launchError = errorMessage(err);
         }
       }
+      // RunInstances refills 2 requests a second (aws-rates.ts): launches start at that pace, not in a burst.
+      const pacer = new Pacer(RUN_INSTANCES_PACE, this.sleep);
       await mapLimit(toCreate, CONCURRENCY, async (hostId) => {
         if (!image || !groupIds) {
           results.set(hostId, { hostId, address: "", labels, error: launchError ?? "no image" });
@@ -359,6 +362,7 @@ export class AwsProvider implements Provider {
             attempt,
             instanceProfileArn: this.instanceProfileArn,
           };
+          await pacer.take();
           instanceOf.set(hostId, await launchInstance(this.ec2, launch));
         } catch (err) {
           results.set(hostId, { hostId, address: "", labels, error: `RunInstances: ${errorMessage(err)}` });
@@ -397,29 +401,60 @@ export class AwsProvider implements Provider {
     const p = await this.ready(spec, false);
     const wanted = [...new Set(hostIds)];
     const { owned, foreign } = await this.lookup(spec.name, wanted, NOT_TERMINATED);
-    const results = await mapLimit(wanted, CONCURRENCY, async (hostId): Promise<DeprovisionResult> => {
+    // The instances are terminated in batches (TerminateInstances refills 5 requests a second, aws-rates.ts);
+    // a batch that fails is tried one host at a time, so one refused instance never spares the others.
+    const live = new Map<string, string[]>();
+    for (const hostId of wanted) {
+      const ids = (owned.get(hostId) ?? [])
+        .filter((i) => i.State?.Name !== "shutting-down")
+        .map((i) => i.InstanceId as string);
+      if (ids.length > 0) live.set(hostId, ids);
+    }
+    const terminateError = new Map<string, string>();
+    const terminate = async (hosts: string[]) => {
+      const ids = hosts.flatMap((h) => live.get(h) ?? []);
+      // Terminate only ids that passed the three-tag check above, never a filter's raw answer.
+      await this.ec2.send(new TerminateInstancesCommand({ InstanceIds: ids }));
+    };
+    for (const batch of batchesOf([...live.keys()], (h) => live.get(h)?.length ?? 0, TERMINATE_BATCH)) {
+      try {
+        await terminate(batch);
+        continue;
+      } catch (err) {
+        if (batch.length === 1) {
+          terminateError.set(batch[0] as string, errorMessage(err));
+          continue;
+        }
+      }
+      await mapLimit(batch, CONCURRENCY, async (hostId) => {
+        try {
+          await terminate([hostId]);
+        } catch (err) {
+          terminateError.set(hostId, errorMessage(err));
+        }
+      });
+    }
+    const results = wanted.map((hostId): DeprovisionResult => {
       const mine = owned.get(hostId) ?? [];
       const refused = (foreign.get(hostId) ?? []).map(
         ({ instance, problem }) => `refused to terminate ${instance.InstanceId}: ${problem}`,
       );
-      const live = mine.filter((i) => i.State?.Name !== "shutting-down").map((i) => i.InstanceId as string);
+      const ids = live.get(hostId) ?? [];
       const going = mine.filter((i) => i.State?.Name === "shutting-down").map((i) => i.InstanceId as string);
       const notes: string[] = [];
       let failed = refused.length > 0;
-      if (live.length > 0) {
-        // Terminate only ids that passed the three-tag check above, never a filter's raw answer.
-        try {
-          await this.ec2.send(new TerminateInstancesCommand({ InstanceIds: live }));
-          notes.push(`terminated ${live.join(", ")}`);
-        } catch (err) {
+      if (ids.length > 0) {
+        const error = terminateError.get(hostId);
+        if (error === undefined) notes.push(`terminated ${ids.join(", ")}`);
+        else {
           failed = true;
-          notes.push(`TerminateInstances ${live.join(", ")}: ${errorMessage(err)}`);
+          notes.push(`TerminateInstances ${ids.join(", ")}: ${error}`);
         }
       }
       if (going.length > 0) notes.push(`already shutting down: ${going.join(", ")}`);
       notes.push(...refused);
       if (failed) return { hostId, result: "error", detail: notes.join("; ") };
-      if (live.length > 0) return { hostId, result: "destroyed", detail: notes.join("; ") };
+      if (ids.length > 0) return { hostId, result: "destroyed", detail: notes.join("; ") };
       return { hostId, result: "skipped", detail: notes[0] ?? "no instance found" };
     });
     // The managed group goes with the workshop's last instance. What happened to it is appended to the last

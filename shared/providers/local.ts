@@ -1,5 +1,5 @@
 import { lstatSync, readdirSync, readFileSync, readlinkSync, realpathSync } from "node:fs";
-import { mkdir, readdir, readFile, readlink, rm, stat } from "node:fs/promises";
+import { mkdir, readdir, rm, stat } from "node:fs/promises";
 import { dirname, isAbsolute, join, relative, resolve } from "node:path";
 import { shq } from "../transports/types.ts";
 import { localLabDirProblem, type Workshop } from "../workshop/schema.ts";
@@ -37,9 +37,9 @@ export class LocalProvider implements Provider {
         ];
   }
 
-  async plan(spec: Workshop): Promise<PlanItem[]> {
+  async plan(spec: Workshop, hostIds = hostIdsOf(spec)): Promise<PlanItem[]> {
     return Promise.all(
-      hostIdsOf(spec).map(async (hostId) => {
+      hostIds.map(async (hostId) => {
         const exists = await isDir(this.hostDir(spec.name, hostId));
         return { hostId, action: exists ? ("reuse" as const) : ("create" as const) };
       }),
@@ -58,6 +58,9 @@ export class LocalProvider implements Provider {
 
   async deprovision(spec: Workshop, hostIds: string[]): Promise<DeprovisionResult[]> {
     const results: DeprovisionResult[] = [];
+    // What the labs left running (a service a setup started) ends with them: one look through /proc for
+    // every host, not one per host, which a 500-host teardown would pay 500 times.
+    const endedIn = endProcessesInHosts(hostIds.map((hostId) => this.hostDir(spec.name, hostId)));
     for (const hostId of hostIds) {
       const dir = this.hostDir(spec.name, hostId);
       const rel = relative(resolve(this.root), dir);
@@ -73,8 +76,7 @@ export class LocalProvider implements Provider {
         results.push({ hostId, result: "skipped", detail: "already gone" });
         continue;
       }
-      // What the lab left running on the host (a service its setup started) ends with it.
-      const ended = endProcessesIn(dir);
+      const ended = endedIn.get(dir) ?? 0;
       await rm(dir, { recursive: true, force: true });
       results.push({
         hostId,
@@ -96,7 +98,7 @@ export class LocalProvider implements Provider {
     const wsDir = join(resolve(this.root), spec.name);
     const out: Leftover[] = [];
     const names = (await isDir(wsDir)) ? (await readdir(wsDir)).sort() : [];
-    for (const processInfo of await processesInside(wsDir)) {
+    for (const processInfo of processesInside(wsDir)) {
       out.push({
         kind: "process",
         id: String(processInfo.pid),
@@ -121,13 +123,14 @@ export class LocalProvider implements Provider {
   }
 }
 
-/** Processes whose HOME or working folder lies inside `dir`, with the host folder they are in. */
-async function processesInside(
-  dir: string,
-): Promise<{ pid: number; hostId?: string; dir: string; command: string }[]> {
+/**
+ * Processes whose HOME or working folder is `dir` or lies inside it, with the host folder they are in (the first
+ * folder below `dir`). Linux (/proc); elsewhere nothing is found.
+ */
+function processesInside(dir: string): { pid: number; hostId?: string; dir: string; command: string }[] {
   let entries: string[];
   try {
-    entries = await readdir("/proc");
+    entries = readdirSync("/proc");
   } catch {
     return [];
   }
@@ -135,16 +138,20 @@ async function processesInside(
   for (const entry of entries) {
     if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
     try {
-      const environ = await readFile(`/proc/${entry}/environ`, "utf8");
-      const home = environ
+      const home = readFileSync(`/proc/${entry}/environ`, "utf8")
         .split("\0")
         .find((v) => v.startsWith("HOME="))
         ?.slice(5);
-      const cwd = await readlink(`/proc/${entry}/cwd`).catch(() => undefined);
+      let cwd: string | undefined;
+      try {
+        cwd = readlinkSync(`/proc/${entry}/cwd`);
+      } catch {
+        cwd = undefined;
+      }
       const where = [home, cwd].find((p) => p !== undefined && (p === dir || inside(dir, p)));
       if (!where) continue;
       const hostId = relative(dir, where).split("/")[0] || undefined;
-      const command = (await readFile(`/proc/${entry}/cmdline`, "utf8")).split("\0").join(" ").trim();
+      const command = readFileSync(`/proc/${entry}/cmdline`, "utf8").split("\0").join(" ").trim();
       found.push({
         pid: Number(entry),
         ...(hostId ? { hostId } : {}),
@@ -159,24 +166,53 @@ async function processesInside(
 }
 
 /**
- * Ends (SIGKILL) every process of a local host: its HOME is the host's folder, or it runs in that folder.
- * Linux (/proc); elsewhere nothing is found. Answers how many were ended.
+ * Ends (SIGKILL) every process of a local host: its HOME is the host's folder (or inside it), or it runs in that
+ * folder. Answers how many were ended.
  */
 export function endProcessesIn(dir: string): number {
+  let ended = 0;
+  for (const { pid } of processesInside(dir)) {
+    try {
+      process.kill(pid, "SIGKILL");
+      ended++;
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return ended;
+}
+
+/**
+ * Ends (SIGKILL) every process of these local hosts, as endProcessesIn does for one, in one pass over /proc.
+ * Answers how many were ended in each host's folder (hosts with none are left out).
+ */
+export function endProcessesInHosts(dirs: string[]): Map<string, number> {
+  const ended = new Map<string, number>();
+  if (dirs.length === 0) return ended;
+  const hosts = new Set(dirs);
+  // The host folder a path lies in: itself, or its parent folder when that is one (`<root>/<ws>/<host>/...`).
+  const hostOf = (path: string): string | undefined => {
+    for (let p = path; p !== dirname(p); p = dirname(p)) if (hosts.has(p)) return p;
+    return undefined;
+  };
   let pids: string[];
   try {
     pids = readdirSync("/proc").filter((e) => /^\d+$/.test(e) && Number(e) !== process.pid);
   } catch {
-    return 0;
+    return ended;
   }
-  let ended = 0;
   for (const pid of pids) {
     try {
-      const cwd = readlinkSync(`/proc/${pid}/cwd`);
-      const home = readFileSync(`/proc/${pid}/environ`, "utf8").split("\0").includes(`HOME=${dir}`);
-      if (!home && cwd !== dir && !cwd.startsWith(`${dir}/`)) continue;
+      const home = readFileSync(`/proc/${pid}/environ`, "utf8")
+        .split("\0")
+        .find((v) => v.startsWith("HOME="))
+        ?.slice(5);
+      const host =
+        (home !== undefined && hosts.has(home) ? home : undefined) ??
+        hostOf(readlinkSync(`/proc/${pid}/cwd`));
+      if (!host) continue;
       process.kill(Number(pid), "SIGKILL");
-      ended++;
+      ended.set(host, (ended.get(host) ?? 0) + 1);
     } catch {
       // gone meanwhile, or not ours to read
     }

@@ -1,9 +1,14 @@
 import { hostAddress } from "../fleet/hosts.ts";
 import { mapLimit } from "../runtime/concurrency.ts";
 import { useDeps } from "../runtime/deps.ts";
-import { errorMessage } from "../runtime/errors.ts";
 import type { Workshop } from "../workshop/schema.ts";
-import type { DeprovisionResult, PlanItem, Provider, ProvisionedHost } from "./types.ts";
+import {
+  answering,
+  type DeprovisionResult,
+  type PlanItem,
+  type Provider,
+  type ProvisionedHost,
+} from "./types.ts";
 
 /**
  * Bring-your-own hosts, listed in hosts[] and reached over SSH. Provisioning only checks that each one
@@ -45,17 +50,11 @@ export class StaticProvider implements Provider {
           labels: h.labels,
           ...(h.public_ip ? { publicIp: h.public_ip } : {}),
         };
-        const t = transport(hostAddress(spec, this, { hostId: h.id, address: h.ssh }));
-        try {
-          const r = await t.exec("true", { step: "provision: check the host answers", timeoutMs: 30_000 });
-          return r.exitCode === 0
-            ? base
-            : { ...base, error: `host ${h.id} answered with exit code ${r.exitCode}` };
-        } catch (err) {
-          return { ...base, error: errorMessage(err) };
-        } finally {
-          await t.close?.();
-        }
+        return answering(
+          transport(hostAddress(spec, this, { hostId: h.id, address: h.ssh })),
+          base,
+          "provision: check the host answers",
+        );
       },
     );
   }

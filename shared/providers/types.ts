@@ -1,5 +1,5 @@
-import type { ErrorDetail } from "../runtime/errors.ts";
-import type { TransportName } from "../transports/types.ts";
+import { type ErrorDetail, errorMessage } from "../runtime/errors.ts";
+import type { Transport, TransportName } from "../transports/types.ts";
 import type { Workshop } from "../workshop/schema.ts";
 
 export interface ProvisionedHost {
@@ -61,9 +61,20 @@ export interface Provider {
    * shared/fleet/host-keys.ts, pinHostKeysThrough).
    */
   readonly hostKeyChannel?: "ssm";
+  /**
+   * The hosts of a workshop whose hosts come to the provider (enrolled machines that joined and may be given
+   * work), read from the store: `up` provisions these in place of hostIdsOf(spec), and never removes a host
+   * because the spec does not name it. Absent: the spec names the hosts.
+   */
+  hostIds?(spec: Workshop): Promise<string[]>;
   /** Checks the provider section beyond the schema; returns every problem with its YAML path. */
   validate(spec: Workshop): ErrorDetail[];
-  plan(spec: Workshop): Promise<PlanItem[]>;
+  /**
+   * What provision would do for these hosts (by default every one of the spec), changing nothing. Like
+   * provision and deprovision, it takes the ids the provider knows the machines by: a lab a rollout moved is
+   * planned by its machine id (shared/fleet/machines.ts, planLabs).
+   */
+  plan(spec: Workshop, hostIds?: string[]): Promise<PlanItem[]>;
   /**
    * Provisions these hosts of the spec (by default every one). `expiry` is the workshop's recorded end (it
    * moves with extend): hosts made now end then, not at now + ttl_hours.
@@ -110,13 +121,34 @@ export interface SweptInstance {
   detail?: string;
 }
 
-/** The host ids of a workshop: listed ones for static fleets, `prefix01..prefixNN` otherwise. */
+/**
+ * The host ids of a workshop: listed ones for static fleets, `prefix01..prefixNN` otherwise. Enrolled hosts are
+ * not known from the spec (they join): none here, the provider's `hostIds` lists them.
+ */
 export function hostIdsOf(spec: Workshop): string[] {
   if (spec.provider.type === "static") return spec.hosts.map((h) => h.id);
-  const n = spec.provider.count;
-  const width = Math.max(2, String(n).length);
+  if (spec.provider.type === "enrolled") return [];
+  // Two digits at least, whatever the count: a lab keeps its id when the workshop grows past 99 hosts
+  // (student-99, student-100), and `labfleet scale` adds ids the fleet's own way.
   return Array.from(
-    { length: n },
-    (_, i) => `${spec.provider.host_id_prefix}${String(i + 1).padStart(width, "0")}`,
+    { length: spec.provider.count },
+    (_, i) => `${spec.provider.host_id_prefix}${String(i + 1).padStart(2, "0")}`,
   );
+}
+
+/**
+ * A host a provider did not create (bring-your-own, enrolled) as provision reports it: `base`, or `base` with the
+ * reason when `true` does not run on it. The transport is closed after.
+ */
+export async function answering(t: Transport, base: ProvisionedHost, step: string): Promise<ProvisionedHost> {
+  try {
+    const r = await t.exec("true", { step, timeoutMs: 30_000 });
+    return r.exitCode === 0
+      ? base
+      : { ...base, error: `host ${base.hostId} answered with exit code ${r.exitCode}` };
+  } catch (err) {
+    return { ...base, error: errorMessage(err) };
+  } finally {
+    await t.close?.();
+  }
 }

@@ -9,6 +9,8 @@ import { VisibleError } from "./errors.ts";
 export type Actor =
   | { type: "instructor"; id: string; name?: string }
   | { type: "system"; id: string }
+  /** A host's own signed call (shared/agent/): an enrolled host's agent, or a host pushing its lab's progress. */
+  | { type: "host"; workshop: string; hostId: string }
   | { type: "public" };
 
 const storage = new AsyncLocalStorage<Actor>();
@@ -32,9 +34,11 @@ export function assertActor(...types: Actor["type"][]): Actor {
 
 /**
  * Who did it, in words for an activity list: the instructor's name ("instructor" without one), "labfleet" for
- * what labfleet did by itself (workflows, schedules, health passes), "student" for the portal's visitors.
+ * what labfleet did by itself (workflows, schedules, health passes), "host ID" for a host's own call, "student" for
+ * the portal's visitors.
  */
 export function actorName(actor: Actor = useActor()): string {
   if (actor.type === "instructor") return actor.name?.trim() || "instructor";
+  if (actor.type === "host") return `host ${actor.hostId}`;
   return actor.type === "system" ? "labfleet" : "student";
 }

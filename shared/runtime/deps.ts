@@ -98,6 +98,12 @@ export interface Deps {
    * (the cloud), each operation's connections end with it.
    */
   connections?: { release(workshop: string, hostIds?: readonly string[]): Promise<void> };
+  /**
+   * The URL hosts reach labfleet's API on, for the progress their wrappers push (shared/fleet/push-config.ts): the
+   * local runtime's own 127.0.0.1 address once it listens, the cloud's API URL. Without one, nothing is pushed and
+   * hosts are followed by polling alone.
+   */
+  hostApiUrl?: () => string | undefined;
 }
 
 /** Ends the pooled connections of a workshop's hosts (all of them without `hostIds`), where there is a pool. */

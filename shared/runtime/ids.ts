@@ -1,7 +1,14 @@
 import { ulid } from "ulid";
 import { z } from "zod";
 
-const prefixes = { run: "run", schedule: "sch", request: "req", rollout: "rol" } as const;
+const prefixes = {
+  run: "run",
+  schedule: "sch",
+  request: "req",
+  rollout: "rol",
+  command: "cmd",
+  exec: "exj",
+} as const;
 
 /** Prefixed, time-ordered ids: `run_01J...`. */
 export function createID(kind: keyof typeof prefixes): string {

@@ -51,6 +51,26 @@ export const EVENT_TYPES = [
   "lab.invited",
   /** An instructor let held-back addresses into the portal again (`addresses`). */
   "portal.unblocked",
+  /**
+   * Enrolled hosts' agents (shared/agent/check-in.ts, shared/agent/host-controls.ts): a host that missed three
+   * check-ins, one that called in again, and an instructor's drain, disable, enable and remove.
+   */
+  "host.unreachable",
+  "host.reachable",
+  "host.drained",
+  "host.disabled",
+  "host.enabled",
+  "host.removed",
+  /**
+   * Enrollment (shared/agent/): a machine joined with a join token (`enrollment`: pending or approved; `student`
+   * when it joined from a student's lab join page), an instructor approved or rejected a pending one, and join
+   * tokens created (`uses`, `approve`, `expiry`) and revoked (`tokenId`). Never the token itself.
+   */
+  "host.joined",
+  "host.approved",
+  "host.rejected",
+  "join_token.created",
+  "join_token.revoked",
 ] as const;
 export const EVENT_RETENTION_DAYS = 30;
 /**
@@ -73,6 +93,18 @@ export const ROLLOUT_HOST_STATES = [
   "failed",
   "skipped",
   "aborted",
+] as const;
+/** An exec job: running, asked to stop (cancelling), then how it ended. */
+export const EXEC_JOB_STATES = ["running", "cancelling", "succeeded", "failed", "cancelled"] as const;
+/** One host of an exec job: running, then its ExecHostResult status. */
+export const EXEC_RESULT_STATES = [
+  "running",
+  "ok",
+  "failed",
+  "timeout",
+  "error",
+  "skipped",
+  "cancelled",
 ] as const;
 export const SCHEDULE_STATES = ["pending", "fired", "cancelled"] as const;
 /** How a host key came to be trusted (see KeyOrigin in shared/transports/host-keys.ts). */
@@ -166,6 +198,25 @@ function entities(client: DynamoDBDocumentClient, table: string) {
         /** A rollout's notice to this lab's student: the lab is about to be updated, or has just been. */
         notice: { type: ["updating", "updated"] as const },
         noticeAt: { type: "string" },
+        /**
+         * Enrolled hosts (provider `enrolled`, shared/agent/): a host that joined with a join token starts
+         * `pending` (no work until approved) or `approved`. Unset for every other provider.
+         */
+        enrollment: { type: ["pending", "approved"] as const },
+        /** An enrolled host's last signed call (its agent's check-in), ISO time. */
+        lastSeenAt: { type: "string" },
+        /** An enrolled host is `unreachable` once it misses three check-ins, `online` again at its next call. */
+        reachable: { type: ["online", "unreachable"] as const },
+        /** `drained`: no new work and no new claims; `disabled`: sent nothing at all. */
+        drained: { type: "boolean" },
+        disabled: { type: "boolean" },
+        /** What an enrolled host reported about itself at join (hostname, os, cpus, memoryMb, diskGb, kvm ...). */
+        facts: { type: "any" },
+        /**
+         * When the lab's current machine was made, when that is after the record's `createdAt`: a rollout that
+         * promoted a new machine (the old one's life is in hostLife). The receipt's host-hours start here.
+         */
+        machineCreatedAt: { type: "string" },
         createdAt: { type: "string", required: true, readOnly: true },
         updatedAt: { type: "string", required: true },
       },
@@ -236,6 +287,8 @@ function entities(client: DynamoDBDocumentClient, table: string) {
         publicIp: { type: "string" },
         /** lab.health on the new lab: passed, or failed (with the reason in error). */
         gate: { type: ["passed", "failed"] as const },
+        /** The new lab's failed lab.health checks in a row since its setup finished (the gate's retries). */
+        healthFailures: { type: "number" },
         error: { type: "string" },
         /** The end of the failed setup's log, redacted. */
         logTail: { type: "string" },
@@ -286,6 +339,89 @@ function entities(client: DynamoDBDocumentClient, table: string) {
         byWorkshop: {
           pk: { field: "pk", composite: ["workshop"] },
           sk: { field: "sk", composite: ["runId"] },
+        },
+      },
+    },
+    config,
+  );
+
+  /**
+   * An exec job (shared/fleet/exec-jobs.ts): one command on the selected hosts, run by the `exec` workflow. The
+   * command is kept while the job runs (the workflow dispatches it to hosts as slots free up) and removed when it
+   * ends; `commandText` is the redacted start the answers show. Ends by TTL a day after it started.
+   */
+  const execJob = new Entity(
+    {
+      model: { entity: "execJob", version: "1", service },
+      attributes: {
+        workshop: { type: "string", required: true },
+        jobId: { type: "string", required: true },
+        state: { type: EXEC_JOB_STATES, required: true },
+        /** Sealed with the access key: the whole command (removed once the job ends). */
+        command: { type: "string" },
+        /** The command as the `exec` event keeps it (redacted, cut). */
+        commandText: { type: "string", required: true },
+        /** The selected host ids, in the order results are answered and hosts started. */
+        hostIds: { type: "list", items: { type: "string" }, required: true },
+        concurrency: { type: "number", required: true },
+        maxErrors: { type: "number" },
+        timeoutSeconds: { type: "number", required: true },
+        /** The workflow's steps so far (each polls the running hosts and starts more). */
+        steps: { type: "number", default: 0 },
+        transitions: { type: "number", default: 0 },
+        /** Why no further host is started (max errors reached, cancelled). */
+        stopped: { type: "string" },
+        by: { type: "string", required: true },
+        startedAt: { type: "string", required: true },
+        endedAt: { type: "string" },
+        /** Why the job failed outside its hosts (the workflow's own error). */
+        error: { type: "string" },
+        /** Epoch seconds (DynamoDB TTL). */
+        expiresAt: { type: "number", required: true },
+      },
+      indexes: {
+        byWorkshop: {
+          pk: { field: "pk", composite: ["workshop"] },
+          sk: { field: "sk", composite: ["jobId"] },
+        },
+      },
+    },
+    config,
+  );
+
+  /**
+   * One host's part of an exec job: `running` from its start on the host until its result is collected, then
+   * the ExecHostResult (output bounded by EXEC_OUTPUT_BYTES per stream, so an item stays far under 400 KB).
+   */
+  const execResult = new Entity(
+    {
+      model: { entity: "execResult", version: "1", service },
+      attributes: {
+        workshop: { type: "string", required: true },
+        jobId: { type: "string", required: true },
+        hostId: { type: "string", required: true },
+        status: { type: EXEC_RESULT_STATES, required: true },
+        /** Epoch ms the command was started on the host. */
+        startedMs: { type: "number" },
+        exitCode: { type: "number" },
+        stdout: { type: "string" },
+        stderr: { type: "string" },
+        stdoutTruncated: { type: "boolean" },
+        stderrTruncated: { type: "boolean" },
+        stdoutBytes: { type: "number" },
+        stderrBytes: { type: "number" },
+        durationMs: { type: "number" },
+        reason: { type: "string" },
+        /** Polls of a running host that could not reach it in a row. */
+        misses: { type: "number" },
+        updatedAt: { type: "string", required: true },
+        /** Epoch seconds (DynamoDB TTL). */
+        expiresAt: { type: "number", required: true },
+      },
+      indexes: {
+        byJob: {
+          pk: { field: "pk", composite: ["workshop", "jobId"] },
+          sk: { field: "sk", composite: ["hostId"] },
         },
       },
     },
@@ -574,6 +710,33 @@ function entities(client: DynamoDBDocumentClient, table: string) {
     config,
   );
 
+  /**
+   * BYOD (`portal.enrollment: claim`, shared/portal/byod.ts): a student's personal link before their machine joined.
+   * It leads to their join page: the join token made for them (sealed with the runtime's access key, shown only
+   * there) until a machine joins with it; the join turns it into the claim's link and deletes this record.
+   */
+  const joinLink = new Entity(
+    {
+      model: { entity: "joinLink", version: "1", service },
+      attributes: {
+        linkHash: { type: "string", required: true },
+        workshop: { type: "string", required: true },
+        name: { type: "string", required: true },
+        /** The join token, sealed. */
+        tokenSealed: { type: "string", required: true },
+        /** ISO time the join token stops working. */
+        expiry: { type: "string", required: true },
+        createdAt: { type: "string", required: true },
+        /** Epoch seconds: the table's TTL removes the record a day after the token's expiry. */
+        expiresAt: { type: "number", required: true },
+      },
+      indexes: {
+        byHash: { pk: { field: "pk", composite: ["linkHash"] }, sk: { field: "sk", composite: [] } },
+      },
+    },
+    config,
+  );
+
   /** A failure counter for rate limits: one item per scope and 10-minute window, gone by TTL. */
   const rateCounter = new Entity(
     {
@@ -839,12 +1002,164 @@ function entities(client: DynamoDBDocumentClient, table: string) {
     config,
   );
 
+  /**
+   * A host's signing secret (shared/agent/host-secrets.ts): every call a host makes to labfleet (an enrolled
+   * host's agent, or a host pushing its lab's progress) is signed with it. Sealed with the runtime's access key;
+   * `previous` stays valid until `previousUntil` after a rotation, so a call in flight is not refused.
+   */
+  const hostSecret = new Entity(
+    {
+      model: { entity: "hostSecret", version: "1", service },
+      attributes: {
+        workshop: { type: "string", required: true },
+        hostId: { type: "string", required: true },
+        /** The sealed secret; absent once the host is forgotten (`forgottenAt`). */
+        current: { type: "string" },
+        previous: { type: "string" },
+        previousUntil: { type: "string" },
+        rotatedAt: { type: "string", required: true },
+        /** An instructor asked for a new secret: the agent's next poll is told to rotate (cleared by the rotation). */
+        rotateRequested: { type: "boolean" },
+        /**
+         * The workshop forgot the host (its teardown): the secret is gone and nothing it signs is accepted; this
+         * mark only lets labfleet tell the host's agent, unsigned, to forget the workshop. Gone by TTL.
+         */
+        forgottenAt: { type: "string" },
+        expiresAt: { type: "number" },
+      },
+      indexes: {
+        byHost: {
+          pk: { field: "pk", composite: ["workshop", "hostId"] },
+          sk: { field: "sk", composite: [] },
+        },
+      },
+    },
+    config,
+  );
+
+  /** A signed call's nonce, kept while its timestamp is inside the signature window: a replay is refused. */
+  const agentNonce = new Entity(
+    {
+      model: { entity: "agentNonce", version: "1", service },
+      attributes: {
+        workshop: { type: "string", required: true },
+        hostId: { type: "string", required: true },
+        nonce: { type: "string", required: true },
+        /** Epoch seconds: DynamoDB's TTL removes the item once the window is past. */
+        expiresAt: { type: "number", required: true },
+      },
+      indexes: {
+        byNonce: {
+          pk: { field: "pk", composite: ["workshop", "hostId", "nonce"] },
+          sk: { field: "sk", composite: [] },
+        },
+      },
+    },
+    config,
+  );
+
+  /**
+   * A command queued for an enrolled host's agent (shared/agent/commands.ts): the agent takes it with its long
+   * poll, runs it and posts the result. The script and stdin are sealed with the runtime's access key and removed
+   * once the result is in; the item ends by TTL a day after it was queued. Sizes are bounded so an item stays
+   * under DynamoDB's 400 KB.
+   */
+  const agentCommand = new Entity(
+    {
+      model: { entity: "agentCommand", version: "1", service },
+      attributes: {
+        workshop: { type: "string", required: true },
+        hostId: { type: "string", required: true },
+        commandId: { type: "string", required: true },
+        state: { type: ["queued", "taken", "done", "cancelled"] as const, required: true },
+        step: { type: "string" },
+        /** Sealed: the bash script (env exports and the command). */
+        script: { type: "string" },
+        /** Sealed: the command's stdin, base64. */
+        stdin: { type: "string" },
+        timeoutMs: { type: "number", required: true },
+        sudo: { type: "boolean" },
+        exitCode: { type: "number" },
+        /** Sealed: the output, as the agent sent it (within AGENT_STDOUT_MAX / AGENT_STDERR_MAX bytes). */
+        stdout: { type: "string" },
+        stderr: { type: "string" },
+        timedOut: { type: "boolean" },
+        truncated: { type: "boolean" },
+        createdAt: { type: "string", required: true },
+        takenAt: { type: "string" },
+        finishedAt: { type: "string" },
+        /** Epoch seconds (DynamoDB TTL). */
+        expiresAt: { type: "number", required: true },
+      },
+      indexes: {
+        byHost: {
+          pk: { field: "pk", composite: ["workshop", "hostId"] },
+          sk: { field: "sk", composite: ["commandId"] },
+        },
+      },
+    },
+    config,
+  );
+
+  /**
+   * A join token (shared/agent/join-tokens.ts): machines that present it may join the workshop as hosts. Only its
+   * SHA-256 is kept (the token is shown once); `remaining` is decremented by a conditional write, so a token of N
+   * uses lets exactly N machines join however many race. The key starts with the workshop's name (the token holds
+   * it), so a student's own one-use token (BYOD) can be written from the portal's function.
+   */
+  const joinToken = new Entity(
+    {
+      model: { entity: "joinToken", version: "1", service },
+      attributes: {
+        workshop: { type: "string", required: true },
+        hash: { type: "string", required: true },
+        tokenId: { type: "string", required: true },
+        uses: { type: "number", required: true },
+        remaining: { type: "number", required: true },
+        approve: { type: ["auto", "manual"] as const, required: true },
+        /** ISO time the token stops working. */
+        expiry: { type: "string", required: true },
+        createdAt: { type: "string", required: true, readOnly: true },
+        /** Who made it (actorName()). */
+        by: { type: "string", required: true },
+        revokedAt: { type: "string" },
+        /** The hosts that joined with it, in order. */
+        hostIds: { type: "list", items: { type: "string" } },
+        /**
+         * BYOD (`portal.enrollment: claim`): the student the token was given to on their lab join page, with what
+         * their claim will hold (as a queue entry does): the machine that joins with it becomes their lab.
+         */
+        claimant: { type: "any" },
+        /** Epoch seconds: the table's TTL removes the record a week after its expiry. */
+        expiresAt: { type: "number", required: true },
+      },
+      indexes: {
+        byToken: {
+          pk: { field: "pk", composite: ["workshop", "hash"] },
+          sk: { field: "sk", composite: [] },
+        },
+        byWorkshop: {
+          index: "gsi1",
+          pk: { field: "gsi1pk", composite: ["workshop"] },
+          sk: { field: "gsi1sk", composite: ["tokenId"] },
+        },
+      },
+    },
+    config,
+  );
+
   return {
     workshop,
     host,
+    joinToken,
+    hostSecret,
+    agentNonce,
+    agentCommand,
     hostLife,
     labTiming,
     run,
+    execJob,
+    execResult,
     schedule,
     hostKey,
     portal,
@@ -855,6 +1170,7 @@ function entities(client: DynamoDBDocumentClient, table: string) {
     queueEntry,
     queueEmail,
     queueLink,
+    joinLink,
     checkResult,
     checkPress,
     rateCounter,
@@ -882,6 +1198,8 @@ export type Store = ReturnType<typeof createStore>;
 export type WorkshopItem = EntityItem<Entities["workshop"]>;
 export type HostItem = EntityItem<Entities["host"]>;
 export type RunItem = EntityItem<Entities["run"]>;
+export type ExecJobItem = EntityItem<Entities["execJob"]>;
+export type ExecResultItem = EntityItem<Entities["execResult"]>;
 export type ScheduleItem = EntityItem<Entities["schedule"]>;
 export type PortalItem = EntityItem<Entities["portal"]>;
 export type ClaimItem = EntityItem<Entities["claim"]>;
@@ -893,6 +1211,10 @@ export type DeviceLoginItem = EntityItem<Entities["deviceLogin"]>;
 export type EventItem = EntityItem<Entities["event"]>;
 export type ReceiptItem = EntityItem<Entities["receipt"]>;
 export type HostLifeItem = EntityItem<Entities["hostLife"]>;
+export type HostSecretItem = EntityItem<Entities["hostSecret"]>;
+export type AgentCommandItem = EntityItem<Entities["agentCommand"]>;
+export type JoinTokenItem = EntityItem<Entities["joinToken"]>;
+export type JoinLinkItem = EntityItem<Entities["joinLink"]>;
 export type HostKeyItem = EntityItem<Entities["hostKey"]>;
 export type LabTimingItem = EntityItem<Entities["labTiming"]>;
 export type RolloutItem = EntityItem<Entities["rollout"]>;

@@ -7,7 +7,14 @@ import {
   SSMServiceException,
 } from "@aws-sdk/client-ssm";
 import { VisibleError } from "../runtime/errors.ts";
-import { type ExecOptions, type ExecResult, envExports, shq, type Transport } from "./types.ts";
+import {
+  type ExecOptions,
+  type ExecResult,
+  envExports,
+  readBoundedInput,
+  shq,
+  type Transport,
+} from "./types.ts";
 
 export interface SsmTransportOptions {
   workshop: string;
@@ -234,23 +241,7 @@ export class SsmTransport implements Transport {
         "host.stdin_too_large",
         `${this.label}: the input of ${step} is larger than SSM can carry (${Math.round(maxBytes / 1024)} KiB at most through SendCommand): let the host fetch it instead (e.g. lab.source as a git URL)`,
       );
-    if (typeof input === "string" || Buffer.isBuffer(input)) {
-      const buf = typeof input === "string" ? Buffer.from(input, "utf8") : input;
-      if (buf.length > maxBytes) throw tooLarge();
-      return buf;
-    }
-    const chunks: Buffer[] = [];
-    let size = 0;
-    for await (const chunk of input) {
-      const buf = typeof chunk === "string" ? Buffer.from(chunk, "utf8") : Buffer.from(chunk);
-      size += buf.length;
-      if (size > maxBytes) {
-        (input as NodeJS.ReadableStream & { destroy?: () => void }).destroy?.();
-        throw tooLarge();
-      }
-      chunks.push(buf);
-    }
-    return Buffer.concat(chunks);
+    return readBoundedInput(input, maxBytes, tooLarge);
   }
 
   private exports(env: Record<string, string> | undefined): string {

@@ -1,4 +1,5 @@
 import { VisibleError } from "../runtime/errors.ts";
+import { collectBytes } from "./run-bash.mjs";
 
 /** How labfleet runs a command on a host. Files travel over stdin, never through a world-readable path. */
 export interface ExecOptions {
@@ -32,7 +33,7 @@ export interface Transport {
   close?(): Promise<void>;
 }
 
-export type TransportName = "local" | "ssh" | "ssm";
+export type TransportName = "local" | "ssh" | "ssm" | "agent";
 
 /** Quote a string for a POSIX shell. */
 export function shq(s: string): string {
@@ -43,23 +44,11 @@ export const OUTPUT_CAP_BYTES = 1024 * 1024;
 
 /** Collects a command's output up to OUTPUT_CAP_BYTES: a runaway command cannot fill memory. */
 export function collectCapped(stream: NodeJS.ReadableStream) {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  let truncated = false;
-  stream.on("data", (chunk: Buffer) => {
-    if (size >= OUTPUT_CAP_BYTES) {
-      truncated = true;
-      return;
-    }
-    const room = OUTPUT_CAP_BYTES - size;
-    chunks.push(chunk.length > room ? chunk.subarray(0, room) : chunk);
-    size += Math.min(chunk.length, room);
-    if (chunk.length > room) truncated = true;
-  });
+  const kept = collectBytes(stream, OUTPUT_CAP_BYTES);
   return {
-    text: () => Buffer.concat(chunks).toString("utf8"),
+    text: () => kept.bytes().toString("utf8"),
     get truncated() {
-      return truncated;
+      return kept.truncated;
     },
   };
 }
@@ -74,4 +63,32 @@ export function envExports(env: Record<string, string> | undefined, hostId: stri
       return `export ${key}=${shq(value)};\n`;
     })
     .join("");
+}
+
+/**
+ * Reads a command's stdin into memory, at most `maxBytes` (transports that carry it in a request: SSM, the agent):
+ * past that the stream is destroyed and `tooLarge()` is thrown, so a big input never fills memory.
+ */
+export async function readBoundedInput(
+  input: NonNullable<ExecOptions["stdin"]>,
+  maxBytes: number,
+  tooLarge: () => Error,
+): Promise<Buffer> {
+  if (typeof input === "string" || Buffer.isBuffer(input)) {
+    const buf = typeof input === "string" ? Buffer.from(input, "utf8") : input;
+    if (buf.length > maxBytes) throw tooLarge();
+    return buf;
+  }
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of input) {
+    const buf = typeof chunk === "string" ? Buffer.from(chunk, "utf8") : Buffer.from(chunk);
+    size += buf.length;
+    if (size > maxBytes) {
+      (input as NodeJS.ReadableStream & { destroy?: () => void }).destroy?.();
+      throw tooLarge();
+    }
+    chunks.push(buf);
+  }
+  return Buffer.concat(chunks);
 }

@@ -16,6 +16,13 @@
  */
 export const HISTORY_EVENT_LIMIT = 25_000;
 
+/**
+ * The most hosts one workshop may have, on every provider (provider.count, hosts[]): what one `up` and one
+ * teardown are built and tested to carry within the quotas below (docs/operations.md, "How large a workshop
+ * can be").
+ */
+export const MAX_WORKSHOP_HOSTS = 500;
+
 /** An inline Map state runs at most 40 iterations at once, whatever its MaxConcurrency says. */
 export const INLINE_MAP_MAX_CONCURRENCY = 40;
 
@@ -33,10 +40,10 @@ export const PAYLOAD_LIMIT_BYTES = 262_144;
 export const EVENTS_PER_POLL = 9;
 
 /**
- * One host in the Deploy Map, at most without retries: MapIterationStarted; DeployHost failing (TaskStateEntered,
- * TaskScheduled, TaskStarted, TaskFailed, TaskStateExited, as its Catch moves on); RecordHostFailure
- * (TaskStateEntered, TaskScheduled, TaskStarted, TaskSucceeded, TaskStateExited); MapIterationSucceeded.
- * A host that deploys costs 7 of these 12.
+ * One item of the Deploy Map (one host, or one batch of hosts: deployBatchSize), at most without retries:
+ * MapIterationStarted; DeployHost failing (TaskStateEntered, TaskScheduled, TaskStarted, TaskFailed,
+ * TaskStateExited, as its Catch moves on); RecordHostFailure (TaskStateEntered, TaskScheduled, TaskStarted,
+ * TaskSucceeded, TaskStateExited); MapIterationSucceeded. An item that deploys costs 7 of these 12.
  */
 export const EVENTS_PER_HOST = 12;
 
@@ -48,7 +55,31 @@ export const EVENTS_PER_HOST = 12;
 export const LAMBDA_RETRIES_PER_TASK = 4 + 8;
 
 /**
- * Room for Lambda errors on every host: DeployHost and RecordHostFailure each retried as far as their
+ * The most items the Deploy Map is given. A larger fleet goes in batches: each item deploys up to
+ * deployBatchSize hosts in one DeployHost invocation (the hosts of a batch side by side), so a 500-host run's
+ * history holds 100 items, not 500, and its worst case stays far inside the 25,000 events.
+ */
+export const MAX_DEPLOY_ITEMS = 100;
+
+/** The hosts one Deploy Map item deploys, for a workshop of `hosts` hosts: 1 up to 100 hosts, 5 at 500. */
+export function deployBatchSize(hosts: number): number {
+  return Math.max(1, Math.ceil(hosts / MAX_DEPLOY_ITEMS));
+}
+
+/** The Deploy Map's items for these hosts, in order, in batches of `size`. */
+export function deployBatches(hostIds: string[], size: number): string[][] {
+  const out: string[][] = [];
+  for (let i = 0; i < hostIds.length; i += size) out.push(hostIds.slice(i, i + size));
+  return out;
+}
+
+/** The Deploy Map's item count for a workshop of `hosts` hosts. */
+export function deployItems(hosts: number): number {
+  return Math.ceil(hosts / deployBatchSize(hosts));
+}
+
+/**
+ * Room for Lambda errors on every Map item: DeployHost and RecordHostFailure each retried as far as their
  * retriers allow (the Deploy Map invokes up to 40 functions at once, where Lambda throttles first), each retry
  * adding TaskScheduled, TaskStarted and TaskFailed.
  */
@@ -84,7 +115,7 @@ export function worstCaseHistoryEvents(pollSeconds: number, timeoutMinutes: numb
   return (
     FIXED_EVENTS +
     RETRY_MARGIN_EVENTS +
-    hosts * (EVENTS_PER_HOST + RETRY_EVENTS_PER_HOST) +
+    deployItems(hosts) * (EVENTS_PER_HOST + RETRY_EVENTS_PER_HOST) +
     maxPolls(pollSeconds, timeoutMinutes) * EVENTS_PER_POLL
   );
 }
@@ -95,7 +126,7 @@ export function pollBudget(hosts: number): number {
     HISTORY_EVENT_LIMIT -
     FIXED_EVENTS -
     RETRY_MARGIN_EVENTS -
-    hosts * (EVENTS_PER_HOST + RETRY_EVENTS_PER_HOST);
+    deployItems(hosts) * (EVENTS_PER_HOST + RETRY_EVENTS_PER_HOST);
   return Math.max(0, Math.floor(room / EVENTS_PER_POLL));
 }
 

@@ -1,6 +1,11 @@
 import { z } from "zod";
 import { HOST_KEY_FORMS, type HostKey, parseHostKeyLine } from "../transports/host-keys.ts";
-import { HISTORY_EVENT_LIMIT, historyBudget, INLINE_MAP_MAX_CONCURRENCY } from "./limits.ts";
+import {
+  HISTORY_EVENT_LIMIT,
+  historyBudget,
+  INLINE_MAP_MAX_CONCURRENCY,
+  MAX_WORKSHOP_HOSTS,
+} from "./limits.ts";
 
 /**
  * The schema of workshop.yaml. Every object is strict (unknown keys are errors), every limit says what
@@ -152,6 +157,12 @@ export const Lab = z
       .max(1440, { error: "expected minutes (a number greater than 0, at most 1440)" })
       .default(180),
     poll_seconds: int("seconds between readiness polls", 5, 3600).default(60),
+    push: z
+      .boolean({ error: "expected true or false" })
+      .default(true)
+      .describe(
+        "Whether hosts that can reach labfleet's API push their lab's progress (signed per host), so a lab is claimable as soon as its health passes. false: polling alone (every poll_seconds). EC2 hosts are always polled.",
+      ),
     requires: Requires.default({}),
     ui_ports: z.array(UiPort).default([]),
     components: z.array(Component).default([]),
@@ -216,19 +227,19 @@ const ProviderCommon = {
 
 export const LocalProvider = z.strictObject({
   type: z.literal("local"),
-  count: int("a host count", 1, 64),
+  count: int("a host count", 1, MAX_WORKSHOP_HOSTS),
   ...ProviderCommon,
 });
 
 export const StaticProvider = z.strictObject({
   type: z.literal("static"),
-  count: int("a host count", 1, 64).optional(),
+  count: int("a host count", 1, MAX_WORKSHOP_HOSTS).optional(),
   ...ProviderCommon,
 });
 
 export const AwsProvider = z.strictObject({
   type: z.literal("aws"),
-  count: int("a host count", 1, 64),
+  count: int("a host count", 1, MAX_WORKSHOP_HOSTS),
   region: text("an AWS region").optional(),
   subnet_id: text("a subnet id").optional(),
   instance_type: text("an EC2 instance type").optional(),
@@ -263,9 +274,31 @@ export const AwsProvider = z.strictObject({
   ...ProviderCommon,
 });
 
-export const Provider = z.discriminatedUnion("type", [LocalProvider, StaticProvider, AwsProvider], {
-  error: "expected provider.type to be local, static or aws",
+/**
+ * Machines that dial in (shared/providers/enrolled.ts): each machine that joins with a join token and is approved
+ * becomes a host of the workshop; labfleet reaches it through its agent (the `agent` transport).
+ */
+export const EnrolledProvider = z.strictObject({
+  type: z.literal("enrolled"),
+  expected: int("a number of machines", 1, 500)
+    .optional()
+    .describe(
+      "How many machines are expected to join: shown beside the hosts that have joined. Provisioning takes the approved machines that have joined, however many.",
+    ),
+  approve: z
+    .enum(["auto", "manual"], { error: "expected auto or manual" })
+    .default("auto")
+    .describe(
+      "With portal.enrollment: claim, whether a machine a student enrolls from their lab's join page is approved at once (auto) or waits for an instructor's approval (manual).",
+    ),
+  ...ProviderCommon,
 });
+
+export const Provider = z.discriminatedUnion(
+  "type",
+  [LocalProvider, StaticProvider, AwsProvider, EnrolledProvider],
+  { error: "expected provider.type to be local, static, aws or enrolled" },
+);
 
 /**
  * `hosts[].host_key`: one host key line given out of band, or a list of them (`hostKeysOf` reads them). Each
@@ -327,6 +360,12 @@ export const Portal = z.strictObject({
     .describe(
       "How many ready labs to keep off the board, for swaps: the highest-numbered free labs stay out of claims and the waiting line, and free labs fill the spares before the line is served.",
     ),
+  enrollment: z
+    .enum(["claim"], { error: "expected claim" })
+    .optional()
+    .describe(
+      "Bring your own device (provider.type enrolled only): a student who claims gets a join page with the one line to run on their own machine instead of a lab, and the machine that joins with it becomes their lab.",
+    ),
 });
 
 /**
@@ -364,9 +403,10 @@ function historyRule(
   const timeout = w.lab?.timeout_minutes;
   if (!validCount(poll) || poll < 5 || poll > 3600) return;
   if (typeof timeout !== "number" || !(timeout > 0) || timeout > 1440) return;
-  const count = w.provider?.count;
+  const count =
+    w.provider?.type === "enrolled" ? (w.provider as { expected?: unknown }).expected : w.provider?.count;
   const hosts = w.provider?.type === "static" ? (validCount(count) ? count : listedHosts) : count;
-  if (!validCount(hosts) || hosts > 64) return;
+  if (!validCount(hosts) || hosts > MAX_WORKSHOP_HOSTS) return;
   const b = historyBudget(poll, timeout, hosts);
   if (b.fits) return;
   const fixes = [
@@ -393,7 +433,10 @@ export const Workshop = z
     lab: Lab,
     defaults: Defaults.default({}),
     provider: Provider,
-    hosts: z.array(HostEntry).default([]),
+    hosts: z
+      .array(HostEntry)
+      .max(MAX_WORKSHOP_HOSTS, { error: `expected at most ${MAX_WORKSHOP_HOSTS} hosts` })
+      .default([]),
     ssh: Ssh.default({ require_known_host_keys: false }),
     portal: Portal.default({
       enabled: false,
@@ -440,11 +483,27 @@ export const Workshop = z
             message: `expected ${hosts.length} (the number of hosts[]) or no count for provider.type static`,
           });
         }
-      } else if ((type === "local" || type === "aws") && hosts.length > 0) {
+      } else if ((type === "local" || type === "aws" || type === "enrolled") && hosts.length > 0) {
         ctx.addIssue({
           code: "custom",
           path: ["hosts"],
           message: `expected no hosts[] for provider.type ${type}: hosts[] lists bring-your-own hosts (type static)`,
+        });
+      }
+      const portal = (value as unknown as { portal?: { enrollment?: unknown; mode?: unknown } }).portal;
+      if (portal?.enrollment === "claim" && type !== "enrolled" && typeof type === "string") {
+        ctx.addIssue({
+          code: "custom",
+          path: ["portal", "enrollment"],
+          message: `expected portal.enrollment: claim only with provider.type enrolled (students enroll their own machines), got provider.type ${type}`,
+        });
+      }
+      if (portal?.enrollment === "claim" && portal.mode === "roster") {
+        ctx.addIssue({
+          code: "custom",
+          path: ["portal", "mode"],
+          message:
+            "expected mode open or both with portal.enrollment: claim: students enroll their machines from the claim form",
         });
       }
       historyRule(w, hosts.length, ctx);
@@ -460,6 +519,15 @@ export type Workshop = z.output<typeof Workshop>;
 export type WorkshopInput = z.input<typeof Workshop>;
 export type HostEntry = z.output<typeof HostEntry>;
 export type Check = z.output<typeof Check>;
+
+/**
+ * Whether labfleet makes this provider's hosts (local sandboxes, EC2 instances), so it can make more, build a new
+ * one beside an old one and must remove what it made; or is given them (bring-your-own over SSH, enrolled
+ * machines that dialled in), so it can only use and update them in place.
+ */
+export function makesHosts(type: Workshop["provider"]["type"]): boolean {
+  return type === "local" || type === "aws";
+}
 
 /** The keys `hosts[].host_key` gives a host (the schema checked every line), as `type base64` blobs. */
 export function hostKeysOf(entry: { host_key?: string | string[] | undefined } | undefined): HostKey[] {

@@ -6,8 +6,9 @@ import { workshopYaml } from "../harness/runtime.ts";
 
 /**
  * Run a command from the console, in headless Chromium against the local runtime: the form on the workshop
- * page, the confirmation that names the student whose claimed lab the command reaches, and the results page
- * with one row per host (status, exit code, output). On a desktop and on a phone.
+ * page, the confirmation that names the student whose claimed lab the command reaches, and the job's page, which
+ * follows the job live (one row per host as its result arrives: status, exit code, output) and cancels it. On a
+ * desktop and on a phone.
  */
 
 const WS = "execws";
@@ -48,6 +49,12 @@ afterAll(async () => {
   await e?.close();
 });
 
+/** The job's page once the job has ended (it follows the job live until then). */
+const ended = (p: Page) =>
+  p
+    .locator('#exec-summary:is([data-state="succeeded"], [data-state="failed"], [data-state="cancelled"])')
+    .waitFor({ timeout: 60_000 });
+
 const claimedLab = async () =>
   ((await world().api("GET", `/${WS}/portal/status`)).claims as { lab: string; name: string }[])[0];
 
@@ -70,6 +77,7 @@ describe("running a command from the console", () => {
     await p.getByRole("button", { name: "Run on 3 hosts" }).click();
 
     await p.getByRole("heading", { level: 1, name: `Command on ${WS}` }).waitFor();
+    await ended(p);
     expect((await p.locator("#exec-summary").textContent())?.trim()).toBe(
       "2 ok, 1 failed (exit 3): student-02",
     );
@@ -106,6 +114,7 @@ describe("running a command from the console", () => {
     await screenshot(p, SHOTS.phoneConfirm);
     await p.getByRole("button", { name: "Run on 3 hosts" }).click();
     await p.getByRole("heading", { level: 1, name: `Command on ${WS}` }).waitFor();
+    await ended(p);
     expect((await p.locator("#exec-summary").textContent())?.trim()).toBe("3 ok");
     widths = await pageWidths(p);
     expect(widths.scrollWidth).toBeLessThanOrEqual(widths.innerWidth);
@@ -119,7 +128,41 @@ describe("running a command from the console", () => {
     await q.locator("#exec-hosts").fill(free.join(" "));
     await q.locator('form[action$="/exec"]').getByRole("button", { name: "Run" }).click();
     await q.getByRole("heading", { level: 1, name: `Command on ${WS}` }).waitFor();
+    await ended(q);
     expect((await q.locator("#exec-summary").textContent())?.trim()).toBe("2 ok");
+    expect(world().pageErrors.flat()).toEqual([]);
+  });
+
+  it("follows a running command live, without a reload, and cancels it", async () => {
+    const claim = await claimedLab();
+    const free = ["student-01", "student-02", "student-03"].filter((id) => id !== claim?.lab);
+    const [quick, slow] = free as [string, string];
+    const p = await workshopPage({ width: 1280, height: 900 });
+    await p
+      .getByLabel("Command (bash, on each host)")
+      .fill(`case "$(basename "$PWD")" in ${slow}) sleep 46;; *) echo quick;; esac`);
+    await p.locator("#exec-hosts").fill(free.join(" "));
+    await p.locator('form[action$="/exec"]').getByRole("button", { name: "Run" }).click();
+    await p.getByRole("heading", { level: 1, name: `Command on ${WS}` }).waitFor();
+    // Marked so a reload would show: the page must change in place.
+    await p.evaluate(() => {
+      (globalThis as unknown as { execMarker?: number }).execMarker = 1;
+    });
+    await p.locator(`#exec-results tr[data-host="${quick}"][data-status="ok"]`).waitFor({ timeout: 30_000 });
+    await p
+      .locator(`#exec-results tr[data-host="${slow}"][data-status="running"]`)
+      .waitFor({ timeout: 30_000 });
+    expect(await p.locator("#exec-summary").getAttribute("data-state")).toBe("running");
+    // The same document: the rows came in place, without a reload.
+    expect(await p.evaluate(() => (globalThis as unknown as { execMarker?: number }).execMarker)).toBe(1);
+    // Cancelling is a form (it works without JavaScript): the job's page comes back.
+    await p.getByRole("button", { name: "Cancel the command" }).click();
+    await ended(p);
+    expect((await p.locator("#exec-summary").textContent())?.trim()).toBe("cancelled: 1 ok, 1 cancelled");
+    expect(await p.locator(`#exec-results tr[data-host="${slow}"]`).getAttribute("data-status")).toBe(
+      "cancelled",
+    );
+    expect(await p.getByRole("button", { name: "Cancel the command" }).count()).toBe(0);
     expect(world().pageErrors.flat()).toEqual([]);
   });
 });

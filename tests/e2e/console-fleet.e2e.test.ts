@@ -135,21 +135,36 @@ describe("the fleet view", () => {
       10_000,
     );
     expect(await p.locator("#fleet-basis").textContent()).toMatch(
-      /^from 1 earlier run( and \d+ labs? of this run)?$/,
+      /^from 1 earlier run( and \d+ labs? of this run)?(, at this run's pace \((as fast as|\d+ % (slower|faster) than) the earlier runs, over \d+ phases?\))?$/,
     );
     expect(await estimate.textContent()).toMatch(/still building ready in about \d+ (s|min)/);
-    expect(await count(p, "building")).toBeGreaterThan(0);
-    expect((await count(p, "building")) + (await count(p, "ready"))).toBe(COUNT);
-    // A building lab's timeline: one bar per phase it reported, each named for screen readers.
-    const building = p.locator('#live-hosts tr[data-state="deploying"]').first();
-    // Taken now, while it builds: on a busy machine every lab may be ready by the time the phone page is read.
-    const id = (await building.getAttribute("id")) ?? "";
+    // Both counts from one reading of the page: a live update between two reads would mix two moments.
+    const [buildingNow, readyNow] = await p
+      .locator("#live-fleet")
+      .evaluate((fleet) =>
+        ["building", "ready"].map((what) =>
+          Number(fleet.querySelector(`[data-count="${what}"] strong`)?.textContent),
+        ),
+      );
+    expect(buildingNow).toBeGreaterThan(0);
+    expect((buildingNow ?? 0) + (readyNow ?? 0)).toBe(COUNT);
+    // A building lab's timeline: one bar per phase it reported, each named for screen readers. Read from one
+    // moment of the page, while it builds: a live update may turn the row ready between two of Playwright's steps.
+    const row = await p.locator("#live-hosts").evaluate((hosts) => {
+      const tr = hosts.querySelector('tr[data-state="deploying"]');
+      return {
+        id: tr?.id ?? "",
+        bar: tr?.querySelector("svg.timeline g.bar")?.getAttribute("aria-label") ?? "",
+        timeline: tr?.querySelector("svg.timeline")?.getAttribute("aria-label") ?? "",
+        phase: tr?.querySelectorAll("td")[1]?.textContent ?? "",
+      };
+    });
+    const id = row.id;
+    expect(id).toMatch(/^host-student-\d\d$/);
     const polls = Number((await p.locator("main").getAttribute("data-polls")) ?? 0);
-    const row = p.locator(`#${id}`);
-    const bar = row.locator("svg.timeline g.bar").first();
-    expect(await bar.getAttribute("aria-label")).toMatch(/^student-\d\d: phase prepare, (running for|\d)/);
-    expect(await row.locator("svg.timeline").getAttribute("aria-label")).toMatch(/timeline: prepare /);
-    expect(await row.locator("td").nth(1).textContent()).toMatch(/prepare|install|configure|started|sync/);
+    expect(row.bar).toMatch(/^student-\d\d: phase prepare, (running for|\d)/);
+    expect(row.timeline).toMatch(/timeline: prepare /);
+    expect(row.phase).toMatch(/prepare|install|configure|started|sync/);
     await screenshot(p, SHOTS.building);
 
     const phone = await signedIn({ width: 390, height: 844 }, `/console/w/${WS}`);
@@ -315,6 +330,12 @@ describe("the fleet view", () => {
       await screenshot(p, confirmShot);
       await p.getByRole("button", { name: `Run on ${COUNT} hosts` }).click();
       await p.getByRole("heading", { level: 1, name: `Command on ${WS}` }).waitFor({ timeout: 30_000 });
+      // The page follows the job live until it has ended.
+      await p
+        .locator(
+          '#exec-summary:is([data-state="succeeded"], [data-state="failed"], [data-state="cancelled"])',
+        )
+        .waitFor({ timeout: 60_000 });
       expect((await p.locator("#exec-summary").textContent())?.trim()).toBe(`${COUNT} ok`);
       expect(await p.locator("#exec-results tr").count()).toBe(COUNT);
       for (let i = 1; i <= COUNT; i++) {

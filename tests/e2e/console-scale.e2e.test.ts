@@ -63,7 +63,7 @@ describe("scaling up from the console", () => {
   it("asks for the new count, says what it adds, and follows the new labs to ready", async () => {
     const p = await workshopPage({ width: 1280, height: 900 });
     const form = p.locator('form[action$="/scale"]');
-    const count = p.getByLabel("Hosts to have (now 2, at most 64)");
+    const count = p.getByLabel("Hosts to have (now 2, at most 500)");
     expect(await count.inputValue()).toBe("3");
     await count.fill("4");
     await form.scrollIntoViewIfNeeded();
@@ -121,7 +121,7 @@ describe("scaling up from the console", () => {
     let widths = await pageWidths(p);
     expect(widths.scrollWidth).toBeLessThanOrEqual(widths.innerWidth);
     const form = p.locator('form[action$="/scale"]');
-    await p.getByLabel("Hosts to have (now 4, at most 64)").fill("5");
+    await p.getByLabel("Hosts to have (now 4, at most 500)").fill("5");
     await form.scrollIntoViewIfNeeded();
     await screenshot(p, SHOTS.phoneForm);
 

@@ -78,10 +78,14 @@ describe("times in the viewer's zone", () => {
     );
     // An event that arrives live reads in local time as well.
     await world().api("POST", `/${WS}/extend`, { hours: 1 });
-    const extended = p.locator('#live-activity tr[data-type="workshop.extended"] time');
+    const extended = p.locator('#live-activity tr[data-type="workshop.extended"] td.num time');
     await extended.waitFor({ timeout: 15_000 });
     const at = (await extended.getAttribute("datetime")) ?? "";
     expect(await extended.textContent()).toBe(formatClock(at, Date.now(), { timeZone: ZONE, seconds: true }));
+    // Its sentence names the new teardown time, in local time too.
+    const until = p.locator('#live-activity tr[data-type="workshop.extended"] td.what time');
+    const expiry = (await until.getAttribute("datetime")) ?? "";
+    expect(await until.textContent()).toBe(formatWhen(expiry, Date.now(), { timeZone: ZONE }));
     await screenshot(p, SHOTS.console);
   });
 
@@ -135,8 +139,11 @@ describe("times in the viewer's zone", () => {
     await p.getByRole("button", { name: /sign in/i }).click();
     await p.goto(`/console/w/${WS}`);
     await p.getByRole("heading", { level: 1, name: WS }).waitFor();
-    for (const [, text] of await times(p, "#live-activity"))
+    for (const [, text] of await times(p, "#live-activity td.num"))
       expect(text).toMatch(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$/);
+    const until = await times(p, "#live-activity td.what");
+    expect(until.length).toBeGreaterThan(0);
+    for (const [, text] of until) expect(text).toMatch(/^\d{4}-\d\d-\d\d \d\d:\d\d UTC$/);
     await screenshot(p, SHOTS.nojs);
   });
 });

@@ -205,14 +205,14 @@ describe("an instructor's day in the console", () => {
   it("shows a bad workshop.yaml's errors at their path and line, then creates the workshop", async () => {
     await page.getByRole("link", { name: "New workshop" }).first().click();
     await page.getByRole("heading", { level: 1, name: "New workshop" }).waitFor();
-    const bad = workshopYaml({ name: WS, lab: "fail" }).replace("count: 3", "count: 99");
+    const bad = workshopYaml({ name: WS, lab: "fail" }).replace("count: 3", "count: 999");
     await page.getByLabel("workshop.yaml", { exact: true }).fill(bad);
     await submit(page, "Save workshop", "/console/new", 400);
     const errors = page.getByRole("alert");
     await errors.getByRole("heading", { name: "workshop.yaml is not valid" }).waitFor();
     const item = errors.locator('li[data-path="provider.count"]');
     expect(await text(item)).toMatch(/^provider\.count \(line 10, column 10\): expected/);
-    expect(await item.locator("code.yaml-line").textContent()).toBe("10:   count: 99");
+    expect(await item.locator("code.yaml-line").textContent()).toBe("10:   count: 999");
     // The text stays in the field to be fixed.
     expect(await page.getByLabel("workshop.yaml", { exact: true }).inputValue()).toBe(bad);
     expect(await page.getByLabel("workshop.yaml", { exact: true }).getAttribute("aria-invalid")).toBe("true");

@@ -158,7 +158,7 @@ describe("on a 390 px phone", () => {
     // Rebuilding claimed labs asks first, naming each student; confirming starts the deploy.
     await p.goto(`/console/w/${WS}`);
     await p.locator("#deploy-force").check();
-    await p.locator('form[action$="/deploy"] button[type="submit"]').click();
+    await p.locator('form[action$="/deploy"]').getByRole("button", { name: "Deploy", exact: true }).click();
     await p.getByRole("heading", { level: 1, name: `Rebuild 5 claimed labs in ${WS}?` }).waitFor();
     await p.getByRole("cell", { name: LONG_NAME }).waitFor();
     expect(await p.getByText(STUDENT.email).count()).toBe(0);

@@ -1,8 +1,8 @@
 import { rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import type { Browser, Page } from "playwright-core";
+import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { clearScreenshots, pageWidths, screenshot } from "../harness/browser.ts";
+import { clearScreenshots, pageWidths, reopen, screenshot } from "../harness/browser.ts";
 import { claimInBrowser, type E2e, readyWorkshop, startE2e } from "../harness/e2e.ts";
 import { readQr } from "../harness/qr.ts";
 import { movableClock, waitFor, workshopYaml } from "../harness/runtime.ts";
@@ -53,7 +53,8 @@ interface Student {
 
 let e: E2e | undefined;
 let code = "";
-let desk: Page;
+/** The desktop browser; each shot opens the link in a new tab, so no earlier page's refresh races it. */
+let desk: BrowserContext;
 let instructor: Page;
 const room: Record<string, Student> = {};
 
@@ -82,9 +83,14 @@ async function shootBoth(s: Student, step: string): Promise<void> {
     `${step}: no sideways scrolling on a phone`,
   ).toBeLessThanOrEqual(PHONE.width);
   await screenshot(s.page, `day-${step}-phone`);
-  await desk.goto(s.path);
-  expect(await heading(desk)).toBe(await heading(s.page));
-  await screenshot(desk, `day-${step}-desktop`);
+  const tab = await desk.newPage();
+  try {
+    await tab.goto(s.path);
+    expect(await heading(tab)).toBe(await heading(s.page));
+    await screenshot(tab, `day-${step}-desktop`);
+  } finally {
+    await tab.close();
+  }
 }
 
 async function arrive(name: string, email: string, pin: string): Promise<Student> {
@@ -117,7 +123,7 @@ beforeAll(async () => {
   clearScreenshots(SHOTS);
   e = await startE2e({ clock });
   code = await readyWorkshop(e, WS, workshopYaml({ name: WS, count: 2, ttlHours: 6, extraLab: CHECKS }), 2);
-  desk = await (await e.newContext({ viewport: DESK })).newPage();
+  desk = await e.newContext({ viewport: DESK });
   instructor = await (await e.newContext({ viewport: { width: 1280, height: 900 } })).newPage();
   await instructor.goto(`/console#token=${encodeURIComponent(e.rt.token)}`);
   await instructor.getByRole("heading", { level: 1, name: "Workshops" }).waitFor();
@@ -196,7 +202,7 @@ describe("the workshop day for students", () => {
       clock.advance(61_000);
       await world().rt.health();
     }
-    await ada.page.goto(ada.path);
+    await reopen(ada.page, ada.path);
     const flag = ada.page.locator("#lab-health");
     expect(await flag.textContent()).toContain("Your lab is not answering; your instructor has been told.");
     await shootBoth(ada, "04-lab-failing");
@@ -219,7 +225,7 @@ describe("the workshop day for students", () => {
 
   it("Check my work fails with its hint, then passes once the work is done", async () => {
     const cy = room["Cy Young"] as Student;
-    await cy.page.goto(cy.path);
+    await reopen(cy.page, cy.path);
     const answer = cy.page.locator("ul.checks li", { hasText: "Answer saved" });
     await cy.page.getByRole("button", { name: /^Check my work/ }).click();
     await cy.page.waitForURL(/\/check#checks$/);
@@ -229,7 +235,7 @@ describe("the workshop day for students", () => {
 
     writeFileSync(join(hostHome("student-02"), "answer.txt"), "42\n");
     clock.advance(31_000); // past the one-press-per-30-seconds limit
-    await cy.page.goto(cy.path);
+    await reopen(cy.page, cy.path);
     await cy.page.getByRole("button", { name: /^Check my work/ }).click();
     await cy.page.waitForURL(/\/check#checks$/);
     expect(await cy.page.locator("#checks [role=status]").textContent()).toBe("The check passed.");
@@ -243,7 +249,7 @@ describe("the workshop day for students", () => {
     const expiry = Date.parse((await world().api("GET", `/${WS}`)).expiry);
     clock.advance(expiry - 10 * MIN + 2_000 - clock.now().getTime());
     const eve = room["Eve Evans"] as Student;
-    await eve.page.goto(eve.path);
+    await reopen(eve.page, eve.path);
     const alert = eve.page.getByRole("alert").filter({ hasText: "10 min left" });
     await alert.waitFor();
     expect(await eve.page.title()).toBe("10 min left · Your lab: student-04");

@@ -59,6 +59,24 @@ export function pageWidths(page: Page): Promise<{ scrollWidth: number; innerWidt
 }
 
 /**
+ * Opens `path` again on a page that may be refreshing itself (a `<meta http-equiv="refresh">`): when the page's
+ * own refresh of the same address interrupts the navigation, that refresh is waited for instead, since it
+ * loads the same page. Any other interruption, or a refresh that lands elsewhere, still fails.
+ */
+export async function reopen(page: Page, path: string): Promise<void> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await page.goto(path);
+      return;
+    } catch (err) {
+      if (attempt >= 2 || !/interrupted by another navigation/.test(String(err))) throw err;
+      await page.waitForLoadState("load");
+      if (new URL(page.url()).pathname === new URL(path, page.url()).pathname) return;
+    }
+  }
+}
+
+/**
  * What went wrong in the pages of `context`, as lines, for a test to expect none: console errors (such as
  * CSP refusals), uncaught page errors, and subresources (the stylesheet...) that failed or answered >= 400.
  * Navigations are left out: their status is the test's to check (a refused link is a 404 page on purpose),

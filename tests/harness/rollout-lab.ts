@@ -8,7 +8,8 @@ import { git } from "./git-http.ts";
  * - `main`: version 1, three phases, an access file, the `built` marker the health check looks for;
  * - `v2`: the same lab at version 2 (a second longer, so a test can see a lab while it is being updated);
  * - `broken`: a setup that fails, printing `broken build of version 3`;
- * - `gated`: version 4, whose setup waits until `$HOME/go` exists (to interrupt a rollout at a chosen point).
+ * - `gated`: version 4, whose setup waits until `$HOME/go` exists (to interrupt a rollout at a chosen point);
+ * - `unhealthy`: version 5, whose setup succeeds but leaves no `built` marker, so lab.health fails after it.
  * Every build appends a line to `$HOME/builds`, and writes the version to VERSION in the lab folder.
  */
 export interface RolloutLab {
@@ -51,6 +52,7 @@ export function makeRolloutLab(): RolloutLab {
     "gated",
     setup(4, 'for _ in $(seq 1 1200); do [ -e "$HOME/go" ] && break; sleep 0.1; done; [ -e "$HOME/go" ]'),
   );
+  commit("unhealthy", setup(5, "").replace("touch built\n", "rm -f built\n"));
   chmodSync(root, 0o755);
   return { dir, source: `git:file://${dir}`, remove: () => rmSync(root, { recursive: true, force: true }) };
 }
@@ -62,7 +64,7 @@ lab:
   source: ${source}
   ref: main
   setup: bash setup.sh
-  health: test -f built
+  health: test -f built || { echo "no built marker in the lab folder"; exit 1; }
   concurrency: 4
   timeout_minutes: 5
 provider:

@@ -46,6 +46,8 @@ export interface LabOptions {
   timeoutMinutes?: number;
   extraLab?: string;
   ttlHours?: number;
+  /** lab.concurrency (default 4). */
+  concurrency?: number;
 }
 
 /** workshop.yaml text for a fixture lab in tests/fixtures/labs/<lab>. */
@@ -55,7 +57,7 @@ lab:
   source: ${join(fixturesDir, "labs", o.lab ?? "quick")}
   setup: bash setup.sh
   health: test -f built
-  concurrency: 4
+  concurrency: ${o.concurrency ?? 4}
   timeout_minutes: ${o.timeoutMinutes ?? 5}
 ${o.extraLab ?? ""}provider:
   type: local
@@ -98,6 +100,43 @@ export function processesUnder(dir: string): number[] {
     }
   }
   return found;
+}
+
+/**
+ * The instructor API of a runtime, as its tests call it: `api(path)` GETs `/api/workshops{path}`, `api(path, body)`
+ * POSTs the body as JSON, both with the runtime's bearer token; the answer's status and parsed JSON.
+ */
+export function workshopsApi(rt: { url: string; token: string }) {
+  // biome-ignore lint/suspicious/noExplicitAny: each test checks the fields it reads
+  return async (path: string, body?: unknown): Promise<{ status: number; body: any }> => {
+    const res = await fetch(`${rt.url}/api/workshops${path}`, {
+      method: body === undefined ? "GET" : "POST",
+      headers: { authorization: `Bearer ${rt.token}`, "content-type": "application/json" },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    return { status: res.status, body: await res.json() };
+  };
+}
+
+/**
+ * Waits up to `timeoutMs` for every process running in `dir` to end (a lab's wrapper can outlive its run by its
+ * last push, a few seconds), then ends what is still there and returns those pids: `[]` when all ended by themselves.
+ */
+export async function processesLeftUnder(dir: string, timeoutMs = 15_000): Promise<number[]> {
+  const deadline = Date.now() + timeoutMs;
+  let left = processesUnder(dir);
+  while (left.length && Date.now() < deadline) {
+    await new Promise((res) => setTimeout(res, 100));
+    left = processesUnder(dir);
+  }
+  for (const pid of left) {
+    try {
+      process.kill(pid, "SIGKILL");
+    } catch {
+      // ended meanwhile
+    }
+  }
+  return left;
 }
 
 /** The DynamoDB Local processes running inside `dir` (a runtime's data folder). */

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { checkMyWork } from "../../shared/portal/checks.ts";
 import { claimLab, recoverLab } from "../../shared/portal/claims.ts";
 import { claimOrWait } from "../../shared/portal/waiting.ts";
+import { formatClock } from "../../shared/runtime/time-format.ts";
 import { runCli } from "../harness/cli.ts";
 import { ConsoleClient, pageText } from "../harness/console-client.ts";
 import { removeDir, tempDir, testRuntime, waitFor, workshopYaml } from "../harness/runtime.ts";
@@ -65,12 +66,22 @@ const story = [
   `${ALICE} revoked Alan Turing's claim on lab student-03; the lab is free again.`,
   `${ALICE} unlocked Grace Hopper's PIN for lab student-01.`,
   `${ALICE} changed the workshop code: students type the new one; personal links keep working.`,
-  /Alice laptop extended the workshop by 1 h; the teardown is at \d{4}-\d\d-\d\d \d\d:\d\d UTC\./,
+  "EXTENDED",
   `${ALICE} started a scale-up (4 → 5 hosts) on student-05.`,
   `${ALICE} removed lab student-05 (scaled down).`,
   `${ALICE} closed claiming in the portal.`,
   "bootstrap token released lab student-01 from Grace Hopper; it is free again.",
 ];
+
+/**
+ * The extend's sentence: the teardown time as a `<time>` the page's script rewrites in the viewer's zone (its
+ * text without a script says UTC), and in the CLI's human format in the terminal's zone.
+ */
+const EXTENDED = {
+  page: /Alice laptop extended the workshop by 1 h; the teardown is at \d{4}-\d\d-\d\d \d\d:\d\d UTC ?\./,
+  cli: /Alice laptop extended the workshop by 1 h; the teardown is at (\d{4}-\d\d-\d\d )?\d\d:\d\d \(in \d+ h( \d+ min)?\)\./,
+};
+const storyFor = (how: keyof typeof EXTENDED) => story.map((s) => (s === "EXTENDED" ? EXTENDED[how] : s));
 
 /** Each part of the story, found in `text` in that order. */
 function expectStory(text: string, parts: (string | RegExp)[]) {
@@ -156,13 +167,18 @@ describe("a workshop day's activity", () => {
     const rows = [...page.text.matchAll(/<td class="what">([\s\S]*?)<\/td>/g)].map((m) =>
       pageText(m[1] ?? ""),
     );
-    expectStory(rows.reverse().join("\n"), story);
+    expectStory(rows.reverse().join("\n"), storyFor("page"));
+    const expiry = (await rt.store.workshop.get({ name: WS }).go()).data?.expiry;
+    expect(expiry).toBeTruthy();
+    const extendRow =
+      /<tr[^>]*data-type="workshop.extended"[^>]*>([\s\S]*?)<\/tr>/.exec(page.text)?.[1] ?? "";
+    expect(extendRow).toContain(`<time datetime="${expiry}" data-time="when">`);
     for (const email of EMAILS) expect(page.text).not.toContain(email);
   });
 
   it("reads as the same sentences in labfleet events, and its JSON has who and whose, never an email", async () => {
     const r = await cli("events", WS);
-    expectStory(r.stdout, story);
+    expectStory(r.stdout, storyFor("cli"));
     expect(r.stdout.split("\n")[0]).toMatch(/^at\s+event\s+id\s+what happened$/);
     for (const email of EMAILS) expect(r.stdout).not.toContain(email);
 
@@ -175,6 +191,12 @@ describe("a workshop day's activity", () => {
     expect(of("lab.recovered")).toEqual([{ student: "Ada Lovelace", by: "student" }]);
     expect(of("checks.run")).toEqual([{ student: "Ada Lovelace", passed: 1, total: 1, by: "student" }]);
     expect(of("workshop.extended")[0]).toMatchObject({ hours: 1, ok: true, by: ALICE });
+    // The teardown time reads in the terminal's zone, as every CLI time does.
+    const expiry = String(of("workshop.extended")[0]?.expiry);
+    const kolkata = await runCli(["events", WS], { env: { ...env, TZ: "Asia/Kolkata" } });
+    const local = formatClock(expiry, Date.now(), { timeZone: "Asia/Kolkata" });
+    expect(local).not.toBe(formatClock(expiry, Date.now(), { timeZone: "UTC" }));
+    expect(kolkata.stdout).toContain(`the teardown is at ${local} (in `);
     expect(of("portal.code_rotated")).toEqual([{ version: 2, by: ALICE }]);
     // What labfleet did by itself is by labfleet; every ready host has its build time.
     const ready = json.events.filter((e) => e.type === "host.ready");

@@ -51,7 +51,7 @@ describe("instructor API", () => {
 
   it("rejects invalid YAML with a 400 listing every path, and stores nothing", async () => {
     const res = await post("/api/workshops", {
-      yaml: "name: Bad Name\nlab:\n  source: x\n  concurrency: 0\nprovider:\n  type: local\n  count: 99\n",
+      yaml: "name: Bad Name\nlab:\n  source: x\n  concurrency: 0\nprovider:\n  type: local\n  count: 999\n",
     });
     expect(res.status).toBe(400);
     const body = await j(res);

@@ -32,7 +32,7 @@ describe("labfleet CLI", () => {
     expect(bad.stdout).toContain("3 errors");
     expect(bad.stdout).toMatch(/^name: expected a name of lowercase letters.*\(line 1, column 7\)$/m);
     expect(bad.stdout).toMatch(/^lab\.setup: expected the command that builds the lab, got an empty string/m);
-    expect(bad.stdout).toMatch(/^provider\.count: expected a host count: a whole number from 1 to 64/m);
+    expect(bad.stdout).toMatch(/^provider\.count: expected a host count: a whole number from 1 to 500/m);
 
     const json = await runCli(["validate", "-f", join(work, "bad.yaml"), "--output", "json"], { cwd: "/" });
     expect(json.code).toBe(1);

@@ -2,10 +2,10 @@ import { writeFileSync } from "node:fs";
 import { userInfo } from "node:os";
 import { join } from "node:path";
 import type { SendCommandCommandInput } from "@aws-sdk/client-ssm";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { describe, expect, inject, it } from "vitest";
 import { localClient } from "../../cli/local/dynamodb.ts";
 import { createStore } from "../../shared/store/entities.ts";
-import { awsWorkshopYaml, type Cloud, startCloud } from "../harness/aws/cloud.ts";
+import { awsWorkshopYaml, cloudForTests } from "../harness/aws/cloud.ts";
 import { portalStudent } from "../harness/aws/student.ts";
 
 /**
@@ -16,15 +16,8 @@ import { portalStudent } from "../harness/aws/student.ts";
  */
 
 const W = "cloud-checks";
-let cloud: Cloud;
 
-beforeAll(async () => {
-  cloud = await startCloud();
-}, 120_000);
-
-afterAll(async () => {
-  await cloud?.close();
-});
+const cloud = cloudForTests();
 
 const student = () => portalStudent(cloud.account);
 

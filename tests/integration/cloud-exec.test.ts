@@ -1,20 +1,23 @@
 import { readFileSync } from "node:fs";
 import type { SendCommandCommandInput } from "@aws-sdk/client-ssm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { ExecReport } from "../../shared/fleet/exec.ts";
+import type { ExecJob } from "../../shared/fleet/exec-jobs.ts";
 import { awsWorkshopYaml, type Cloud, startCloud } from "../harness/aws/cloud.ts";
 import { processesUnder, waitFor } from "../harness/runtime.ts";
 
 /**
- * `labfleet exec` in the cloud: the Api function sends the command to each EC2 host through SSM Run Command
- * (AWS-RunShellScript), inside the request's time budget, and the output stays inside what
- * GetCommandInvocation returns inline.
+ * `labfleet exec` in the cloud, as a job: the Api function records it and starts the exec state machine; its
+ * ExecStep function starts the command detached on each EC2 host through SSM Run Command (AWS-RunShellScript)
+ * and checks it between Wait states, so a command longer than the request's budget (25 s) runs to its end and
+ * no function runs as long as it does (ExecStep's timeout is cut to 30 s here, less than the 32 s command). Each check's output stays inside
+ * what GetCommandInvocation returns inline.
  */
 const W = "cloud-exec";
 let cloud: Cloud;
+const STEP_TIMEOUT_MS = 30_000;
 
 beforeAll(async () => {
-  cloud = await startCloud();
+  cloud = await startCloud({ timeoutMs: { ExecStep: STEP_TIMEOUT_MS } });
 }, 120_000);
 
 afterAll(async () => {
@@ -29,9 +32,26 @@ const cmdline = (pid: number) => {
   }
 };
 
-const exec = (body: Record<string, unknown>) => cloud.api(`/${W}/exec`, body);
+/** Starts a job (202, Location) and follows it to its end. */
+const exec = async (body: Record<string, unknown>, timeoutMs = 120_000) => {
+  const started = await cloud.api(`/${W}/exec`, body);
+  if (started.status !== 202) return { status: started.status, body: started.body as ExecJob };
+  const job = started.body as ExecJob;
+  expect(started.headers.get("location")).toBe(`/api/workshops/${W}/exec/${job.jobId}`);
+  const end = await waitFor(
+    "the exec job to end",
+    async () => {
+      const r = await cloud.api(`/${W}/exec/${job.jobId}`, undefined, "GET");
+      const j = r.body as ExecJob;
+      return ["succeeded", "failed", "cancelled"].includes(j.state) ? j : undefined;
+    },
+    timeoutMs,
+  );
+  return { status: started.status, body: end };
+};
+const fnName = (fn: string) => cloud.account.deployed.functionName(fn as never);
 
-describe("exec through the Api function and SSM", { timeout: 240_000 }, () => {
+describe("exec as a job: the exec state machine and SSM", { timeout: 240_000 }, () => {
   it("runs on every EC2 host through SSM Run Command, one result per host", async () => {
     const created = await cloud.api("", { yaml: awsWorkshopYaml({ name: W, source: cloud.lab("quick") }) });
     expect(created.status, JSON.stringify(created.body)).toBe(201);
@@ -39,25 +59,32 @@ describe("exec through the Api function and SSM", { timeout: 240_000 }, () => {
     expect((await cloud.runToEnd(W, started.body.run.id, 120_000)).state).toBe("succeeded");
 
     const r = await exec({ command: "echo hello; echo note >&2; test -f nope" });
-    expect(r.status, JSON.stringify(r.body)).toBe(200);
-    const report = r.body as ExecReport;
+    expect(r.status, JSON.stringify(r.body)).toBe(202);
+    const report = r.body;
+    expect(report.state).toBe("failed");
     expect(report.hosts.map((h) => [h.host, h.status, h.exitCode, h.stdout, h.stderr])).toEqual([
       ["student-01", "failed", 1, "hello\n", "note\n"],
       ["student-02", "failed", 1, "hello\n", "note\n"],
     ]);
     expect(report.summary.text).toBe("0 ok, 2 failed (exit 1): student-01, student-02");
-    // The command went out as SSM Run Command from the Api function, one per host.
+    // The command went out as SSM Run Command from the ExecStep function (a start and at least one check per
+    // host), never from the Api function.
     const sent = cloud.account.server
-      .inputs<SendCommandCommandInput>("ssm", "SendCommand", "Api")
+      .inputs<SendCommandCommandInput>("ssm", "SendCommand", "ExecStep")
       .filter((c) => c.Comment?.endsWith(": exec"));
-    expect(sent).toHaveLength(2);
+    expect(sent.length).toBeGreaterThanOrEqual(4);
     expect(sent.every((c) => c.DocumentName === "AWS-RunShellScript")).toBe(true);
+    expect(
+      cloud.account.server
+        .inputs<SendCommandCommandInput>("ssm", "SendCommand", "Api")
+        .filter((c) => c.Comment?.endsWith(": exec")),
+    ).toEqual([]);
   });
 
   it("keeps each host's output inside what GetCommandInvocation returns, and marks the cut", async () => {
     const r = await exec({ command: "seq 1 20000; seq 1 3000 >&2", hosts: ["student-01"] });
-    expect(r.status).toBe(200);
-    const h = (r.body as ExecReport).hosts[0];
+    expect(r.status).toBe(202);
+    const h = r.body.hosts[0];
     expect(h?.status).toBe("ok");
     expect(h?.stdoutTruncated).toBe(true);
     expect(Buffer.byteLength(h?.stdout ?? "")).toBe(20_000);
@@ -68,42 +95,127 @@ describe("exec through the Api function and SSM", { timeout: 240_000 }, () => {
     expect(h?.stderrBytes).toBe(13_893);
   });
 
-  it("bounds the run by the request's time budget: the timeout is cut and the command killed on the host", async () => {
-    const r = await exec({ command: "echo begun; sleep 600", hosts: ["student-02"], timeoutSeconds: 3600 });
-    expect(r.status, JSON.stringify(r.body)).toBe(200);
-    const report = r.body as ExecReport;
-    expect(report.timeoutSeconds).toBeLessThanOrEqual(25);
-    expect(report.notes.join(" ")).toMatch(/this request has \d+ s for its work/);
-    expect(report.hosts[0]).toMatchObject({ host: "student-02", status: "timeout", exitCode: null });
-    expect(report.hosts[0]?.stdout).toBe("begun\n");
-    // Killed on the instance, not only given up on: no `sleep 600` is left there.
+  it("runs a command longer than the request's budget to its end, no function running as long as it does", async () => {
+    const before = cloud.account.lambda.invocations.length;
+    const r = await exec({
+      command: "echo begun; sleep 32; echo finished",
+      hosts: ["student-02"],
+      timeoutSeconds: 3600,
+    });
+    expect(r.body).toMatchObject({ state: "succeeded", ok: true, timeoutSeconds: 3600 });
+    // Its transitions are counted from the execution's history, one step and one wait per check at least.
+    expect(r.body.transitions).toBeGreaterThan(2 * 3);
+    expect(r.body.hosts[0]).toMatchObject({
+      host: "student-02",
+      status: "ok",
+      exitCode: 0,
+      stdout: "begun\nfinished\n",
+    });
+    expect(r.body.hosts[0]?.durationMs).toBeGreaterThanOrEqual(32_000);
+    // Every step ended well inside ExecStep's timeout; the Api answered within its own.
+    const ran = cloud.account.lambda.invocations.slice(before);
+    const steps = ran.filter((i) => i.functionName === fnName("ExecStep"));
+    expect(steps.length).toBeGreaterThan(3);
+    expect(steps.filter((i) => i.outcome !== "ok")).toEqual([]);
+    expect(Math.max(...steps.map((i) => i.durationMs))).toBeLessThan(STEP_TIMEOUT_MS);
+    expect(ran.filter((i) => i.functionName === fnName("Api") && i.outcome !== "ok")).toEqual([]);
+  });
+
+  it("a timeout of its own kills the command on the host; a cancel ends a running one there too", async () => {
+    const r = await exec({ command: "echo begun; sleep 600", hosts: ["student-02"], timeoutSeconds: 2 });
+    expect(r.body.hosts[0]).toMatchObject({
+      host: "student-02",
+      status: "timeout",
+      exitCode: null,
+      stdout: "begun\n",
+    });
     const home = cloud.account.ec2.instanceOf(W, "student-02").home;
     await waitFor("the command to be gone from the host", () =>
       processesUnder(home).every((pid) => !cmdline(pid).includes("sleep 600")) ? true : undefined,
     );
+    const started = await cloud.api(`/${W}/exec`, {
+      command: "sleep 601",
+      hosts: ["student-01"],
+      timeoutSeconds: 3600,
+    });
+    expect(started.status).toBe(202);
+    const job = started.body as ExecJob;
+    const h1 = cloud.account.ec2.instanceOf(W, "student-01").home;
+    await waitFor("the command to run on the host", () =>
+      processesUnder(h1).some((pid) => cmdline(pid).includes("sleep 601")) ? true : undefined,
+    );
+    expect((await cloud.api(`/${W}/exec/${job.jobId}/cancel`, {})).status).toBe(202);
+    const end = await waitFor("the job to be cancelled", async () => {
+      const j = (await cloud.api(`/${W}/exec/${job.jobId}`, undefined, "GET")).body as ExecJob;
+      return j.state === "cancelled" ? j : undefined;
+    });
+    expect(end.hosts.map((h) => [h.host, h.status])).toEqual([["student-01", "cancelled"]]);
+    await waitFor("the cancelled command to be gone from the host", () =>
+      processesUnder(h1).every((pid) => !cmdline(pid).includes("sleep 601")) ? true : undefined,
+    );
   });
 
-  it("IAM: the Api function's grant to send commands is what lets exec reach the hosts", async () => {
-    const pairs = cloud.account.actionPairs().filter((p) => p.principal === "Api");
-    expect(pairs.map((p) => p.action)).toEqual(
+  it("a job whose workflow is aborted outside labfleet fails with why (ReconcileRun), not left running", async () => {
+    const started = await cloud.api(`/${W}/exec`, {
+      command: "sleep 602",
+      hosts: ["student-01"],
+      timeoutSeconds: 20,
+    });
+    expect(started.status).toBe(202);
+    const job = started.body as ExecJob;
+    const aws = cloud.account;
+    const execution = await waitFor(
+      "the job's execution",
+      () => [...aws.sfn.executions.values()].find((e) => e.name === job.jobId && e.status === "RUNNING"),
+      20_000,
+    );
+    await aws.server.invoke(aws.server.principal("operator"), "states", "StopExecution", {
+      executionArn: execution.executionArn,
+      error: "Console",
+      cause: "stopped by hand",
+    });
+    const end = await waitFor("the job to fail", async () => {
+      const j = (await cloud.api(`/${W}/exec/${job.jobId}`, undefined, "GET")).body as ExecJob;
+      return j.state === "failed" ? j : undefined;
+    });
+    expect(end.error).toMatch(
+      /^its workflow was aborted \(Console: stopped by hand\); commands still running end/,
+    );
+    // Nothing ends the command but its own timeout on the host (no function may reach hosts after the abort).
+    const h1 = cloud.account.ec2.instanceOf(W, "student-01").home;
+    await waitFor(
+      "the command to end at its timeout",
+      () => (processesUnder(h1).every((pid) => !cmdline(pid).includes("sleep 602")) ? true : undefined),
+      60_000,
+    );
+  });
+
+  it("IAM: ExecStep's grant to send commands is what lets the job reach the hosts; only the Api starts jobs", async () => {
+    const pairs = cloud.account.actionPairs();
+    expect(pairs.filter((p) => p.principal === "ExecStep").map((p) => p.action)).toEqual(
       expect.arrayContaining(["ssm:SendCommand", "ssm:GetCommandInvocation"]),
     );
-    expect(pairs.filter((p) => p.denied > 0)).toEqual([]);
+    expect(pairs.filter((p) => p.principal === "Api").map((p) => p.action)).toContain(
+      "states:StartExecution",
+    );
+    expect(
+      pairs.filter((p) => (p.principal === "ExecStep" || p.principal === "Api") && p.denied > 0),
+    ).toEqual([]);
     const refused = await cloud.account.withPolicy(
-      "Api",
+      "ExecStep",
       (policy) => ({
         ...policy,
         Statement: policy.Statement.filter((st) => (st as { Sid?: string }).Sid !== "SendToManagedInstances"),
       }),
       () => exec({ command: "true", hosts: ["student-01"] }),
     );
-    expect(refused.status).toBe(200);
-    const h = (refused.body as ExecReport).hosts[0];
+    expect(refused.status).toBe(202);
+    const h = refused.body.hosts[0];
     expect(h?.status).toBe("error");
     expect(h?.reason).toContain("AccessDeniedException");
     const denied = cloud.account
       .actionPairs()
-      .find((p) => p.principal === "Api" && p.action === "ssm:SendCommand");
+      .find((p) => p.principal === "ExecStep" && p.action === "ssm:SendCommand");
     expect(denied?.denied).toBeGreaterThan(0);
   });
 });

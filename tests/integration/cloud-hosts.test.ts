@@ -19,8 +19,9 @@ beforeAll(async () => {
   cloud = await startCloud({
     // A fresh Ubuntu host: the AWS CLI the secrets fetch needs arrives with cloud-init, seconds after SSM is up.
     ec2: { awsCliInstallMs: 15_000 },
-    // RecordHostFailure cannot finish in time: a host's failure is then not recorded by its Map item.
-    timeoutMs: { RecordHostFailure: 1 },
+    // RecordHostFailure cannot finish in time: a host's failure is then not recorded by its Map item. Nor can
+    // FailTeardown: a failed teardown's execution then fails past its own failure step.
+    timeoutMs: { RecordHostFailure: 1, FailTeardown: 1 },
   });
 }, 120_000);
 
@@ -224,6 +225,88 @@ describe("runs whose execution ended outside their own steps", { timeout: 240_00
     expect(run.state).toBe("failed");
     expect(run.error).toMatch(/^the workflow's execution was aborted: Console: stopped by hand/);
     expect((await cloud.api(`/${W}`)).body.activeRunId).toBeUndefined();
+  });
+
+  /** A teardown whose Deprovision may not describe instances (it fails) and whose FailTeardown times out. */
+  async function lostTeardown(W: string, during: <T>(fn: () => Promise<T>) => Promise<T> = (fn) => fn()) {
+    const built = await up(W, awsWorkshopYaml({ name: W, source: cloud.lab("quick"), count: 1 }));
+    expect(built.state).toBe("succeeded");
+    const instanceId = cloud.account.ec2.instanceOf(W, "student-01").id;
+    const noDescribe = <P extends { Statement: unknown[] }>(policy: P): P => ({
+      ...policy,
+      Statement: policy.Statement.map((st) => {
+        const a = (st as { Action?: string | string[] }).Action;
+        const actions = (Array.isArray(a) ? a : [a]).filter((x) => x && x !== "ec2:DescribeInstances");
+        return { ...(st as object), Action: actions };
+      }).filter((st) => st.Action.length > 0),
+    });
+    const run = await cloud.account.withPolicy("Deprovision", noDescribe, () =>
+      during(async () => {
+        const down = await cloud.api(`/${W}/teardown`, {});
+        expect(down.status, JSON.stringify(down.body)).toBe(202);
+        return cloud.runToEnd(W, down.body.run.id, 120_000);
+      }),
+    );
+    const receipt = await cloud.api(`/${W}/receipt`);
+    expect(receipt.status, JSON.stringify(receipt.body)).toBe(200);
+    return { run, instanceId, receipt: receipt.body.receipt };
+  }
+
+  it("a teardown whose execution fails past its own failure step gets its receipt from ReconcileRun", async () => {
+    const W = "down-lost";
+    const { run, instanceId, receipt } = await lostTeardown(W);
+    expect(run.state).toBe("failed");
+    expect(run.error).toMatch(/^the workflow's execution failed: Sandbox\.Timedout/);
+    expect(receipt.runId).toBe(run.id);
+    expect(receipt.failed).toMatch(
+      /^the teardown failed: the workflow's execution failed: Sandbox\.Timedout/,
+    );
+    expect(receipt.checkError).toBeUndefined();
+    expect(receipt.left.find((l: { kind: string }) => l.kind === "instance")).toMatchObject({
+      id: instanceId,
+      hostId: "student-01",
+      command: `labfleet down ${W} --yes`,
+      byHand: `aws ec2 terminate-instances --region eu-west-1 --instance-ids ${instanceId}`,
+      foundBy: "teardown",
+    });
+    expect(receipt.usage).toMatchObject({ hosts: 1, instanceType: "m7i.large" });
+    // ReconcileRun's own grant (infra/permissions.ts: leftovers) allowed each call of the check.
+    const checks = cloud.account
+      .actionPairs()
+      .filter((p) => p.principal === "ReconcileRun" && /Describe|ListSchedules/.test(p.action))
+      .map((p) => `${p.action} denied=${p.denied}`)
+      .sort();
+    expect(checks).toEqual([
+      "ec2:DescribeInstances denied=0",
+      "ec2:DescribeSecurityGroups denied=0",
+      "ec2:DescribeVolumes denied=0",
+      "scheduler:ListSchedules denied=0",
+      "ssm:DescribeParameters denied=0",
+    ]);
+    const events = (await cloud.api(`/${W}/events`)).body.events.filter(
+      (e: { type: string }) => e.type === "teardown.receipt",
+    );
+    expect(events.at(-1)?.detail).toMatchObject({ by: "task:reconcile-run", failed: true });
+    // The workshop reads as failed, so the console offers Tear down again.
+    expect((await cloud.api(`/${W}`)).body.state).toBe("failed");
+  });
+
+  it("without the leftovers grant the double refuses ReconcileRun's check, and the receipt says so", async () => {
+    const W = "down-lost-iam";
+    const { run, receipt } = await lostTeardown(W, (go) =>
+      cloud.account.withPolicy(
+        "ReconcileRun",
+        (policy) => ({
+          ...policy,
+          Statement: policy.Statement.filter((st) => (st as { Sid?: string }).Sid !== "FindLeftovers"),
+        }),
+        go,
+      ),
+    );
+    expect(run.state).toBe("failed");
+    expect(receipt.runId).toBe(run.id);
+    expect(receipt.failed).toMatch(/^the teardown failed: /);
+    expect(receipt.checkError).toMatch(/not authorized|AccessDenied|UnauthorizedOperation/i);
   });
 
   it("a host failure its Map item cannot record fails the run instead of leaving it running", async () => {

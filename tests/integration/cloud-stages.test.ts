@@ -1,6 +1,6 @@
 import type { RunInstancesCommandInput } from "@aws-sdk/client-ec2";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { awsWorkshopYaml, type Cloud, startCloud } from "../harness/aws/cloud.ts";
+import { describe, expect, it } from "vitest";
+import { awsWorkshopYaml, cloudForTests } from "../harness/aws/cloud.ts";
 
 /**
  * Stages of up in the cloud, on the AWS double with the Lambda bundles (see cloud-path.test.ts): the instructor
@@ -10,16 +10,10 @@ import { awsWorkshopYaml, type Cloud, startCloud } from "../harness/aws/cloud.ts
  */
 
 const W = "cloud-stages";
-let cloud: Cloud;
 let yaml: string;
 
-beforeAll(async () => {
-  cloud = await startCloud();
+const cloud = cloudForTests({}, async () => {
   yaml = awsWorkshopYaml({ name: W, source: cloud.lab("quick"), count: 2 });
-}, 120_000);
-
-afterAll(async () => {
-  await cloud?.close();
 });
 
 const launched = () => cloud.account.server.inputs<RunInstancesCommandInput>("ec2", "RunInstances").length;

@@ -345,7 +345,9 @@ describe("a workshop's activity list", () => {
     expect(Object.keys(body.regions).sort()).toEqual([
       "live-fleet",
       "live-hosts",
+      "live-pager",
       "live-receipt",
+      "live-rollout",
       "live-summary",
     ]);
     expect(body.activity.events.map((e: { id: string }) => e.id)).toEqual(ids.slice(5));

@@ -345,7 +345,7 @@ describe("creating a workshop from workshop.yaml", () => {
   it("shows every error at its YAML path and line, with the text kept, and stores nothing", async () => {
     await signedIn.get("/console/new");
     const yaml =
-      "name: Bad Name\nlab:\n  source: x\n  concurrency: 0\nprovider:\n  type: local\n  count: 99\n";
+      "name: Bad Name\nlab:\n  source: x\n  concurrency: 0\nprovider:\n  type: local\n  count: 999\n";
     const r = await signedIn.post("/console/new", { yaml: yaml.replace(/\n/g, "\r\n") });
     expect(r.status).toBe(400);
     expect(r.res.headers.get("cache-control")).toBe("no-store");
@@ -353,7 +353,7 @@ describe("creating a workshop from workshop.yaml", () => {
     for (const path of ["name", "lab.setup", "lab.concurrency", "provider.count"])
       expect(r.text).toContain(`data-path="${path}"`);
     expect(r.text).toMatch(/<code>provider.count<\/code> \(line 7, column 10\): expected/);
-    expect(r.text).toContain('<code class="yaml-line">7:   count: 99</code>');
+    expect(r.text).toContain('<code class="yaml-line">7:   count: 999</code>');
     expect(r.text).toContain('aria-invalid="true"');
     // The text comes back as typed (CRLF made LF), after the newline the HTML parser drops.
     expect(r.text).toContain(
@@ -402,10 +402,19 @@ describe("a workshop's page and its actions", () => {
     expect(live.status).toBe(200);
     expect(live.res.headers.get("cache-control")).toBe("no-store");
     const regions = json(live.text).regions;
-    expect(Object.keys(regions).sort()).toEqual(["live-fleet", "live-hosts", "live-receipt", "live-summary"]);
+    expect(Object.keys(regions).sort()).toEqual([
+      "live-fleet",
+      "live-hosts",
+      "live-pager",
+      "live-receipt",
+      "live-rollout",
+      "live-summary",
+    ]);
     expect(count(regions["live-hosts"], 'data-state="ready"')).toBe(3);
     expect(regions["live-hosts"]).toContain('aria-label="student-02: 3 of 3 phases done"');
     expect(regions["live-summary"]).toContain("3/3 ready");
+    // Three labs fit one page of the fleet table: no pager.
+    expect(regions["live-pager"]).toBe("");
     const p = await signedIn.get(`/console/w/${WS}`);
     expect(p.text).toContain('data-live="/console/w/cons/live"');
     expect(count(p.text, 'data-state="ready"')).toBe(3);

@@ -1,11 +1,21 @@
 import { chmodSync, mkdirSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { ExecReport } from "../../shared/fleet/exec.ts";
-import { runCli } from "../harness/cli.ts";
-import { processesUnder, removeDir, tempDir, testRuntime, workshopYaml } from "../harness/runtime.ts";
+import type { ExecJob } from "../../shared/fleet/exec-jobs.ts";
+import { runCli, startCli } from "../harness/cli.ts";
+import {
+  processesUnder,
+  removeDir,
+  tempDir,
+  testRuntime,
+  waitFor,
+  workshopYaml,
+} from "../harness/runtime.ts";
 
-/** `labfleet exec` on local sandbox hosts, through the real CLI and the local runtime's API. */
+/**
+ * `labfleet exec` on local sandbox hosts, through the real CLI and the local runtime's API: the command runs as
+ * a job (the exec workflow on the local executor), which the CLI follows.
+ */
 type Runtime = Awaited<ReturnType<typeof testRuntime>>;
 let rt: Runtime;
 let work: string;
@@ -44,7 +54,7 @@ const json = async (args: string[]) => {
     "json",
     ...args.slice(args.indexOf("--")),
   ]);
-  return { code: r.code, report: JSON.parse(r.stdout) as ExecReport };
+  return { code: r.code, report: JSON.parse(r.stdout) as ExecJob };
 };
 
 describe("labfleet exec on local hosts", () => {
@@ -189,5 +199,88 @@ describe("labfleet exec on local hosts", () => {
     });
     expect(unknown.status).toBe(400);
     expect(JSON.stringify(await unknown.json())).toContain("student-99");
+  });
+
+  it("is a job: 202 with its id and Location, followed with GET while it runs, cancelled with its commands ended", async () => {
+    const api = (path: string, init: RequestInit = {}) =>
+      fetch(`${rt.url}/api/workshops/${W}/exec${path}`, {
+        ...init,
+        headers: { authorization: `Bearer ${rt.token}`, "content-type": "application/json" },
+      });
+    const started = await api("", {
+      method: "POST",
+      body: JSON.stringify({
+        command: "echo begun; sleep 43; echo never",
+        hosts: ["student-02", "student-03"],
+        concurrency: 1,
+        timeoutSeconds: 3600,
+      }),
+    });
+    expect(started.status).toBe(202);
+    const job = (await started.json()) as ExecJob;
+    expect(job.jobId).toMatch(/^exj_[0-9A-Z]{26}$/);
+    expect(started.headers.get("location")).toBe(`/api/workshops/${W}/exec/${job.jobId}`);
+    expect(job).toMatchObject({
+      state: "running",
+      ok: false,
+      endedAt: null,
+      timeoutSeconds: 3600,
+      concurrency: 1,
+    });
+    // One host at a time: student-02 runs, student-03 waits.
+    const running = await waitFor("student-02 to run", async () => {
+      const j = (await (await api(`/${job.jobId}`)).json()) as ExecJob;
+      return j.running.includes("student-02") ? j : undefined;
+    });
+    expect(running).toMatchObject({ state: "running", hosts: [], waiting: 1 });
+    const hostDir = join(rt.dataDir, "hosts", W, "student-02");
+    await waitFor("the command to run on the host", () =>
+      processesUnder(hostDir).length > 0 ? true : undefined,
+    );
+    const cancel = await api(`/${job.jobId}/cancel`, { method: "POST" });
+    expect(cancel.status).toBe(202);
+    expect(((await cancel.json()) as ExecJob).state).toMatch(/^(cancelling|cancelled)$/);
+    const end = await waitFor("the job to end", async () => {
+      const j = (await (await api(`/${job.jobId}`)).json()) as ExecJob;
+      return j.state === "cancelled" ? j : undefined;
+    });
+    expect(end.hosts.map((h) => [h.host, h.status])).toEqual([
+      ["student-02", "cancelled"],
+      ["student-03", "skipped"],
+    ]);
+    expect(end.hosts[1]?.reason).toBe("not started: the job was cancelled");
+    expect(end.summary.text).toBe("0 ok, 1 cancelled, 1 skipped");
+    expect(end.endedAt).not.toBeNull();
+    // Ended on the host, not only given up on.
+    expect(processesUnder(hostDir)).toEqual([]);
+    // A job that has ended is answered as it is; an unknown one is a 404, a malformed id a 400 naming it.
+    expect(((await (await api(`/${job.jobId}/cancel`, { method: "POST" })).json()) as ExecJob).state).toBe(
+      "cancelled",
+    );
+    expect((await api("/exj_01J9ZK3M4R7S8T9V0W1X2Y3Z4A")).status).toBe(404);
+    const bad = await api("/run_nope");
+    expect(bad.status).toBe(400);
+    expect(JSON.stringify(await bad.json())).toContain("jobId");
+  });
+
+  it("the CLI prints each host as its result arrives, and Ctrl-C cancels the job and says how to look at it", async () => {
+    const cli = startCli(
+      ["exec", W, "-j", "3", "--", 'case "$PWD" in */student-01) echo quick;; *) sleep 44;; esac'],
+      { env },
+    );
+    await waitFor("student-01's line before the others end", () =>
+      cli.out.stdout.includes("student-01 | quick") ? true : undefined,
+    );
+    expect(cli.out.stdout).not.toContain("student-02");
+    cli.child.kill("SIGINT");
+    const code = await cli.exited;
+    expect(code).toBe(1);
+    expect(cli.out.stdout).toMatch(
+      /cancelling exj_[0-9A-Z]{26}: the commands still running are ended on their hosts/,
+    );
+    expect(cli.out.stdout).toContain("student-02 # cancelled: cancelled while it ran");
+    expect(cli.out.stdout.trimEnd().split("\n").at(-1)).toBe("cancelled: 1 ok, 2 cancelled");
+    for (const host of ["student-02", "student-03"])
+      expect(processesUnder(join(rt.dataDir, "hosts", W, host))).toEqual([]);
   });
 });

@@ -119,7 +119,7 @@ describe("the fleet view", () => {
       return f.estimate.kind === "estimated" && f.labs.every((l) => l.state === "deploying") ? f : undefined;
     });
     if (second.estimate.kind !== "estimated") throw new Error("no estimate");
-    expect(second.estimate.basis).toEqual({ earlierRuns: 1, earlierBuilds: 3, thisRunBuilds: 0 });
+    expect(second.estimate.basis).toMatchObject({ earlierRuns: 1, earlierBuilds: 3, thisRunBuilds: 0 });
     expect(second.labs.every((l) => typeof l.remainingSeconds === "number")).toBe(true);
     await rt.executor.idle();
     const done = await fleet();

@@ -6,7 +6,15 @@ import { listClaims } from "../../shared/portal/portal.ts";
 import { claimOrWait } from "../../shared/portal/waiting.ts";
 import { withActor } from "../../shared/runtime/actor.ts";
 import { runCli } from "../harness/cli.ts";
-import { movableClock, removeDir, tempDir, testRuntime, waitFor, workshopYaml } from "../harness/runtime.ts";
+import {
+  movableClock,
+  removeDir,
+  tempDir,
+  testRuntime,
+  waitFor,
+  workshopsApi,
+  workshopYaml,
+} from "../harness/runtime.ts";
 
 /**
  * Health while in use on the local runtime: the quick lab's health check looks for its `built` file, which the
@@ -34,15 +42,7 @@ const pass = async () => {
   clock.advance(INTERVAL + 1000);
   return rt.health();
 };
-// biome-ignore lint/suspicious/noExplicitAny: answers are checked field by field
-const api = async (path: string, body?: unknown): Promise<{ status: number; body: any }> => {
-  const res = await fetch(`${rt.url}/api/workshops${path}`, {
-    method: body === undefined ? "GET" : "POST",
-    headers: { authorization: `Bearer ${rt.token}`, "content-type": "application/json" },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  return { status: res.status, body: await res.json() };
-};
+const api = (path: string, body?: unknown) => workshopsApi(rt)(path, body);
 
 async function upWorkshop(name: string, count: number, portal: string) {
   const file = join(work, `${name}.yaml`);

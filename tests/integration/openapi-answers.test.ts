@@ -2,6 +2,7 @@ import { request as httpRequest } from "node:http";
 import { Ajv2020, type ValidateFunction } from "ajv/dist/2020.js";
 import formats from "ajv-formats";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { recordEnrolledHost } from "../../shared/agent/enrolled-hosts.ts";
 import { claimLab } from "../../shared/portal/claims.ts";
 import { type ApiDocument, apiDocument, operations } from "../../web/api/openapi.ts";
 import { makeRolloutLab, type RolloutLab, rolloutYaml } from "../harness/rollout-lab.ts";
@@ -59,6 +60,25 @@ const upRolloutWorkshop = async () => {
   expect((await post("", { yaml: rolloutYaml(ROLL, rolloutLab.source, 2) })).status).toBe(201);
   expect((await post(`/${ROLL}/up`, {})).status).toBe(202);
   await rt.executor.idle();
+};
+
+const ENROLL = "oa-enroll";
+const submitEnrollWorkshop = async () => {
+  const res = await fetch(`${rt.url}/api/workshops`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${rt.token}`, "content-type": "application/json" },
+    body: JSON.stringify({ yaml: workshopYaml({ name: ENROLL, count: 1 }) }),
+  });
+  expect(res.status).toBe(201);
+};
+/** A machine joins the enrollment workshop with the token made above (POST /agent/v1/enroll). */
+const machineJoins = (name: string) => async () => {
+  const res = await fetch(`${rt.url}/agent/v1/enroll`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ token: vars.joinToken, name, facts: { cpus: 2 } }),
+  });
+  expect(res.status).toBe(201);
 };
 
 const runEnds = async (body: { run?: { id: string } }) => {
@@ -154,8 +174,35 @@ const CALLS: Call[] = [
     status: 409,
     path: `/api/workshops/${ROLL}/rollout/abort`,
   },
-  { op: "POST /api/workshops/{name}/exec", status: 200, body: { command: "echo hi", hosts: ["student-01"] } },
+  {
+    op: "POST /api/workshops/{name}/exec",
+    status: 202,
+    body: { command: "echo hi", hosts: ["student-01"] },
+    after: (b) => {
+      vars.jobId = b.jobId;
+    },
+  },
   { op: "POST /api/workshops/{name}/exec", status: 400, body: { command: "" } },
+  {
+    op: "GET /api/workshops/{name}/exec/{jobId}",
+    status: 200,
+    // Once the job has ended, so the answer with a host result is the one validated.
+    before: () =>
+      waitFor("the exec job to end", async () => {
+        const r = await fetch(`${rt.url}/api/workshops/${WS}/exec/${vars.jobId}`, {
+          headers: { authorization: `Bearer ${rt.token}` },
+        });
+        const j = (await r.json()) as { state: string };
+        return j.state === "succeeded" ? true : undefined;
+      }).then(() => undefined),
+  },
+  {
+    op: "GET /api/workshops/{name}/exec/{jobId}",
+    status: 404,
+    path: `/api/workshops/${WS}/exec/exj_01J00000000000000000000000`,
+  },
+  { op: "GET /api/workshops/{name}/exec/{jobId}", status: 400, path: `/api/workshops/${WS}/exec/nope` },
+  { op: "POST /api/workshops/{name}/exec/{jobId}/cancel", status: 202 },
   { op: "POST /api/workshops/{name}/diagnose", status: 200, body: { hosts: ["student-01"] } },
   { op: "GET /api/workshops/{name}/access", status: 200 },
   {
@@ -173,6 +220,23 @@ const CALLS: Call[] = [
     },
   },
   { op: "DELETE /api/workshops/{name}/host-keys/{hostId}", status: 200 },
+  {
+    op: "POST /api/workshops/{name}/hosts/{hostId}/control",
+    status: 200,
+    path: () => `/api/workshops/${WS}/hosts/pc-1/control`,
+    body: { action: "drain" },
+    before: async () => {
+      await recordEnrolledHost({ workshop: WS, name: "pc-1", facts: {}, enrollment: "approved" });
+    },
+  },
+  { op: "POST /api/workshops/{name}/hosts/{hostId}/control", status: 400, body: { action: "drain" } },
+  { op: "POST /api/workshops/{name}/hosts/{hostId}/control", status: 400, body: { action: "explode" } },
+  {
+    op: "POST /api/workshops/{name}/hosts/{hostId}/control",
+    status: 404,
+    path: () => `/api/workshops/${WS}/hosts/nobody/control`,
+    body: { action: "drain" },
+  },
   { op: "POST /api/workshops/{name}/extend", status: 200, body: { hours: 1 } },
   { op: "POST /api/workshops/{name}/extend", status: 400, body: { hours: 0 } },
   // The local provider manages no firewall: open-access is for the aws provider only.
@@ -258,6 +322,78 @@ const CALLS: Call[] = [
   { op: "DELETE /api/tokens/{id}", status: 200 },
   { op: "DELETE /api/tokens/{id}", status: 404 },
   { op: "DELETE /api/tokens/{id}", status: 400, path: "/api/tokens/not-a-token-id" },
+  // Enrollment, on a workshop of its own: join tokens, and machines (played with fetch) that join with them.
+  {
+    op: "POST /api/workshops/{name}/join-tokens",
+    status: 201,
+    path: `/api/workshops/${ENROLL}/join-tokens`,
+    body: { uses: 2, approve: "manual", expiresInSeconds: 3600 },
+    before: submitEnrollWorkshop,
+    after: (b) => {
+      vars.joinToken = b.token;
+      vars.tokenId = b.joinToken.id;
+    },
+  },
+  {
+    op: "POST /api/workshops/{name}/join-tokens",
+    status: 400,
+    path: `/api/workshops/${ENROLL}/join-tokens`,
+    body: { uses: 0 },
+  },
+  { op: "POST /api/workshops/{name}/join-tokens", status: 404, path: "/api/workshops/oa-none/join-tokens" },
+  { op: "GET /api/workshops/{name}/join-tokens", status: 200, path: `/api/workshops/${ENROLL}/join-tokens` },
+  {
+    op: "GET /api/workshops/{name}/enrollment/pending",
+    status: 200,
+    path: `/api/workshops/${ENROLL}/enrollment/pending`,
+    before: machineJoins("oa-pc"),
+  },
+  {
+    op: "POST /api/workshops/{name}/enrollment/approve",
+    status: 200,
+    path: `/api/workshops/${ENROLL}/enrollment/approve`,
+    body: { hosts: ["oa-pc"] },
+  },
+  {
+    op: "POST /api/workshops/{name}/enrollment/approve",
+    status: 404,
+    path: `/api/workshops/${ENROLL}/enrollment/approve`,
+    body: { hosts: ["nobody"] },
+  },
+  {
+    op: "POST /api/workshops/{name}/enrollment/reject",
+    status: 409,
+    path: `/api/workshops/${ENROLL}/enrollment/reject`,
+    body: { hosts: ["oa-pc"] },
+  },
+  {
+    op: "POST /api/workshops/{name}/enrollment/reject",
+    status: 200,
+    path: `/api/workshops/${ENROLL}/enrollment/reject`,
+    body: { hosts: ["oa-pc2"] },
+    before: machineJoins("oa-pc2"),
+  },
+  {
+    op: "POST /api/workshops/{name}/enrollment/reject",
+    status: 400,
+    path: `/api/workshops/${ENROLL}/enrollment/reject`,
+    body: { hosts: [] },
+  },
+  {
+    op: "DELETE /api/workshops/{name}/join-tokens/{tokenId}",
+    status: 200,
+    path: () => `/api/workshops/${ENROLL}/join-tokens/${vars.tokenId}`,
+  },
+  {
+    op: "DELETE /api/workshops/{name}/join-tokens/{tokenId}",
+    status: 404,
+    path: `/api/workshops/${ENROLL}/join-tokens/jtk_01J00000000000000000000000`,
+  },
+  {
+    op: "DELETE /api/workshops/{name}/join-tokens/{tokenId}",
+    status: 400,
+    path: `/api/workshops/${ENROLL}/join-tokens/not-a-token`,
+  },
   { op: "GET /api/workshops/{name}/receipt", status: 404 },
   { op: "POST /api/workshops/{name}/teardown", status: 202, after: runEnds },
   { op: "POST /api/workshops/{name}/teardown", status: 404, path: "/api/workshops/oa-none/teardown" },

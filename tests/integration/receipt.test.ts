@@ -2,6 +2,9 @@ import { type ChildProcess, execSync, spawn } from "node:child_process";
 import { existsSync, mkdirSync, readlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { settleEndedExecution } from "../../shared/fleet/teardown.ts";
+import { withActor } from "../../shared/runtime/actor.ts";
+import { isoNow } from "../../shared/runtime/clock.ts";
 import { runCli, runCliOnTty } from "../harness/cli.ts";
 import { movableClock, removeDir, tempDir, testRuntime, waitFor, workshopYaml } from "../harness/runtime.ts";
 
@@ -252,6 +255,60 @@ describe("a teardown that fails outright", { timeout: 180_000 }, () => {
     expect(body.receipt.failed).toBeUndefined();
     expect(body.receipt.left).toEqual([]);
     expect(existsSync(dir)).toBe(false);
+  });
+});
+
+describe("a teardown whose execution ends outside its own steps", { timeout: 120_000 }, () => {
+  it("is settled with a receipt, as the local executor and ReconcileRun settle it: failed, why, what is left", async () => {
+    const W = "receipt-lost";
+    await upLocal(W);
+    // The teardown's run as its execution left it: still running, no step of its own got to record the end.
+    const runId = "run_01LOSTTEARDOWN";
+    await rt.store.run
+      .create({
+        workshop: W,
+        runId,
+        kind: "teardown",
+        state: "running",
+        force: false,
+        startedAt: isoNow(clock),
+      })
+      .go();
+    await rt.store.workshop
+      .patch({ name: W })
+      .set({ activeRunId: runId, lastRunId: runId, state: "tearing_down" })
+      .go();
+    const settled = await withActor({ type: "system", id: "workflow:teardown" }, () =>
+      settleEndedExecution(W, runId, "TIMED_OUT", "States.Timeout"),
+    );
+    expect(settled).toBe(true);
+    const { body } = await api(`/${W}/receipt`);
+    expect(body.receipt.runId).toBe(runId);
+    expect(body.receipt.failed).toBe(
+      "the teardown failed: the workflow's execution timed out: States.Timeout",
+    );
+    expect(body.receipt.removed).toEqual([]);
+    const left = body.receipt.left as Json[];
+    expect(left.map((l) => `${l.kind} ${l.hostId}`)).toEqual(
+      expect.arrayContaining(["host-folder student-01", "host-folder student-02"]),
+    );
+    for (const l of left.filter((x) => x.kind === "host-folder"))
+      expect(l).toMatchObject({ command: `labfleet down ${W} --yes`, byHand: `rm -rf '${l.id}'` });
+    const run = (await rt.store.run.get({ workshop: W, runId }).go()).data;
+    expect(run?.state).toBe("failed");
+    expect(run?.error).toBe("the workflow's execution timed out: States.Timeout");
+    expect((await api(`/${W}`)).body.state).toBe("failed");
+    expect((await events(W)).filter((e) => e.type === "teardown.receipt").at(-1)?.detail).toMatchObject({
+      failed: true,
+    });
+    // A second report of the same end changes nothing.
+    expect(
+      await withActor({ type: "system", id: "x" }, () => settleEndedExecution(W, runId, "FAILED", "x")),
+    ).toBe(false);
+    // The receipt's command works.
+    const down = await runCli(["down", W, "--yes"], { env });
+    expect(down.code, down.stdout + down.stderr).toBe(0);
+    expect(down.stdout).toContain("nothing left");
   });
 });
 

@@ -5,7 +5,7 @@ import { claimLab } from "../../shared/portal/claims.ts";
 import { loadSshIdentity, publicKeyLine } from "../../shared/transports/ssh-identity.ts";
 import { type GitHttpServer, startGitHttp } from "../harness/git-http.ts";
 import { makeRolloutLab, type RolloutLab } from "../harness/rollout-lab.ts";
-import { removeDir, tempDir, testRuntime } from "../harness/runtime.ts";
+import { removeDir, tempDir, testRuntime, workshopsApi } from "../harness/runtime.ts";
 import { type FakeHosts, startFakeHosts } from "../harness/ssh-hosts.ts";
 
 /**
@@ -21,15 +21,7 @@ let lab: RolloutLab;
 let gitServer: GitHttpServer;
 const WS = "rbyo";
 
-// biome-ignore lint/suspicious/noExplicitAny: answers are checked field by field
-const api = async (path: string, body?: unknown): Promise<{ status: number; body: any }> => {
-  const res = await fetch(`${rt.url}/api/workshops${path}`, {
-    method: body === undefined ? "GET" : "POST",
-    headers: { authorization: `Bearer ${rt.token}`, "content-type": "application/json" },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  return { status: res.status, body: await res.json() };
-};
+const api = (path: string, body?: unknown) => workshopsApi(rt)(path, body);
 const versionOn = (i: number) =>
   readFileSync(join(fleet.hosts[i]?.root as string, "home", "lab", "VERSION"), "utf8").trim();
 const host = async (hostId: string) => (await rt.store.host.get({ workshop: WS, hostId }).go()).data;

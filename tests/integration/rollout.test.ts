@@ -54,7 +54,7 @@ afterAll(async () => {
   lab?.remove();
 });
 
-describe("labfleet rollout on local hosts", { timeout: 180_000 }, () => {
+describe("labfleet rollout on local hosts", { timeout: 300_000 }, () => {
   it("rolls a good ref out canary first, then in batches; claimed labs keep their links and are told", async () => {
     const WS = "rgood";
     await upWorkshop(WS, 4);
@@ -148,10 +148,59 @@ describe("labfleet rollout on local hosts", { timeout: 180_000 }, () => {
     expect(run).toMatchObject({ state: "succeeded" });
     expect(run.transitions).toBeGreaterThan(10);
 
+    // Check mode and `up --plan` find each lab on its new machine: reused, nothing created.
+    const api = (path: string, body: unknown) =>
+      fetch(`${rt.url}/api/workshops${path}`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${rt.token}`, "content-type": "application/json" },
+        body: JSON.stringify(body),
+      }).then(async (res) => ({ status: res.status, body: json(await res.text()) }));
+    const check = await api(`/${WS}/check`, { command: "up" });
+    expect(check.status).toBe(200);
+    expect(
+      check.body.items
+        .filter((i: { stage: string }) => i.stage === "provision")
+        .map((i: { hostId: string; action: string }) => `${i.hostId} ${i.action}`),
+    ).toEqual(["student-01 reuse", "student-02 reuse", "student-03 reuse", "student-04 reuse"]);
+    const plan = await api("/plan", { yaml: rolloutYaml(WS, lab.source, 4) });
+    expect(plan.status).toBe(200);
+    expect(plan.body.items.map((i: { hostId: string; action: string }) => `${i.hostId} ${i.action}`)).toEqual(
+      ["student-01 reuse", "student-02 reuse", "student-03 reuse", "student-04 reuse"],
+    );
+
     // A second rollout to the same ref would change nothing: --check says so with exit 0.
     const again = await cli(["rollout", WS, "--ref", "v2", "--check", "--include-claimed"]);
     expect(again.code, again.stderr).toBe(0);
     expect(again.stdout).toContain("nothing would change");
+  });
+
+  it("records each replaced machine's life, so the receipt counts both machines of every lab", async () => {
+    const WS = "rgood";
+    const status = json((await cli(["rollout", WS, "--status", "--output", "json"])).stdout).rollout;
+    expect(status.state).toBe("completed");
+    // Each old machine's life, from its making to its removal at the promotion, is recorded for the receipt;
+    // the lab's own hours now start with its new machine.
+    const lives = (await rt.store.hostLife.query.byWorkshop({ workshop: WS }).go({ pages: "all" })).data;
+    expect(lives.map((l) => `${l.hostId} ${l.why}`).sort()).toEqual([
+      "student-01 replaced",
+      "student-02 replaced",
+      "student-03 replaced",
+      "student-04 replaced",
+    ]);
+    const ada1 = lives.find((l) => l.hostId === "student-01");
+    const now1 = await host(WS, "student-01");
+    expect(ada1?.createdAt).toBe(now1?.createdAt);
+    const promotedAt = status.hosts.find((h: { hostId: string }) => h.hostId === "student-01").endedAt;
+    expect(Date.parse(ada1?.removedAt as string)).toBeGreaterThanOrEqual(Date.parse(promotedAt));
+    expect(now1?.machineCreatedAt).toBe(
+      status.hosts.find((h: { hostId: string }) => h.hostId === "student-01").startedAt,
+    );
+    // The teardown's receipt counts both machines of each lab: 4 labs, 8 lives, 4 of them before it.
+    const down = await cli(["down", WS, "--yes"]);
+    expect(down.code, down.stderr + down.stdout).toBe(0);
+    const receipt = json((await cli(["receipt", WS, "--output", "json"])).stdout).receipt;
+    expect(receipt.usage).toMatchObject({ hosts: 8, earlier: { hosts: 4 } });
+    expect(receipt.usage.basis).toContain("includes 4 hosts removed before the teardown");
   });
 
   it("a bad ref fails the canary and changes nothing else: every lab on the old ref and healthy, no student moved", async () => {
@@ -196,6 +245,56 @@ describe("labfleet rollout on local hosts", { timeout: 180_000 }, () => {
     const w = (await rt.store.workshop.get({ name: WS }).go()).data;
     expect((w?.spec as { lab: { ref: string } } | undefined)?.lab.ref).toBe("main");
     expect(w?.state).toBe("ready");
+    expect((await events(WS)).filter((e) => e.type === "lab.updated")).toEqual([]);
+  });
+
+  it("a new lab that builds but fails lab.health halts the rollout at its canary in seconds, with the health output", async () => {
+    const WS = "rsick";
+    await upWorkshop(WS, 2);
+    const rollout = async () =>
+      json(
+        await (
+          await fetch(`${rt.url}/api/workshops/${WS}/rollout`, {
+            headers: { authorization: `Bearer ${rt.token}` },
+          })
+        ).text(),
+      ).rollout;
+    const started = await fetch(`${rt.url}/api/workshops/${WS}/rollout`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${rt.token}`, "content-type": "application/json" },
+      body: JSON.stringify({ ref: "unhealthy" }),
+    });
+    expect(started.status).toBe(202);
+    // The setup exits 0 and lab.health fails: the gate decides after a few checks, far inside the 300 s the
+    // lab would get after its setup (HEALTH_GRACE_SECONDS), which is past this deadline.
+    const status = await waitFor(
+      "the rollout to halt",
+      async () => {
+        const r = await rollout();
+        return r.state === "running" ? undefined : r;
+      },
+      45_000,
+    );
+    expect(status.state).toBe("halted");
+    const canary = status.hosts.find((h: { batch: number }) => h.batch === 0);
+    expect(canary).toMatchObject({ hostId: "student-01", state: "failed", gate: "failed" });
+    expect(canary.error).toContain(
+      "lab.health failed on the new lab 3 times in a row after its setup finished",
+    );
+    expect(canary.error).toContain("no built marker in the lab folder");
+    expect(status.hosts.find((h: { batch: number }) => h.batch > 0)).toMatchObject({
+      hostId: "student-02",
+      state: "pending",
+    });
+    await rt.executor.idle();
+    // The canary's new machine was built (version 5) and is gone; both labs are where they were, on main.
+    expect(existsSync(join(hostsDir(), WS, "student-01.b"))).toBe(false);
+    for (const id of ["student-01", "student-02"]) {
+      const h = await host(WS, id);
+      expect(h).toMatchObject({ state: "ready", ref: "main" });
+      expect(h?.machine).toBeUndefined();
+      expect(versionOf(h?.address as string)).toBe("1");
+    }
     expect((await events(WS)).filter((e) => e.type === "lab.updated")).toEqual([]);
   });
 

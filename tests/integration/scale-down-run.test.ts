@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { listHosts } from "../../shared/fleet/workshops.ts";
 import { claimLab } from "../../shared/portal/claims.ts";
 import { runCli } from "../harness/cli.ts";
-import { processesUnder, removeDir, testRuntime, waitFor, workshopYaml } from "../harness/runtime.ts";
+import { processesLeftUnder, removeDir, testRuntime, waitFor, workshopYaml } from "../harness/runtime.ts";
 
 /**
  * Scaling down (`labfleet down NAME --unclaimed N`, `POST .../portal/scale-down`) while a run acts on the labs
@@ -42,8 +42,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await rt?.close();
   if (rt) {
-    const left = processesUnder(rt.dataDir);
-    for (const pid of left) process.kill(pid, "SIGKILL");
+    const left = await processesLeftUnder(rt.dataDir);
     removeDir(rt.dataDir);
     expect(left).toEqual([]);
   }

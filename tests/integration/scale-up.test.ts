@@ -7,7 +7,7 @@ import { claimOrWait } from "../../shared/portal/waiting.ts";
 import type { HostItem } from "../../shared/store/entities.ts";
 import { runCli } from "../harness/cli.ts";
 import {
-  processesUnder,
+  processesLeftUnder,
   removeDir,
   tempDir,
   testRuntime,
@@ -76,8 +76,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await rt?.close();
   if (rt) {
-    const left = processesUnder(rt.dataDir);
-    for (const pid of left) process.kill(pid, "SIGKILL");
+    const left = await processesLeftUnder(rt.dataDir);
     removeDir(rt.dataDir);
     removeDir(work);
     expect(left).toEqual([]);
@@ -108,10 +107,10 @@ describe("scaling a workshop up", () => {
   it("refuses bad input, a count that is not more and one above the limit, writing nothing", async () => {
     const runs = (await listRuns(WS)).length;
     for (const [body, message] of [
-      [{}, "expected a host count: a whole number from 1 to 64"],
-      [{ count: "4" }, "expected a host count: a whole number from 1 to 64"],
-      [{ count: 3.5 }, "expected a host count: a whole number from 1 to 64"],
-      [{ count: 65 }, "expected a host count: a whole number from 1 to 64"],
+      [{}, "expected a host count: a whole number from 1 to 500"],
+      [{ count: "4" }, "expected a host count: a whole number from 1 to 500"],
+      [{ count: 3.5 }, "expected a host count: a whole number from 1 to 500"],
+      [{ count: 501 }, "expected a host count: a whole number from 1 to 500"],
     ] as const) {
       const res = await scale(body);
       expect(res.status, JSON.stringify(body)).toBe(400);

@@ -166,7 +166,7 @@ describe("stages and check mode, one workshop through its life", () => {
     const text = await cli("up", "-f", file, "--check");
     expect(text.code).toBe(2);
     expect(text.stdout).toMatch(
-      /^check stg \(up\): \d+ changes on 3 hosts or the workshop · nothing was changed$/m,
+      /^check stg \(up\): 4 changes on 2 hosts and 1 to the workshop \(publish\) · nothing was changed$/m,
     );
     expect(text.stdout).toMatch(/^student-01 +deploy +create +not built yet$/m);
     expect(await snapshot()).toEqual(before);

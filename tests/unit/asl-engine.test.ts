@@ -1,7 +1,10 @@
 import type { HistoryEvent } from "@aws-sdk/client-sfn";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { causeMessage } from "../../shared/runtime/handler.ts";
 import {
+  deployBatches,
+  deployBatchSize,
+  deployItems,
   EVENTS_PER_HOST,
   EVENTS_PER_POLL,
   FIXED_EVENTS,
@@ -9,6 +12,7 @@ import {
   historyBudget,
   INLINE_MAP_MAX_CONCURRENCY,
   LAMBDA_RETRIES_PER_TASK,
+  MAX_WORKSHOP_HOSTS,
   maxPolls,
   pollBudget,
   RETRY_EVENTS_PER_HOST,
@@ -468,7 +472,8 @@ describe("the up workflow's history budget (shared/workshop/limits.ts)", () => {
       return n;
     };
     return async (fn, payload) => {
-      const p = payload as { hostId?: string };
+      const p = payload as { hostIds?: string[] };
+      const item = p.hostIds?.join(",");
       const name = /^\$\{(\w+)Function\}$/.exec(fn)?.[1];
       switch (name) {
         case "BeginUp":
@@ -487,20 +492,24 @@ describe("the up workflow's history budget (shared/workshop/limits.ts)", () => {
               deploy: true,
               stages: { provision: true, deploy: true, wait: true, publish: true },
               hostIds: [],
+              batches: [],
             };
-          if (name === "Provision") return { hostIds: Array.from({ length: hosts }, (_, i) => `h${i}`) };
+          if (name === "Provision") {
+            const hostIds = Array.from({ length: hosts }, (_, i) => `h${i}`);
+            return { hostIds, batches: deployBatches(hostIds, deployBatchSize(hosts)) };
+          }
           return { state: "failed" };
         }
         case "DeployHost": {
-          const n = attempt(`deploy:${p.hostId}`);
+          const n = attempt(`deploy:${item}`);
           if (worst && n <= LAMBDA_RETRIES_PER_TASK) throw worstError(n);
           if (worst) throw new Error("setup did not start");
-          return { hostId: p.hostId, action: "started" };
+          return { hosts: (p.hostIds ?? []).map((hostId) => ({ hostId, action: "started" })) };
         }
         case "RecordHostFailure": {
-          const n = attempt(`record:${p.hostId}`);
+          const n = attempt(`record:${item}`);
           if (n <= LAMBDA_RETRIES_PER_TASK) throw worstError(n);
-          return { hostId: p.hostId, action: "failed" };
+          return { hosts: (p.hostIds ?? []).map((hostId) => ({ hostId, action: "failed" })) };
         }
         case "Poll": {
           pollAttempt++;
@@ -526,7 +535,7 @@ describe("the up workflow's history budget (shared/workshop/limits.ts)", () => {
       force: false,
     });
 
-  it("a poll costs 9 events and a host 7 (12 when its deploy fails), as limits.ts says", async () => {
+  it("a poll costs 9 events and a Map item 7 (12 when its deploy fails), as limits.ts says", async () => {
     const base = runUp(3, 10, false);
     const morePolls = runUp(3, 11, false);
     const moreHosts = runUp(4, 10, false);
@@ -536,8 +545,18 @@ describe("the up workflow's history budget (shared/workshop/limits.ts)", () => {
     expect(EVENTS_PER_HOST).toBe(7 + 5);
   });
 
+  it("a fleet of more than 100 hosts deploys in batches: 500 hosts cost 100 items' events, not 500", async () => {
+    const small = runUp(100, 10, false);
+    const large = runUp(500, 10, false);
+    const [a, b] = await Promise.all([small.done, large.done]);
+    expect(a.status).toBe("SUCCEEDED");
+    expect(b.status).toBe("SUCCEEDED");
+    expect(deployItems(500)).toBe(100);
+    expect(large.figures.historyEvents).toBe(small.figures.historyEvents);
+  });
+
   it("the largest fleet at the most polls validate allows stays within 25,000 events; one poll more fails", async () => {
-    const hosts = 64;
+    const hosts = MAX_WORKSHOP_HOSTS;
     const polls = pollBudget(hosts);
     const fits = runUp(hosts, polls, true);
     // The run ends as the workflow says (FinishUp failed, FailRun recorded it), not at a Step Functions limit.
@@ -545,7 +564,7 @@ describe("the up workflow's history budget (shared/workshop/limits.ts)", () => {
     const expected =
       FIXED_EVENTS +
       RETRY_MARGIN_EVENTS +
-      hosts * (EVENTS_PER_HOST + RETRY_EVENTS_PER_HOST) +
+      deployItems(hosts) * (EVENTS_PER_HOST + RETRY_EVENTS_PER_HOST) +
       polls * EVENTS_PER_POLL;
     expect(fits.figures.historyEvents).toBe(expected);
     expect(expected).toBeLessThanOrEqual(HISTORY_EVENT_LIMIT);
@@ -832,5 +851,24 @@ describe("FakeStepFunctions", () => {
       error: "ZodError",
       cause: JSON.stringify({ errorType: "ZodError", errorMessage: "bad input", trace: [] }),
     });
+  });
+});
+
+describe("a Task without TimeoutSeconds", () => {
+  it("runs as long as it needs in the local profile too, not the library's 60 s (a Poll of 500 local hosts)", async () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+    try {
+      let finish: (v: unknown) => void = () => {};
+      const slow = new Promise((r) => {
+        finish = r;
+      });
+      const run = engine(def({ Long: { ...task("Long"), End: true } }), () => slow, "local").start({});
+      await vi.advanceTimersByTimeAsync(120_000);
+      finish({ polled: 500 });
+      await vi.advanceTimersByTimeAsync(1_000);
+      expect(await run.done).toMatchObject({ status: "SUCCEEDED" });
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

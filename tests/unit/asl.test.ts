@@ -3,6 +3,7 @@ import aslValidator from "asl-validator";
 import { StateMachine } from "aws-local-stepfunctions";
 import { describe, expect, it } from "vitest";
 import { RUN_KINDS } from "../../shared/store/entities.ts";
+import { deployBatches, deployBatchSize } from "../../shared/workshop/limits.ts";
 import {
   type AslDefinition,
   allStates,
@@ -130,6 +131,7 @@ async function countTransitions(
   const tasks: string[] = [];
   const deployed: string[] = [];
   const ids = Array.from({ length: hosts }, (_, i) => `h${i}`);
+  const batches = deployBatches(ids, deployBatchSize(hosts));
   const stand: Record<string, (p: Record<string, unknown>) => unknown> = {
     BeginUp: () => ({
       concurrency: 4,
@@ -139,11 +141,13 @@ async function countTransitions(
       stages,
       // Without the provision stage, BeginUp lists the hosts recorded.
       hostIds: stages.provision ? [] : ids,
+      batches: stages.provision ? [] : batches,
     }),
-    Provision: () => ({ hostIds: ids }),
+    Provision: () => ({ hostIds: ids, batches }),
     DeployHost: (p) => {
-      deployed.push(String(p.hostId));
-      return { hostId: p.hostId, action: "started" };
+      const items = p.hostIds as string[];
+      deployed.push(...items);
+      return { hosts: items.map((hostId) => ({ hostId, action: "started" })) };
     },
     Poll: () => {
       polls++;
@@ -184,6 +188,15 @@ describe("state transitions (Step Functions bills per transition)", () => {
     // 120 x (Wait, Poll, Choice), FinishUp.
     expect(transitions).toBe(6 + 50 + 120 * 3 + 1);
     expect(transitions).toBeLessThan(1000);
+  });
+
+  it("500 hosts deploy as 100 Map items of 5 hosts: every host once, 100 item transitions", async () => {
+    const { transitions, deployed } = await countTransitions(500, 120);
+    expect(deployed).toHaveLength(500);
+    expect(new Set(deployed).size).toBe(500);
+    // BeginUp, ProvisionStage, Provision, AfterProvision, Deploy + 100 DeployHost items, AfterDeploy,
+    // 120 x (Wait, Poll, Choice), FinishUp.
+    expect(transitions).toBe(6 + 100 + 120 * 3 + 1);
   });
 
   it("polling cost does not grow with the fleet", async () => {

@@ -41,6 +41,7 @@ import {
   resolveInstanceType,
 } from "../../shared/providers/aws-launch.ts";
 import { isVisibleError } from "../../shared/runtime/errors.ts";
+import { MAX_WORKSHOP_HOSTS } from "../../shared/workshop/limits.ts";
 import { Workshop, type WorkshopInput } from "../../shared/workshop/schema.ts";
 
 const ec2Mock = mockClient(EC2Client);
@@ -314,6 +315,10 @@ describe("AwsProvider.validate", () => {
     expect(p.validate(spec())).toEqual([]);
     expect(p.name).toBe("aws");
     expect(p.transport).toBe("ssm");
+  });
+
+  it("takes a conference-sized workshop: 500 hosts, as every provider does", () => {
+    expect(p.validate(spec({ count: MAX_WORKSHOP_HOSTS }))).toEqual([]);
   });
 
   it("reports every missing field with its YAML path at once", () => {
@@ -1459,10 +1464,38 @@ describe("AwsProvider.deprovision", () => {
         ],
       },
     ]);
+    // One request for the workshop's instances (TerminateInstances refills 5 requests a second).
     expect(calls(TerminateInstancesCommand)).toEqual([
-      { InstanceIds: ["i-0mine000000000001"] },
-      { InstanceIds: ["i-0mine000000000002"] },
+      { InstanceIds: ["i-0mine000000000001", "i-0mine000000000002"] },
     ]);
+  });
+
+  it("terminates 250 hosts in batches of 100 instances, and retries a refused batch host by host", async () => {
+    const ids = Array.from({ length: 250 }, (_, i) => `student-${String(i + 1).padStart(3, "0")}`);
+    const id = (n: number) => `i-0mine${String(n).padStart(12, "0")}`;
+    fakeAccount(ids.map((h, n) => instance(id(n), "running", tags("k8s-intro", h))));
+    const refused = id(150);
+    ec2Mock.on(TerminateInstancesCommand).callsFake((input: { InstanceIds: string[] }) => {
+      if (input.InstanceIds.includes(refused))
+        throw Object.assign(new Error("You are not authorized to perform this operation."), {
+          name: "UnauthorizedOperation",
+        });
+      return { TerminatingInstances: [] };
+    });
+    const results = await provider().p.deprovision(spec({ count: 250 }), ids);
+    const sizes = calls(TerminateInstancesCommand).map(
+      (c) => (c as { InstanceIds: string[] }).InstanceIds.length,
+    );
+    // 100, the refused batch of 100, then its hosts one by one (100 calls), then the last 50.
+    expect(sizes.slice(0, 2)).toEqual([100, 100]);
+    expect(sizes.filter((n) => n === 1)).toHaveLength(100);
+    expect(sizes.at(-1)).toBe(50);
+    expect(results.filter((r) => r.result === "destroyed")).toHaveLength(249);
+    expect(results[150]).toEqual({
+      hostId: "student-151",
+      result: "error",
+      detail: `TerminateInstances ${refused}: You are not authorized to perform this operation.`,
+    });
   });
 
   it("double-checks the tags EC2 returns and never terminates a foreign or partly tagged instance", async () => {

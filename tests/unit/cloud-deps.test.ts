@@ -55,6 +55,7 @@ const PREFIX = "arn:aws:states:eu-west-1:123456789012";
 const UP = `${PREFIX}:stateMachine:labfleet-test-up`;
 const TEARDOWN = `${PREFIX}:stateMachine:labfleet-test-teardown`;
 const ROLLOUT = `${PREFIX}:stateMachine:labfleet-test-rollout`;
+const EXEC = `${PREFIX}:stateMachine:labfleet-test-exec`;
 const RUN = "run_01J9Z3Q8V6K1M2N3P4R5S6T7V8";
 const ACCESS_KEY = randomBytes(32);
 const TOKEN = "tok-7f3a9c0e5b1d4a2f8e6c0b9d";
@@ -78,6 +79,7 @@ function env(extra: Record<string, string | undefined> = {}): Record<string, str
     [CLOUD_ENV.upStateMachineArn]: UP,
     [CLOUD_ENV.teardownStateMachineArn]: TEARDOWN,
     [CLOUD_ENV.rolloutStateMachineArn]: ROLLOUT,
+    [CLOUD_ENV.execStateMachineArn]: EXEC,
     [CLOUD_ENV.hostInstanceProfileArn]: "arn:aws:iam::123456789012:instance-profile/labfleet-test-host",
     ...linkedEnv({ AccessKey: ACCESS_KEY.toString("base64"), SshPrivateKey: SECRET_NOT_SET }),
     ...extra,
@@ -207,7 +209,7 @@ describe("linked secrets", () => {
 describe("cloudConfig", () => {
   it("names every missing variable at once", () => {
     expect(() => cloudConfig({ [CLOUD_ENV.stage]: "test" })).toThrow(
-      "labfleet's cloud runtime is not configured: LABFLEET_TABLE, LABFLEET_UP_STATE_MACHINE_ARN, LABFLEET_TEARDOWN_STATE_MACHINE_ARN, LABFLEET_ROLLOUT_STATE_MACHINE_ARN not set (sst.config.ts sets them on every function)",
+      "labfleet's cloud runtime is not configured: LABFLEET_TABLE, LABFLEET_UP_STATE_MACHINE_ARN, LABFLEET_TEARDOWN_STATE_MACHINE_ARN, LABFLEET_ROLLOUT_STATE_MACHINE_ARN, LABFLEET_EXEC_STATE_MACHINE_ARN not set (sst.config.ts sets them on every function)",
     );
   });
 
@@ -224,7 +226,7 @@ describe("cloudDeps", () => {
     const deps = cloudDeps(env());
     expect(deps.store.table).toBe("labfleet-test-TableTable");
     expect(deps.accessKey.equals(ACCESS_KEY)).toBe(true);
-    expect(Object.keys(deps.providers).sort()).toEqual(["aws", "static"]);
+    expect(Object.keys(deps.providers).sort()).toEqual(["aws", "enrolled", "static"]);
     expect(deps.providers.aws).toBeInstanceOf(AwsProvider);
     expect(deps.providers.static).toBeInstanceOf(StaticProvider);
     expect(deps.scheduleMirror).toBeUndefined();
@@ -242,12 +244,20 @@ describe("cloudDeps", () => {
     ]);
   });
 
+  it("gives pushing hosts the API's URL where the environment sets it (DeployHost), and no URL elsewhere", () => {
+    expect(cloudDeps(env()).hostApiUrl).toBeUndefined();
+    const url = "https://abcdefghij.execute-api.eu-west-1.amazonaws.com";
+    expect(cloudDeps(env({ [CLOUD_ENV.hostApiUrl]: url })).hostApiUrl?.()).toBe(url);
+  });
+
   it("starts workflows on the state machines the environment names", async () => {
     sfn.on(StartExecutionCommand).resolves({ ...meta, executionArn: "x", startDate: new Date() });
     const deps = cloudDeps(env());
     await deps.workflows.start("deploy", { workshop: "k8s-intro", runId: RUN, force: true });
     await deps.workflows.start("teardown", { workshop: "k8s-intro", runId: RUN });
     await deps.workflows.start("rollout", { workshop: "k8s-intro", runId: RUN });
+    const job = "exj_01J9Z3Q8V6K1M2N3P4R5S6T7V8";
+    await deps.workflows.start("exec", { workshop: "k8s-intro", runId: job });
     expect(sfn.commandCalls(StartExecutionCommand).map((c) => c.args[0].input)).toEqual([
       {
         stateMachineArn: UP,
@@ -256,6 +266,7 @@ describe("cloudDeps", () => {
       },
       { stateMachineArn: TEARDOWN, name: RUN, input: JSON.stringify({ workshop: "k8s-intro", runId: RUN }) },
       { stateMachineArn: ROLLOUT, name: RUN, input: JSON.stringify({ workshop: "k8s-intro", runId: RUN }) },
+      { stateMachineArn: EXEC, name: job, input: JSON.stringify({ workshop: "k8s-intro", runId: job }) },
     ]);
   });
 

@@ -80,11 +80,30 @@ describe("bash completion", () => {
       ].sort(),
     );
     expect(complete(["portal", "re"])).toEqual(["reassign", "release", "revoke"]);
-    expect(complete(["hosts", ""])).toEqual(["credentials", "forget-key", "keys", "pin", "pubkey"]);
+    expect(complete(["hosts", ""])).toEqual(
+      [
+        "approve",
+        "credentials",
+        "disable",
+        "drain",
+        "enable",
+        "forget-key",
+        "join-token",
+        "join-tokens",
+        "keys",
+        "pending",
+        "pin",
+        "pubkey",
+        "reject",
+        "remove",
+        "revoke-token",
+        "rotate-secret",
+      ].sort(),
+    );
     expect(complete(["tokens", ""])).toEqual(["create", "list", "revoke"]);
     // Options before the command do not confuse it.
     expect(complete(["-o", "json", "tokens", "l"])).toEqual(["list"]);
-    expect(complete(["--output=json", "hosts", "p"])).toEqual(["pin", "pubkey"]);
+    expect(complete(["--output=json", "hosts", "p"])).toEqual(["pending", "pin", "pubkey"]);
   });
 
   it("completes each command's own options after -", () => {

@@ -10,6 +10,7 @@ import {
   redactCommandText,
   summarize,
 } from "../../shared/fleet/exec.ts";
+import { EXEC_JOB_MAX_MS, waitAfter } from "../../shared/fleet/exec-jobs.ts";
 import { redactor } from "../../shared/fleet/secrets.ts";
 
 const result = (
@@ -43,6 +44,7 @@ describe("exec summary", () => {
       timeout: 1,
       error: 0,
       skipped: 0,
+      cancelled: 0,
       text: "12 ok, 1 failed (exit 2): student-13; 1 timeout: student-14",
     });
     const mixed = summarize([
@@ -126,5 +128,15 @@ describe("exec input", () => {
     );
     expect(ExecInput.parse({ command: "uptime" }).timeoutSeconds).toBe(60);
     expect(ExecInput.safeParse({ command: "x", extra: 1 }).success).toBe(false);
+  });
+});
+
+describe("exec job waits", () => {
+  it("waits 1 s at first and longer as a job goes on, so its longest run fits one execution's history", () => {
+    expect([0, 9_000, 30_000, 200_000, 1_800_000, 7_200_000].map(waitAfter)).toEqual([1, 1, 2, 5, 10, 30]);
+    // Each step is a Task, a Choice and a Wait: about 9 history events; Step Functions keeps 25,000.
+    let steps = 0;
+    for (let t = 0; t < EXEC_JOB_MAX_MS; t += waitAfter(t) * 1000) steps++;
+    expect(steps * 9).toBeLessThan(25_000);
   });
 });

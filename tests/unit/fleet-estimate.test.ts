@@ -337,3 +337,100 @@ describe("a finished build's sample", () => {
     });
   });
 });
+
+describe("the estimate at this run's pace", () => {
+  // The earlier runs' medians: prepare 70 s, install 320 s, configure 110 s, tail 10 s, total 510 s.
+  const now = new Date(T0 + 800_000);
+  const slowHost = {
+    id: "student-01",
+    state: "deploying",
+    deployStartedAt: at(0),
+    // install took 640 s (twice the earlier runs' 320 s); configure runs for 20 s now. The first phase holds
+    // the deploy step's head and is not compared.
+    phases: [
+      { name: "prepare", state: "done", startedAt: at(20), endedAt: at(140) },
+      { name: "install", state: "done", startedAt: at(140), endedAt: at(780) },
+      { name: "configure", state: "running", startedAt: at(780) },
+    ],
+  };
+  const waiting = { id: "student-02", state: "pending", phases: [] };
+
+  it("scales what is left by how this run's finished phases compare with the earlier runs'", () => {
+    const e = estimateFleet([slowHost, waiting], earlier, "run_now", now);
+    if (e.kind !== "estimated") throw new Error(`expected an estimate, got ${e.kind}`);
+    expect(e.basis).toEqual({
+      earlierRuns: 2,
+      earlierBuilds: 3,
+      thisRunBuilds: 0,
+      pace: { ratio: 2, phases: 1 },
+    });
+    // student-02 has not started: the earlier runs' median total, twice over.
+    expect(e.hosts["student-02"]).toBe(1020);
+    // student-01: what longer configures took beyond 20 s (at this pace: 240, 200, 220 -> 200), then the
+    // tail (20).
+    expect(e.hosts["student-01"]).toBe(220);
+    expect(e.remainingSeconds).toBe(1020);
+    expect(basisText(e.basis)).toBe(
+      "from 2 earlier runs, at this run's pace (100 % slower than the earlier runs, over 1 phase)",
+    );
+  });
+
+  it("brings this run's own finished builds to the earlier runs' pace before they join the profile", () => {
+    const built = {
+      id: "student-03",
+      state: "ready",
+      deployStartedAt: at(-1020),
+      phases: [
+        { name: "prepare", state: "done", startedAt: at(-1000), endedAt: at(-880) },
+        { name: "install", state: "done", startedAt: at(-880), endedAt: at(-240) },
+        { name: "configure", state: "done", startedAt: at(-240), endedAt: at(-20) },
+      ],
+    };
+    const itsBuild = build(
+      "run_now",
+      [
+        ["prepare", 140],
+        ["install", 640],
+        ["configure", 220],
+      ],
+      20,
+    );
+    const e = estimateFleet([built, waiting], [...earlier, itsBuild], "run_now", now, {
+      concurrency: 10,
+      startedAt: at(-1100),
+    });
+    if (e.kind !== "estimated") throw new Error(`expected an estimate, got ${e.kind}`);
+    expect(e.basis.pace).toEqual({ ratio: 2, phases: 2 });
+    // Its build counts as 510 s at the earlier pace (not as the slowest build of all), then twice over.
+    expect(e.hosts["student-02"]).toBe(1020);
+  });
+
+  it("reads a faster run too, keeps the pace within its bounds, and needs earlier builds to have one", () => {
+    const withInstall = (seconds: number) => ({
+      ...slowHost,
+      phases: [
+        { name: "prepare", state: "done", startedAt: at(5), endedAt: at(40) },
+        { name: "install", state: "done", startedAt: at(40), endedAt: at(40 + seconds) },
+        { name: "configure", state: "running", startedAt: at(40 + seconds) },
+      ],
+    });
+    const quick = estimateFleet([withInstall(160), waiting], earlier, "run_now", new Date(T0 + 210_000));
+    if (quick.kind !== "estimated") throw new Error(`expected an estimate, got ${quick.kind}`);
+    expect(quick.basis.pace).toEqual({ ratio: 0.5, phases: 1 });
+    expect(quick.hosts["student-02"]).toBe(255);
+    expect(basisText(quick.basis)).toContain("50 % faster than the earlier runs");
+
+    const slow = estimateFleet([withInstall(3200), waiting], earlier, "run_now", new Date(T0 + 3_300_000));
+    if (slow.kind !== "estimated") throw new Error(`expected an estimate, got ${slow.kind}`);
+    expect(slow.basis.pace?.ratio).toBe(4);
+    expect(slow.hosts["student-02"]).toBe(2040);
+
+    // Only this run's builds: nothing to compare with, the estimate stands on them as they are.
+    const own = estimateFleet([slowHost, waiting], [build("run_now", [["prepare", 140]], 0)], "run_now", now);
+    if (own.kind !== "estimated") throw new Error(`expected an estimate, got ${own.kind}`);
+    expect(own.basis.pace).toBeUndefined();
+    expect(
+      basisText({ earlierRuns: 1, earlierBuilds: 3, thisRunBuilds: 0, pace: { ratio: 1.03, phases: 4 } }),
+    ).toBe("from 1 earlier run, at this run's pace (as fast as the earlier runs, over 4 phases)");
+  });
+});

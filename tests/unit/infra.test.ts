@@ -295,7 +295,7 @@ describe("every function's IAM is scoped", () => {
     ]);
   });
 
-  it("starts and stops executions of this stage's two state machines only", () => {
+  it("starts and stops executions of this stage's state machines only; exec jobs are started by the Api alone", () => {
     const states = allFunctions
       .flatMap(statementsOf)
       .filter((s) => s.actions.some((a) => a.startsWith("states:")));
@@ -303,7 +303,12 @@ describe("every function's IAM is scoped", () => {
     for (const s of states) {
       for (const r of s.resources.map((x) => fill(x, refs))) {
         expect(
-          [machines.upStateMachine, machines.teardownStateMachine, machines.rolloutStateMachine].some(
+          [
+            machines.upStateMachine,
+            machines.teardownStateMachine,
+            machines.rolloutStateMachine,
+            machines.execStateMachine,
+          ].some(
             (m) =>
               r === `arn:aws:states:eu-west-1:123456789012:stateMachine:${m}` ||
               r === `arn:aws:states:eu-west-1:123456789012:execution:${m}:*`,
@@ -317,6 +322,12 @@ describe("every function's IAM is scoped", () => {
     );
     expect(starters.sort()).toEqual(["Api", "Sweep"]);
     expect(specOf("Portal").grants).not.toContain("workflowsStart");
+    const execStarters = allFunctions.filter((n) =>
+      statementsOf(n).some((s) =>
+        s.resources.some((r) => fill(r, refs).endsWith(`:${machines.execStateMachine}`)),
+      ),
+    );
+    expect(execStarters).toEqual(["Api"]);
   });
 
   it("resolves every template to concrete ARNs", () => {
@@ -551,7 +562,13 @@ describe("the portal function", () => {
         ["ForAllValues:StringLike", "dynamodb:LeadingKeys"],
       ]);
     }
-    expect(envNamesOf("Portal")).toEqual([CLOUD_ENV.table, CLOUD_ENV.stage, CLOUD_ENV.checksFunction]);
+    // The API's URL too, for a BYOD student's join line: an address, not a permission.
+    expect(envNamesOf("Portal")).toEqual([
+      CLOUD_ENV.table,
+      CLOUD_ENV.stage,
+      CLOUD_ENV.checksFunction,
+      CLOUD_ENV.hostApiUrl,
+    ]);
   });
 
   it("reaches the partitions of every record the portal reads and writes, and writes no workshop or code", () => {
@@ -637,6 +654,7 @@ describe("the portal function", () => {
       "queueLink",
       "checkResult",
       "checkPress",
+      "joinLink",
     ];
     const inReach: string[] = [];
     for (const [name, entity] of Object.entries(store)) {
@@ -674,7 +692,12 @@ describe("sst.config.ts", () => {
     expect(config).toContain(`\`\${which}.asl.json\``);
     expect(config).toContain("infra.substituteFunctionArns(asl, arns)");
     expect(config).not.toContain("sst.aws.StepFunctions");
-    expect(aslFiles.sort()).toEqual(["rollout.asl.json", "teardown.asl.json", "up.asl.json"]);
+    expect(aslFiles.sort()).toEqual([
+      "exec.asl.json",
+      "rollout.asl.json",
+      "teardown.asl.json",
+      "up.asl.json",
+    ]);
   });
 
   it("declares the table as shared/store/table.ts makes it, and links no table (a link grants dynamodb:*)", () => {
@@ -714,5 +737,10 @@ describe("sst.config.ts", () => {
       ]),
     );
     expect(envNamesOf("Poll")).not.toContain(CLOUD_ENV.scheduleGroup);
+    // Only the functions that tell hosts where the API is are told its URL: DeployHost (push settings) and the
+    // portal (a BYOD join line). sst.config.ts makes the HTTP API before the functions, so no cycle.
+    const told = allFunctions.filter((n) => envNamesOf(n).includes(CLOUD_ENV.hostApiUrl));
+    expect(told.sort()).toEqual(["DeployHost", "Portal"]);
+    expect(config).toContain("[CLOUD_ENV.hostApiUrl]: apiHttp.url");
   });
 });

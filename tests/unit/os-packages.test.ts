@@ -67,6 +67,8 @@ describe("what the local runtime needs from the OS", () => {
       "openssh-server",
       "openssh-client",
       "sudo",
+      "curl",
+      "openssl",
       "chromium",
     ]);
   });

@@ -27,6 +27,7 @@ const PREFIX = "arn:aws:states:eu-west-1:123456789012";
 const UP = `${PREFIX}:stateMachine:labfleet-up`;
 const TEARDOWN = `${PREFIX}:stateMachine:labfleet-teardown`;
 const ROLLOUT = `${PREFIX}:stateMachine:labfleet-rollout`;
+const EXEC = `${PREFIX}:stateMachine:labfleet-exec`;
 const RUN = "run_01J9Z3Q8V6K1M2N3P4R5S6T7V8";
 const UP_EXECUTION = `${PREFIX}:execution:labfleet-up:${RUN}`;
 const TEARDOWN_EXECUTION = `${PREFIX}:execution:labfleet-teardown:${RUN}`;
@@ -35,7 +36,7 @@ const meta = { $metadata: {} };
 function workflows(): StepFunctionsWorkflows {
   return new StepFunctionsWorkflows({
     client: new SFNClient({}),
-    stateMachineArns: { up: UP, teardown: TEARDOWN, rollout: ROLLOUT },
+    stateMachineArns: { up: UP, teardown: TEARDOWN, rollout: ROLLOUT, exec: EXEC },
   });
 }
 
@@ -60,7 +61,7 @@ describe("executionArnOf", () => {
       () =>
         new StepFunctionsWorkflows({
           client: new SFNClient({}),
-          stateMachineArns: { up: UP, teardown: "labfleet-teardown", rollout: ROLLOUT },
+          stateMachineArns: { up: UP, teardown: "labfleet-teardown", rollout: ROLLOUT, exec: EXEC },
         }),
     ).toThrow(/labfleet-teardown/);
   });

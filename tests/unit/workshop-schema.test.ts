@@ -63,7 +63,7 @@ lab:
   colour: blue
 provider:
   type: local
-  count: 65
+  count: 501
   ttl_hours: 200
 portal:
   code_letters: 3
@@ -82,7 +82,7 @@ portal:
     );
     expect(byPath["lab.concurrency"]?.message).toMatch(/from 1 to 40/);
     expect(byPath["lab.concurrency"]?.line).toBe(5);
-    expect(byPath["provider.count"]?.message).toMatch(/from 1 to 64/);
+    expect(byPath["provider.count"]?.message).toMatch(/from 1 to 500/);
     expect(byPath["provider.ttl_hours"]?.message).toMatch(/greater than 0, at most 168/);
     expect(byPath["lab.colour"]?.message).toMatch(/unknown key/);
     expect(byPath["portal.code_letters"]?.message).toMatch(/from 4 to 8/);
@@ -246,7 +246,28 @@ ${Array.from({ length: n }, (_, i) => `  - { id: h${i}, ssh: lab@10.0.0.${i + 1}
       expect(errorsOf(workshop(2, 1440, 64)).map((e) => e.path)).toEqual(["lab.poll_seconds"]);
       expect(errorsOf(workshop(2, 1440, 64))[0]?.message).toMatch(/from 5 to 3600/);
       expect(errorsOf(workshop(10, 2000, 64)).map((e) => e.path)).toEqual(["lab.timeout_minutes"]);
-      expect(errorsOf(workshop(10, 480, 65)).map((e) => e.path)).toEqual(["provider.count"]);
+      expect(errorsOf(workshop(10, 480, 501)).map((e) => e.path)).toEqual(["provider.count"]);
+    });
+
+    it("takes 500 hosts on every provider, and refuses 501 at the field that says so", () => {
+      for (const type of ["local", "aws"]) {
+        expect(validateWorkshopYaml(workshop(undefined, 480, 500, type)).ok, type).toBe(true);
+        const [e] = errorsOf(workshop(undefined, 480, 501, type));
+        expect(e).toMatchObject({
+          path: "provider.count",
+          message: "expected a host count: a whole number from 1 to 500",
+        });
+      }
+      const statik = (n: number) =>
+        `name: byo\nlab: { source: ./lab, setup: s }\nprovider: { type: static }\nhosts:\n${Array.from(
+          { length: n },
+          (_, i) => `  - { id: h${i}, ssh: lab@10.0.${Math.floor(i / 250)}.${(i % 250) + 1} }`,
+        ).join("\n")}\n`;
+      expect(validateWorkshopYaml(statik(500)).ok).toBe(true);
+      const errors = errorsOf(statik(501));
+      expect(errors.map((e) => [e.path, e.message])).toEqual([["hosts", "expected at most 500 hosts"]]);
+      // 500 hosts deploy in 100 batches: a day of minute polls fits one execution's history.
+      expect(historyBudget(60, 1440, 500)).toMatchObject({ fits: true });
     });
   });
 

@@ -19,15 +19,19 @@ export const StageFields = {
 
 const CheckBody = z
   .strictObject({
-    command: z.enum(["up", "deploy", "retry"], { error: "expected up, deploy or retry" }).meta({
-      description: "the command to check",
-    }),
+    command: z
+      .enum(["up", "deploy", "retry", "provision"], { error: "expected up, deploy, retry or provision" })
+      .meta({
+        description: "the command to check (provision: its one stage, whatever `only` and `skip` say)",
+      }),
     yaml: z
       .string()
       .min(1, { error: "expected the text of workshop.yaml" })
       .max(WORKSHOP_YAML_MAX_BYTES, { error: "expected workshop.yaml of at most 1 MiB" })
       .optional()
-      .meta({ description: "up: the workshop.yaml to check (default: the workshop as submitted)" }),
+      .meta({
+        description: "up, provision: the workshop.yaml to check (default: the workshop as submitted)",
+      }),
     baseDir: z
       .string()
       .startsWith("/", { error: "expected an absolute folder" })
@@ -55,7 +59,7 @@ const CheckBody = z
 export const CheckReportView = z
   .object({
     workshop: z.string(),
-    command: z.string().meta({ description: "up, deploy or retry" }),
+    command: z.string().meta({ description: "up, deploy, retry or provision" }),
     items: z.array(
       z.object({
         hostId: z.string().meta({ description: "the host; `*` for the whole workshop (publish)" }),
@@ -75,9 +79,9 @@ const check = createRoute({
   operationId: "checkWorkshop",
   path: "/{name}/check",
   tags: ["workshops"],
-  summary: "Check what up, deploy or retry would change",
+  summary: "Check what up, deploy, retry or provision would change",
   description:
-    "Goes through the stages the command would run (`only`/`skip`) and says, per host and stage, what each would do: create, reuse, rebuild, skip (a claimed lab without `force`) or promote (publish), with the reason. Nothing is stored, started or run on a host. `up` checks the `yaml` given (a workshop not submitted yet: everything to create). 404 for deploy or retry of an unknown workshop; 409 `stages.missing` when the stages leave out provision and a host is not provisioned.",
+    "Goes through the stages the command would run (`only`/`skip`) and says, per host and stage, what each would do: create, reuse, rebuild, skip (a claimed lab without `force`) or promote (publish), with the reason. Nothing is stored, started or run on a host. `up` and `provision` check the `yaml` given (a workshop not submitted yet: everything to create); `provision` goes through its one stage (which hosts would be created, which reused). 404 for deploy or retry of an unknown workshop; 409 `stages.missing` when the stages leave out provision and a host is not provisioned.",
   middleware: [readJson] as const,
   request: { params: NameParams, body: jsonBody(CheckBody, "The command and its options.", true) },
   responses: {

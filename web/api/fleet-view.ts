@@ -1,5 +1,10 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { fleetView } from "../../shared/fleet/fleet-view.ts";
+import {
+  FLEET_PAGE_DEFAULT,
+  FLEET_PAGE_MAX,
+  fleetView,
+  parseFleetCursor,
+} from "../../shared/fleet/fleet-view.ts";
 import { HOST_STATES } from "../../shared/store/entities.ts";
 import { apiRouter, errors, json, NameParams } from "./schemas.ts";
 
@@ -14,6 +19,16 @@ const Basis = z.object({
   earlierRuns: z.number().int().meta({ description: "earlier runs of the same lab whose builds were used" }),
   earlierBuilds: z.number().int(),
   thisRunBuilds: z.number().int().meta({ description: "builds of the current run that finished" }),
+  pace: z
+    .object({
+      ratio: z.number().meta({
+        description:
+          "this run's phase times over the earlier runs' for the same phases (1.3: 30 % slower); the estimate is scaled by it",
+      }),
+      phases: z.number().int().meta({ description: "the finished phases of this run it was measured on" }),
+    })
+    .optional()
+    .meta({ description: "absent until a phase of this run finished, or without earlier builds" }),
 });
 
 const Estimate = z
@@ -80,9 +95,39 @@ export const FleetViewSchema = z
       waiting: z.number().int().meta({ description: "students in the waiting line" }),
     }),
     estimate: Estimate,
-    labs: z.array(FleetLab),
+    labs: z.array(FleetLab).meta({ description: "this page's labs, in host order" }),
+    page: z
+      .object({
+        limit: z.number().int().meta({ description: "the most labs this page holds" }),
+        start: z.number().int().meta({ description: "the page's first lab, counted from 0 in host order" }),
+        next: z.string().nullable().meta({
+          description: "pass it as `cursor` for the next page; null on the last page",
+        }),
+        prev: z.string().nullable().meta({
+          description:
+            "the `cursor` of the previous page (empty: the first page, no cursor); null on the first page",
+        }),
+      })
+      .meta({ id: "FleetPage" }),
   })
   .meta({ id: "FleetView" });
+
+const FleetQuery = z.strictObject({
+  limit: z.coerce
+    .number({ error: `expected a number of labs, 1 to ${FLEET_PAGE_MAX}` })
+    .int({ error: `expected a whole number of labs, 1 to ${FLEET_PAGE_MAX}` })
+    .min(1, { error: `expected 1 to ${FLEET_PAGE_MAX}` })
+    .max(FLEET_PAGE_MAX, { error: `expected 1 to ${FLEET_PAGE_MAX}` })
+    .optional()
+    .meta({
+      description: `at most this many labs (default ${FLEET_PAGE_DEFAULT}, at most ${FLEET_PAGE_MAX})`,
+    }),
+  cursor: z
+    .string()
+    .refine((c) => parseFleetCursor(c) !== undefined, { error: "expected the page.next of an earlier page" })
+    .optional()
+    .meta({ description: "the `page.next` of the previous page: the labs after it" }),
+});
 
 const fleetRoute = createRoute({
   method: "get",
@@ -91,8 +136,8 @@ const fleetRoute = createRoute({
   operationId: "getFleetView",
   summary: "Read the fleet view",
   description:
-    "Every lab in one list (state and phase, health, the student's name, checks passed, time left, timed phases), the counts, and the estimate of when every lab still building will be ready, with its basis.",
-  request: { params: NameParams },
+    "The labs (state and phase, health, the student's name, checks passed, time left, timed phases) a page at a time in host order, the whole fleet's counts, and the estimate of when every lab still building will be ready, with its basis (its per-lab seconds for this page's labs). Follow `page.next` as `?cursor=` until it is null.",
+  request: { params: NameParams, query: FleetQuery },
   responses: {
     200: json(FleetViewSchema, "The fleet."),
     ...errors(400, 401, 404),
@@ -100,6 +145,13 @@ const fleetRoute = createRoute({
 });
 
 /** GET /api/workshops/{name}/fleet: what the console's fleet view shows. */
-export const fleetViewApi = apiRouter().openapi(fleetRoute, async (c) =>
-  c.json(await fleetView(c.req.valid("param").name), 200),
-);
+export const fleetViewApi = apiRouter().openapi(fleetRoute, async (c) => {
+  const q = c.req.valid("query");
+  return c.json(
+    await fleetView(c.req.valid("param").name, {
+      limit: q.limit ?? FLEET_PAGE_DEFAULT,
+      ...(q.cursor !== undefined ? { cursor: q.cursor } : {}),
+    }),
+    200,
+  );
+});

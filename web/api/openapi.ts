@@ -5,7 +5,9 @@ import pkg from "../../package.json" with { type: "json" };
 import { CreateTokenInput, TokenInfo } from "../../shared/auth/tokens.ts";
 import { EVENT_TYPES } from "../../shared/store/entities.ts";
 import { SESSION_COOKIE } from "../console/session.ts";
+import { agentHostsApi } from "./agent-hosts.ts";
 import { checkApi } from "./check.ts";
+import { enrollmentApi } from "./enrollment.ts";
 import { execApi } from "./exec.ts";
 import { fleet } from "./fleet.ts";
 import { fleetViewApi } from "./fleet-view.ts";
@@ -208,6 +210,8 @@ export function apiDocument(): ApiDocument {
   all.route("/api/workshops", receiptApi);
   all.route("/api/workshops", checkApi);
   all.route("/api/workshops", rolloutApi);
+  all.route("/api/workshops", agentHostsApi);
+  all.route("/api/workshops", enrollmentApi);
   all.route("/api", apiReference);
   for (const route of [health, events, ...tokens]) all.openAPIRegistry.registerPath(route);
   all.openAPIRegistry.registerComponent("securitySchemes", SECURITY_SCHEME, {
@@ -242,6 +246,10 @@ export function apiDocument(): ApiDocument {
       { name: "fleet", description: "Operate on hosts: doctor, deploy, retry, diagnose, access, keys, TTL." },
       { name: "portal", description: "The claim portal: open and close, the code, claims, rosters." },
       { name: "tokens", description: "API tokens for the CLI." },
+      {
+        name: "enrollment",
+        description: "Machines that dial in: join tokens, and the hosts that wait for approval.",
+      },
       { name: "reference", description: "This document and its reference page." },
       { name: "meta", description: "Health." },
     ],

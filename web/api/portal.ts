@@ -27,6 +27,7 @@ import { scaleDownUnclaimed } from "../../shared/portal/scale-down.ts";
 import { swapLab } from "../../shared/portal/swap.ts";
 import { withActor } from "../../shared/runtime/actor.ts";
 import { hasControlChars } from "../../shared/runtime/text.ts";
+import { MAX_WORKSHOP_HOSTS } from "../../shared/workshop/limits.ts";
 import { portalBase, studentUrl } from "../portal-url.ts";
 import { apiRouter, errors, json, jsonBody, Name, NameParams, readJson } from "./schemas.ts";
 
@@ -55,7 +56,7 @@ const InviteBody = z.strictObject({
 });
 const ScaleDownBody = z.strictObject({
   unclaimed: z
-    .union([z.literal("all"), z.number().int().min(1).max(64)], {
+    .union([z.literal("all"), z.number().int().min(1).max(MAX_WORKSHOP_HOSTS)], {
       error: 'expected a number of labs, or "all"',
     })
     .meta({ description: 'how many unclaimed labs to remove, or "all"' }),

@@ -21,4 +21,4 @@ export function eventsAfter(workshop: string, after: string | undefined) {
   return listEvents(workshop, { ...(after ? { after } : {}), limit: 200 });
 }
 
-export { eventLabel, eventSentence } from "./event-sentences.ts";
+export { eventLabel, eventParts, eventSentence } from "../../shared/fleet/event-sentences.ts";

@@ -9,6 +9,7 @@ import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { z } from "zod";
 import { CreateTokenInput, TokenId } from "../../shared/auth/tokens.ts";
 import { ClaimedRebuildError } from "../../shared/fleet/claimed.ts";
+import { parseFleetCursor } from "../../shared/fleet/fleet-view.ts";
 import { HeldAddress } from "../../shared/portal/rate-limit.ts";
 import { useDeps } from "../../shared/runtime/deps.ts";
 import { VisibleError } from "../../shared/runtime/errors.ts";
@@ -50,11 +51,18 @@ export const UnblockForm = z
     path: ["address"],
   });
 /** An event id (a ULID), where a workshop page's live updates continue from. */
+/** The fleet table's page: a cursor the fleet view made (shared/fleet/fleet-view.ts). */
+export const FleetCursor = z
+  .string()
+  .refine((c) => parseFleetCursor(c) !== undefined, { error: "expected a page of the fleet table" });
+/** The workshop page's query: which page of the fleet table. */
+export const PageQuery = z.object({ labs: FleetCursor.optional() });
 export const LiveQuery = z.object({
   after: z
     .string()
     .regex(/^[0-9A-HJKMNP-TV-Z]{26}$/, { error: "expected an event id" })
     .optional(),
+  labs: FleetCursor.optional(),
 });
 /** The create form's fields, made into createToken's input; its schema checks them. */
 export const TokenForm = z
@@ -95,6 +103,18 @@ export const NOTICES: Record<string, string> = {
   unblocked: "Let in again: the address's wrong attempts start from zero.",
   "unblock-none": "That address was no longer held back: nothing to lift.",
   "token-revoked": "The token was revoked: anything still using it is refused from now on.",
+  // Rollouts (web/console/rollout-routes.tsx).
+  rollout:
+    "Rollout started: the canary first, then batches; each lab is promoted only once its new host passes lab.health. The Rollout section follows it live.",
+  "rollout-resumed":
+    "Rollout resumed: the failed and stopped labs are tried again, then the batches not reached. The Rollout section follows it live.",
+  "rollout-aborted":
+    "Rollout aborted: new hosts not yet promoted were removed; the labs already promoted keep the new ref.",
+  // enrollment
+  "join-token-revoked": "The join token was revoked: machines that present it are refused from now on.",
+  "host-approved": "The host was approved: it may be given work from now on.",
+  "host-approved-already": "That host was approved already.",
+  "host-rejected": "The host was rejected: it was removed and its signing secret dropped.",
 };
 
 export const noticeOf = (c: Context) => NOTICES[c.req.query("notice") ?? ""];

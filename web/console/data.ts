@@ -1,4 +1,8 @@
 import { fleetView } from "../../shared/fleet/fleet-view.ts";
+
+/** The labs one page of the console's fleet table shows (the rest a page at a time: ?labs=CURSOR). */
+export const CONSOLE_FLEET_PAGE = 100;
+
 import { getWorkshop, listHosts, listWorkshops, workshopStatus } from "../../shared/fleet/workshops.ts";
 import { checksMatrix } from "../../shared/portal/checks.ts";
 import { board } from "../../shared/portal/claims.ts";
@@ -21,8 +25,12 @@ export async function workshopRows(): Promise<WorkshopRow[]> {
   return rows.sort((a, b) => a.name.localeCompare(b.name));
 }
 
-export async function workshopView(name: string) {
-  const [s, fleet] = await Promise.all([workshopStatus(name), fleetView(name)]);
+/** The workshop page's data; `labs` is the fleet table's page (the cursor of `page.next`/`page.prev`). */
+export async function workshopView(name: string, labs?: string) {
+  const [s, fleet] = await Promise.all([
+    workshopStatus(name),
+    fleetView(name, { limit: CONSOLE_FLEET_PAGE, ...(labs ? { cursor: labs } : {}) }),
+  ]);
   return {
     summary: s,
     hosts: s.hostList,

@@ -3,16 +3,20 @@
 import type { Context } from "hono";
 import type { Child } from "hono/jsx";
 import { z } from "zod";
-import { execCommand, execTargets } from "../../shared/fleet/exec.ts";
+import { execTargets } from "../../shared/fleet/exec.ts";
+import { cancelExecJob, execJob, startExecJob } from "../../shared/fleet/exec-jobs.ts";
 import { listClaims } from "../../shared/portal/portal.ts";
+import { idSchema } from "../../shared/runtime/ids.ts";
+import { live } from "./common.tsx";
 import { hostList } from "./format.ts";
-import { ExecResultPage } from "./views/exec.tsx";
+import { ExecJobPage, ExecRows, ExecStatus } from "./views/exec.tsx";
 import { ConfirmPage, type Viewer } from "./views/layout.tsx";
 
 /**
- * The console's Run a command (POST /console/w/:name/exec): the selected hosts run the command (the same
- * domain function as `labfleet exec`), and the page shows one row per host. When a selected lab is claimed
- * the first post asks, naming each student, and the confirmed second post runs it.
+ * The console's Run a command (POST /console/w/:name/exec): starts an exec job (the same domain function as
+ * `labfleet exec`) and sends the browser to the job's page, which follows it live (one row per host as its
+ * result arrives; web/console/views/exec.tsx). When a selected lab is claimed the first post asks, naming each
+ * student, and the confirmed second post starts it.
  */
 const ExecForm = z.object({
   command: z.string().max(16 * 1024),
@@ -60,6 +64,34 @@ export async function execAction(
       );
     }
   }
-  const report = await execCommand(name, { command: f.command, ...sel, timeoutSeconds });
-  return page(<ExecResultPage viewer={viewer} name={name} command={f.command} report={report} />);
+  const job = await startExecJob(name, { command: f.command, ...sel, timeoutSeconds });
+  return c.redirect(`/console/w/${name}/exec/${job.jobId}`, 303);
+}
+
+const JobId = idSchema("exec");
+
+/** GET /console/w/:name/exec/:jobId: the job's page, following it live while it runs. */
+export async function execJobPage(
+  c: Context,
+  name: string,
+  viewer: Viewer,
+  page: (node: Child) => Response | Promise<Response>,
+): Promise<Response> {
+  const job = await execJob(name, JobId.parse(c.req.param("jobId")));
+  return page(<ExecJobPage viewer={viewer} name={name} job={job} csrf={viewer.csrf} />);
+}
+
+/** GET /console/w/:name/exec/:jobId/live: the job page's live regions. */
+export async function execJobLive(c: Context, name: string, viewer: Viewer): Promise<Response> {
+  const job = await execJob(name, JobId.parse(c.req.param("jobId")));
+  return live(c, {
+    "live-exec-status": <ExecStatus job={job} base={`/console/w/${name}`} csrf={viewer.csrf} />,
+    "exec-results": <ExecRows job={job} />,
+  });
+}
+
+/** POST /console/w/:name/exec/:jobId/cancel: asks the job to stop, back to its page. */
+export async function execCancel(c: Context, name: string): Promise<Response> {
+  const job = await cancelExecJob(name, JobId.parse(c.req.param("jobId")));
+  return c.redirect(`/console/w/${name}/exec/${job.jobId}`, 303);
 }

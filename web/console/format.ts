@@ -1,5 +1,4 @@
 import { formatDuration, formatTimeLeft } from "../../shared/runtime/time-format.ts";
-import { serverTimeText } from "../time.tsx";
 
 /** Small, pure formatting helpers for the console's pages (unit-free numbers into words a reader scans). */
 
@@ -16,14 +15,6 @@ export function timeLeft(expiry: string | undefined, now: Date): string {
   if (left === "over") return "expired";
   // Under a minute still reads as a minute: the console's lists are not redrawn every second.
   return `${/^\d+ s$/.test(left) ? "1 min" : left} left`;
-}
-
-/**
- * An ISO time as "2026-05-01 10:22 UTC", for text that is not a page's `<time>` (sentences, notices): pages
- * show times with `Time` (web/time.tsx), which the browser rewrites in the viewer's zone.
- */
-export function when(iso: string | null | undefined): string {
-  return iso ? serverTimeText(iso, "clock", new Date()) : "";
 }
 
 /** Host ids typed into a field: commas, spaces or newlines between them. */

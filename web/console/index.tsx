@@ -27,7 +27,9 @@ import {
   safeNext,
   viewer,
 } from "./common.tsx";
+import { enrollRoutes } from "./enroll-routes.tsx";
 import { portalRoutes } from "./portal-routes.tsx";
+import { rolloutRoutes } from "./rollout-routes.tsx";
 import { consoleJs } from "./script.ts";
 import {
   type CurrentSession,
@@ -166,8 +168,10 @@ export function consoleRoutes(auth: InstructorAuth, opts: ConsoleOptions = {}) {
   });
 
   workshopRoutes(app);
+  rolloutRoutes(app);
   portalRoutes(app);
   tokenRoutes(app);
+  enrollRoutes(app);
 
   // Errors become a page with a way back (or JSON for the live endpoints), at the status of their kind.
   app.onError((err, c) => {

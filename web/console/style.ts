@@ -121,4 +121,11 @@ pre.command { margin: 0.25rem 0; white-space: pre-wrap; overflow-wrap: anywhere;
 .exec-output { min-width: 14rem; }
 .exec-output pre.command { max-height: 20rem; overflow-y: auto; }
 td.nowrap { white-space: nowrap; }
+.actions .row { margin: auto 0 0; }
+.actions .row button { margin-top: 0; }
+section.rollout { margin-top: 1rem; }
+section.rollout .row { margin-top: 0.5rem; }
+.failure { margin-top: 0.75rem; }
+.failure h3 { margin: 0 0 0.25rem; }
+pre.log-tail { max-height: 16rem; overflow-y: auto; background: #fff; border: 1px solid #d5d9e0; border-radius: 6px; padding: 0.5rem; }
 `;

@@ -40,19 +40,23 @@ import {
   nameOf,
   noticeOf,
   now,
+  PageQuery,
   page,
   ScaleForm,
   viewer,
 } from "./common.tsx";
 import { labAccess, runRows, workshopRows, workshopView } from "./data.ts";
-import { execAction } from "./exec.tsx";
+import { execAction, execCancel, execJobLive, execJobPage } from "./exec.tsx";
 import { hostList } from "./format.ts";
+import { shownRollout } from "./rollout-routes.tsx";
 import { ReceiptRegion } from "./views/receipt.tsx";
+import { RolloutRegion } from "./views/rollout.tsx";
 import {
   AccessResultPage,
   ActivityRows,
   ConfirmPage,
   ErrorPage,
+  FleetPager,
   FleetRows,
   FleetSummary,
   type LabAccess,
@@ -131,28 +135,33 @@ export function workshopRoutes(app: Hono<Env>) {
   // --- one workshop: hosts and fleet actions ----------------------------------------------------------------
   app.get("/w/:name", async (c) => {
     const name = nameOf(c);
-    const [v, activity] = await Promise.all([workshopView(name), recentEvents(name)]);
+    const { labs } = PageQuery.parse(c.req.query());
+    const [v, activity] = await Promise.all([workshopView(name, labs), recentEvents(name)]);
     const scale = v.summary.state === "draft" ? undefined : await scaleOffer(name);
     // The teardown receipt, once the workshop is torn down (web/console/views/receipt.tsx).
     const receipt = await shownReceipt(v.summary);
+    // The latest rollout, live (web/console/rollout-routes.tsx).
+    const rollout = await shownRollout(name);
     return page(
       c,
       <WorkshopPage
         viewer={viewer(c)}
         {...v}
+        labs={labs}
         scale={scale}
         activity={activity}
         notice={noticeOf(c)}
         receipt={receipt}
+        rollout={rollout}
       />,
     );
   });
   // The live regions, and the events after the page's newest (`?after=`): the script adds their rows at
   // the top of the activity list and asks from the returned `last` next time.
   app.get("/w/:name/live", async (c) => {
-    const { after } = LiveQuery.parse(c.req.query());
+    const { after, labs } = LiveQuery.parse(c.req.query());
     const name = nameOf(c);
-    const [v, news] = await Promise.all([workshopView(name), eventsAfter(name, after)]);
+    const [v, news] = await Promise.all([workshopView(name, labs), eventsAfter(name, after)]);
     const newestFirst = [...news.events].reverse();
     return live(
       c,
@@ -160,11 +169,19 @@ export function workshopRoutes(app: Hono<Env>) {
         "live-summary": <Summary summary={v.summary} activeRun={v.activeRun} now={v.now} />,
         "live-fleet": <FleetSummary fleet={v.fleet} />,
         "live-hosts": <FleetRows fleet={v.fleet} />,
+        "live-pager": <FleetPager fleet={v.fleet} base={`/console/w/${name}`} />,
         "live-receipt": (
           <ReceiptRegion
             receipt={await shownReceipt(v.summary)}
             teardown={v.activeRun?.kind === "teardown" ? v.activeRun : undefined}
             hosts={v.summary.hosts.total}
+          />
+        ),
+        "live-rollout": (
+          <RolloutRegion
+            base={`/console/w/${name}`}
+            csrf={viewer(c).csrf}
+            rollout={await shownRollout(name)}
           />
         ),
       },
@@ -195,6 +212,9 @@ export function workshopRoutes(app: Hono<Env>) {
   });
   // --- Run a command on the selected hosts (labfleet exec): web/console/exec.tsx -----------------------
   app.post("/w/:name/exec", async (c) => execAction(c, nameOf(c), viewer(c), (node) => page(c, node)));
+  app.get("/w/:name/exec/:jobId", async (c) => execJobPage(c, nameOf(c), viewer(c), (node) => page(c, node)));
+  app.get("/w/:name/exec/:jobId/live", async (c) => execJobLive(c, nameOf(c), viewer(c)));
+  app.post("/w/:name/exec/:jobId/cancel", async (c) => execCancel(c, nameOf(c)));
   app.post("/w/:name/retry", async (c) => {
     const name = nameOf(c);
     const f = ConfirmForm.parse(await c.req.parseBody());

@@ -9,10 +9,12 @@ import { html } from "hono/html";
 import type { Child } from "hono/jsx";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { z } from "zod";
+import { isByod, joinPageForLink, startOwnMachine } from "../../shared/portal/byod.ts";
 import { checkMyWork, checksForLink, type LabChecks } from "../../shared/portal/checks.ts";
 import { board, enterCode, labForLink, linkLab } from "../../shared/portal/claims.ts";
 import { COOKIES } from "../../shared/portal/constants.ts";
 import { serveQueue, waitingCount } from "../../shared/portal/queue.ts";
+import { workshopRecord } from "../../shared/portal/reads.ts";
 import {
   claimOrWait,
   isWaitingLink,
@@ -25,6 +27,7 @@ import { useDeps } from "../../shared/runtime/deps.ts";
 import { VisibleError } from "../../shared/runtime/errors.ts";
 import { RateLimited } from "../../shared/runtime/failure-counters.ts";
 import { log } from "../../shared/runtime/logger.ts";
+import type { Workshop } from "../../shared/workshop/schema.ts";
 import { cspWith } from "../base.ts";
 import { portalJs } from "./script.ts";
 import {
@@ -49,6 +52,7 @@ import {
   ErrorPage,
   type FieldErrors,
   FrontPage,
+  JoinView,
   LabView,
   LinkGone,
   PrivacyPage,
@@ -120,7 +124,8 @@ async function remembered(c: Ctx): Promise<RememberedLab | undefined> {
   if (!token) return undefined;
   const found = await linkLab(token); // looking, not opening: firstOpenedAt stays as it is
   if (found) return { lab: found.lab, token };
-  return (await isWaitingLink(token)) ? { token, waiting: true } : undefined;
+  if (await isWaitingLink(token)) return { token, waiting: true };
+  return (await joinPageForLink(token, agentApiUrl(c))) ? { token, joining: true } : undefined;
 }
 
 async function showBoard(
@@ -133,7 +138,12 @@ async function showBoard(
     values?: { name?: string; email?: string };
   } = {},
 ) {
-  const [b, known, waiting] = await Promise.all([board(workshop), remembered(c), waitingCount(workshop)]);
+  const [b, known, waiting, w] = await Promise.all([
+    board(workshop),
+    remembered(c),
+    waitingCount(workshop),
+    workshopRecord(workshop),
+  ]);
   return render(
     c,
     <BoardPage
@@ -145,6 +155,7 @@ async function showBoard(
       expiry={b.expiry}
       now={useDeps().clock.now()}
       remembered={known}
+      byod={isByod(w?.spec as Workshop | undefined)}
       {...(extra.errors ? { errors: extra.errors } : {})}
       {...(extra.values ? { values: extra.values } : {})}
       message={extra.message}
@@ -166,7 +177,17 @@ function claimErrors(err: VisibleError): { errors: FieldErrors; message?: string
     : { errors, message: err.message };
 }
 
+/** Where a student's machine reaches labfleet's agent endpoints: the runtime's host-facing URL, else this origin. */
+function agentApiUrl(c: Ctx): string {
+  return useDeps().hostApiUrl?.() || new URL(c.req.url).origin;
+}
+
 /** Pages behind the workshop code: without a valid access cookie, back to the front page. */
+/** Whether the workshop's students enroll their own machines (shared/portal/byod.ts). */
+async function byodWorkshop(workshop: string): Promise<boolean> {
+  return isByod((await workshopRecord(workshop))?.spec as Workshop | undefined);
+}
+
 async function needAccess(c: Ctx) {
   const access = await readAccess(c);
   if (!access && getCookie(c, COOKIES.access.name)) clearAccessCookie(c);
@@ -193,7 +214,12 @@ async function showLab(
     }
     if (!page) {
       const waiting = workshop ? await waitingForLink(token) : undefined;
-      if (!waiting) return render(c, <LinkGone />, 404);
+      if (!waiting) {
+        // BYOD: the student's join page, until their machine joins (then the link opens the lab).
+        const join = await joinPageForLink(token, agentApiUrl(c));
+        if (join) return render(c, <JoinView page={join} now={useDeps().clock.now()} />);
+        return render(c, <LinkGone />, 404);
+      }
       return render(c, <WaitingView page={waiting} token={token} csrf={csrfField(c)} />);
     }
   }
@@ -253,6 +279,13 @@ export const portal = new Hono<PortalEnv>()
     if (!form.success)
       return showBoard(c, access.workshop, { status: 400, message: "Fill in your name, email and PIN." });
     try {
+      if (await byodWorkshop(access.workshop)) {
+        // Bring your own device: the student's join page, at their personal link.
+        const token = await startOwnMachine(access.workshop, form.data, portalClient(c));
+        log.info("join page made", { workshop: access.workshop });
+        setLabCookie(c, token);
+        return c.redirect(`/l/${token}`, 303);
+      }
       const { lab, token } = await claimOrWait(access.workshop, form.data, portalClient(c));
       if (lab) log.info("lab claimed", { workshop: access.workshop, lab });
       setLabCookie(c, token);
@@ -288,8 +321,9 @@ export const portal = new Hono<PortalEnv>()
     return c.redirect("/", 303);
   })
   .get("/recover", async (c) => {
-    if (!(await needAccess(c))) return c.redirect("/", 303);
-    return render(c, <RecoverPage csrf={csrfField(c)} />);
+    const access = await needAccess(c);
+    if (!access) return c.redirect("/", 303);
+    return render(c, <RecoverPage csrf={csrfField(c)} byod={await byodWorkshop(access.workshop)} />);
   })
   .post("/recover", ...post, async (c) => {
     const access = await needAccess(c);
@@ -311,7 +345,12 @@ export const portal = new Hono<PortalEnv>()
       const e = visible(c, err);
       return render(
         c,
-        <RecoverPage csrf={csrfField(c)} error={e.message} email={form.data.email} />,
+        <RecoverPage
+          csrf={csrfField(c)}
+          error={e.message}
+          email={form.data.email}
+          byod={await byodWorkshop(access.workshop)}
+        />,
         statusOf(e.kind),
       );
     }

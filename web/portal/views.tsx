@@ -3,6 +3,7 @@
 /** @jsxRuntime automatic */
 /** @jsxImportSource hono/jsx */
 import type { Child } from "hono/jsx";
+import type { JoinPage } from "../../shared/portal/byod.ts";
 import type { CheckView } from "../../shared/portal/checks.ts";
 import type { BoardLab, LabPage } from "../../shared/portal/claims.ts";
 import { COOKIES, RATE, RETENTION, WAITING_REFRESH_SECONDS } from "../../shared/portal/constants.ts";
@@ -55,12 +56,22 @@ function Alert(props: { message?: string | undefined }) {
 }
 
 /** "Continue to your lab" and "Not you? Forget this device", for a browser that remembers a lab. */
-function Remembered(props: { csrf: string; lab?: string | undefined; token: string; waiting?: boolean }) {
+function Remembered(props: {
+  csrf: string;
+  lab?: string | undefined;
+  token: string;
+  waiting?: boolean;
+  joining?: boolean;
+}) {
   return (
     <section class="notice" aria-labelledby="remembered">
       <h2 id="remembered">Welcome back</h2>
       <a class="button" href={`/l/${props.token}`}>
-        {props.waiting ? "Continue to your place in line" : `Continue to your lab (${props.lab})`}
+        {props.waiting
+          ? "Continue to your place in line"
+          : props.joining
+            ? "Continue to your join page"
+            : `Continue to your lab (${props.lab})`}
       </a>
       <form class="inline-form" method="post" action="/forget">
         <Csrf token={props.csrf} />
@@ -80,6 +91,8 @@ export interface RememberedLab {
   lab?: string;
   token: string;
   waiting?: boolean;
+  /** BYOD: a join page, before the student's machine joined. */
+  joining?: boolean;
 }
 
 export function FrontPage(props: { csrf: string; error?: string | undefined; remembered?: RememberedLab }) {
@@ -111,6 +124,18 @@ export function FrontPage(props: { csrf: string; error?: string | undefined; rem
     </Layout>
   );
 }
+
+/**
+ * Up to this many labs the board shows one tile per lab; past it, one per state with its count (the page stays a
+ * few kilobytes and the claim form near the top at 500 labs).
+ */
+export const BOARD_TILES_MAX = 60;
+const BOARD_STATES = [
+  "free",
+  "claimed",
+  "building",
+  "failed",
+] as const satisfies readonly BoardLab["status"][];
 
 const statusText: Record<BoardLab["status"], string> = {
   free: "free",
@@ -167,12 +192,15 @@ export function BoardPage(props: {
   errors?: FieldErrors;
   message?: string | undefined;
   values?: { name?: string; email?: string };
+  /** Bring your own device: the form gives the student a join page for their own machine, not a lab. */
+  byod?: boolean;
 }) {
   const errors = props.errors ?? {};
   const free = props.labs.filter((l) => l.status === "free").length;
   const waiting = props.waiting ?? 0;
+  const byod = props.byod === true;
   // Nobody jumps the line: with students waiting, or no lab free, the form joins the line.
-  const joins = waiting > 0 || free === 0;
+  const joins = !byod && (waiting > 0 || free === 0);
   const invalid = (id: keyof FieldErrors) => (errors[id] ? "true" : undefined);
   // No refresh here: it would wipe a claim form being filled in. The lab page refreshes itself.
   const left = props.expiry ? timeLeft(props.expiry, props.now) : undefined;
@@ -186,19 +214,42 @@ export function BoardPage(props: {
         {waiting ? ` ${waiting} ${waiting === 1 ? "student is" : "students are"} waiting for a lab.` : ""}
       </p>
       {left ? <EndNotice left={left} what="workshop" /> : null}
-      <ul class="board" aria-label="Labs">
-        {props.labs.map((l) => (
-          <li class={l.status}>
-            <span class="lab">{l.lab}</span>
-            <span class="status">
-              {l.status === "claimed" && l.firstName ? `claimed by ${l.firstName}` : statusText[l.status]}
-            </span>
-          </li>
-        ))}
-      </ul>
+      {props.labs.length > BOARD_TILES_MAX ? (
+        // A conference room's board: one tile per state, so the form is not hundreds of tiles down a phone.
+        <ul class="board" aria-label="Labs by state">
+          {BOARD_STATES.map((status) => {
+            const n = props.labs.filter((l) => l.status === status).length;
+            return n ? (
+              <li class={status} data-count={status}>
+                <span class="lab">{n}</span>
+                <span class="status">{statusText[status]}</span>
+              </li>
+            ) : null;
+          })}
+        </ul>
+      ) : (
+        <ul class="board" aria-label="Labs">
+          {props.labs.map((l) => (
+            <li class={l.status}>
+              <span class="lab">{l.lab}</span>
+              <span class="status">
+                {l.status === "claimed" && l.firstName ? `claimed by ${l.firstName}` : statusText[l.status]}
+              </span>
+            </li>
+          ))}
+        </ul>
+      )}
       {props.open ? (
         <section aria-labelledby="claim">
-          <h2 id="claim">{joins ? "Join the line for a lab" : "Claim a lab"}</h2>
+          <h2 id="claim">
+            {byod ? "Use your own machine as your lab" : joins ? "Join the line for a lab" : "Claim a lab"}
+          </h2>
+          {byod ? (
+            <p class="hint">
+              Your lab is built on your own computer. Fill in the form: you get a page with one line to run on
+              it, and the page then shows your lab being built.
+            </p>
+          ) : null}
           {joins ? (
             <p class="hint">
               No lab is free for you right now. Join the line: the next lab that comes free is yours, in the
@@ -254,7 +305,9 @@ export function BoardPage(props: {
                 aria-describedby={describedBy("pin", errors, true)}
               />
             </Field>
-            <button type="submit">{joins ? "Join the line" : "Claim my lab"}</button>
+            <button type="submit">
+              {byod ? "Get my join line" : joins ? "Join the line" : "Claim my lab"}
+            </button>
           </form>
         </section>
       ) : (
@@ -412,8 +465,11 @@ export function LabView(props: {
   // The page looks again by itself when a warning is due, and every minute during one: no script needed.
   // A failing lab's page looks every HEALTH_REFRESH_SECONDS, so a swap shows the new lab by itself.
   // So does a lab being updated by a rollout: the page shows the new lab once it is promoted.
+  // So does a lab still being built (a student's own machine, claimed before its lab is built), and one whose
+  // machine stopped calling in: the page shows when it is ready, or back.
+  const watching = page.build !== "ready" || page.unreachable;
   const refresh =
-    page.failing || page.update === "updating"
+    page.failing || page.update === "updating" || watching
       ? Math.min(left?.refreshSeconds ?? HEALTH_REFRESH_SECONDS, HEALTH_REFRESH_SECONDS)
       : left?.refreshSeconds;
   return (
@@ -425,6 +481,28 @@ export function LabView(props: {
             Hello {page.name}. This page is yours: keep its address private, and bookmark it to come back.
           </p>
           {left ? <EndNotice left={left} what="lab" /> : null}
+          {page.unreachable ? (
+            <p class="alert" id="lab-reachable" role="alert">
+              Your lab's machine stopped calling in
+              {page.lastSeenAt ? (
+                <>
+                  {" "}
+                  (last heard from <Time at={page.lastSeenAt} show="relative" now={props.now} />)
+                </>
+              ) : null}
+              . If it is your own computer, check that it is on, online and that the agent still runs (bash
+              ~/.labfleet-agent/agent.sh run). This page says so here as soon as it calls in again.
+            </p>
+          ) : null}
+          {page.build !== "ready" ? (
+            <p class="alert" id="lab-build" role="status">
+              {page.build === "waiting"
+                ? "Your machine has joined. Your lab is built on it once the workshop starts (or your instructor lets it in): this page shows it here."
+                : page.build === "failed"
+                  ? "Building your lab failed. Your instructor has been told."
+                  : `Your lab is being built${page.phase ? ` (now: ${page.phase})` : ""}. This page shows it here as soon as it is ready.`}
+            </p>
+          ) : null}
           {page.failing ? (
             <p class="alert" id="lab-health" role="alert">
               {page.autoSwap
@@ -443,7 +521,7 @@ export function LabView(props: {
               Your lab was updated: this page now shows the new one. Sign in again with the details below.
             </p>
           ) : null}
-          {page.access ? null : (
+          {page.access || page.build !== "ready" ? null : (
             <p class="alert" role="alert">
               The access details of this lab are not there yet. Reload in a minute, or ask your instructor.
             </p>
@@ -586,13 +664,68 @@ export function WaitingView(props: { page: WaitingPage; token: string; csrf: str
   );
 }
 
+/** How often a join page looks again by itself: it shows the lab once the student's machine joined. */
+export const JOIN_REFRESH_SECONDS = 10;
+
+/** Bring your own device: the one line the student runs on their own machine, until the machine joins. */
+export function JoinView(props: { page: JoinPage; now: Date }) {
+  const p = props.page;
+  if (p.state !== "waiting")
+    return (
+      <Layout title="Your join line no longer works">
+        <h1>Your join line no longer works</h1>
+        <p id="join-state">
+          {p.state === "ended"
+            ? "The workshop has ended."
+            : "It expired before a machine joined with it. Go back to the board and fill in the form again for a new one."}
+        </p>
+        {p.state === "expired" ? (
+          <a class="button" href="/board">
+            Back to the board
+          </a>
+        ) : null}
+      </Layout>
+    );
+  return (
+    <Layout title="Use your own machine" refreshSeconds={JOIN_REFRESH_SECONDS}>
+      <h1>Use your own machine as your lab</h1>
+      <p>
+        Hello {p.name}. Open a terminal on the computer you want to use for the workshop (Linux or macOS with
+        bash and curl) and run this line there, as yourself (not root):
+      </p>
+      <p>
+        <code id="join-command" data-copy="the join line">
+          {p.command}
+        </code>
+      </p>
+      <p class="sr-only" id="copy-status" role="status" aria-live="polite" />
+      <ul class="facts">
+        <li>
+          It works once, for one machine, until <Time at={p.expiry} now={props.now} />.
+        </li>
+        <li>
+          It installs nothing as root: a small script calls labfleet and builds your lab in your home folder.
+          Keep the terminal open while you work (or restart it later with bash ~/.labfleet-agent/agent.sh
+          run).
+        </li>
+        <li>Keep this line to yourself: whoever runs it first gets your lab.</li>
+      </ul>
+      <p class="hint" id="join-state">
+        This page checks every {JOIN_REFRESH_SECONDS} seconds and shows your lab here, at this same address,
+        once your machine has joined.
+      </p>
+    </Layout>
+  );
+}
+
 export function LinkGone() {
   return (
     <Layout title="This link no longer works">
       <h1>This link no longer works</h1>
       <p>
-        It was replaced by a newer link, or the lab was given back. If this is your lab, get it back with your
-        email and PIN.
+        It was replaced by a newer link, or the lab was given back (or its machine was removed from the
+        workshop: then you may claim again from the board). If this is your lab, get it back with your email
+        and PIN.
       </p>
       <a class="button" href="/recover">
         Get it back
@@ -601,7 +734,13 @@ export function LinkGone() {
   );
 }
 
-export function RecoverPage(props: { csrf: string; error?: string | undefined; email?: string }) {
+export function RecoverPage(props: {
+  csrf: string;
+  error?: string | undefined;
+  email?: string;
+  /** The workshop's students use their own machines: until one joined, there is no lab to get back. */
+  byod?: boolean;
+}) {
   return (
     <Layout title="Get your lab back">
       <h1>Get your lab back</h1>
@@ -609,6 +748,13 @@ export function RecoverPage(props: { csrf: string; error?: string | undefined; e
         Enter the email and PIN you claimed your lab (or joined the line) with. You get a new personal link;
         the old one stops.
       </p>
+      {props.byod ? (
+        <p id="recover-byod">
+          Your machine has not joined yet? Then there is no lab to get back:{" "}
+          <a href="/board">claim again from the board</a> with the same name and email, and you get a new line
+          to run on it.
+        </p>
+      ) : null}
       <form method="post" action="/recover" novalidate>
         <Csrf token={props.csrf} />
         <Alert message={props.error} />
@@ -666,6 +812,13 @@ export function PrivacyPage() {
       </ul>
       <p>
         Kept <span id="retention-claims">{RETENTION.claims}</span>.
+      </p>
+      <h2>When you use your own machine</h2>
+      <p>
+        In a workshop where students bring their own computers, the same, and until your machine joins, the
+        line to run on it (encrypted) with your name, kept a day after the line stops working. Your machine
+        reports its name, system, processor count, memory, free disk and a few installed commands, which your
+        instructor sees.
       </p>
       <h2>Failed attempts</h2>
       <p>

@@ -119,6 +119,7 @@ export class FakeAwsAccount {
     upStateMachineArn: string;
     teardownStateMachineArn: string;
     rolloutStateMachineArn: string;
+    execStateMachineArn: string;
     hostProfileArn: string;
     scheduleGroup: string;
     eventBus: string;
@@ -142,6 +143,7 @@ export class FakeAwsAccount {
       upStateMachineArn: arn.stateMachine(n.upStateMachine),
       teardownStateMachineArn: arn.stateMachine(n.teardownStateMachine),
       rolloutStateMachineArn: arn.stateMachine(n.rolloutStateMachine),
+      execStateMachineArn: arn.stateMachine(n.execStateMachine),
       hostProfileArn: arn.instanceProfile(n.hostRole),
       scheduleGroup: n.scheduleGroup,
       eventBus: n.eventBus,
@@ -252,8 +254,9 @@ export class FakeAwsAccount {
       up: n.upStateMachine,
       teardown: n.teardownStateMachine,
       rollout: n.rolloutStateMachine,
+      exec: n.execStateMachine,
     };
-    for (const which of ["up", "teardown", "rollout"] as const) {
+    for (const which of ["up", "teardown", "rollout", "exec"] as const) {
       const asl = readFileSync(
         join(import.meta.dirname, "..", "..", "..", "stepfunctions", `${which}.asl.json`),
         "utf8",
@@ -272,6 +275,7 @@ export class FakeAwsAccount {
         this.deployed.upStateMachineArn,
         this.deployed.teardownStateMachineArn,
         this.deployed.rolloutStateMachineArn,
+        this.deployed.execStateMachineArn,
       ]),
       target: async (event) => {
         const out = await this.lambda.invoke(fnArn("ReconcileRun"), JSON.stringify(event));
@@ -391,6 +395,7 @@ export class FakeAwsAccount {
       [CLOUD_ENV.upStateMachineArn]: arn.stateMachine(n.upStateMachine),
       [CLOUD_ENV.teardownStateMachineArn]: arn.stateMachine(n.teardownStateMachine),
       [CLOUD_ENV.rolloutStateMachineArn]: arn.stateMachine(n.rolloutStateMachine),
+      [CLOUD_ENV.execStateMachineArn]: arn.stateMachine(n.execStateMachine),
       [CLOUD_ENV.hostInstanceProfileArn]: arn.instanceProfile(n.hostRole),
       [CLOUD_ENV.scheduleGroup]: n.scheduleGroup,
       [CLOUD_ENV.schedulerRoleArn]: arn.role(n.schedulerRole),
@@ -398,10 +403,11 @@ export class FakeAwsAccount {
       [CLOUD_ENV.eventBus]: n.eventBus,
       [CLOUD_ENV.checksFunction]: n.checksFunction,
     };
-    // envNamesOf is the list sst.config.ts sets; the portal URL is set on the Api once the Portal has one.
+    // envNamesOf is the list sst.config.ts sets; the portal URL is set on the Api once the Portal has one, and
+    // the API's URL on the functions that give hosts their push settings once the Api has one.
     const out: Record<string, string> = {};
     for (const name of envNamesOf(fn)) {
-      if (name === CLOUD_ENV.portalUrl) continue;
+      if (name === CLOUD_ENV.portalUrl || name === CLOUD_ENV.hostApiUrl) continue;
       const v = values[name];
       if (v === undefined) throw new Error(`the double gives ${fn} no value for ${name}`);
       out[name] = v;
@@ -424,6 +430,11 @@ export class FakeAwsAccount {
     const api = await account.deployHttpApi("Api");
     account.apiUrl = api.url;
     account.apiEndpoint = api.endpoint;
+    // The URL hosts push to: the lab hosts of the double are on this machine, where the API answers on 127.0.0.1
+    // (its https://DOMAIN URL resolves nowhere here), so they are given the address they reach it on.
+    for (const fn of Object.keys(FUNCTIONS) as FunctionName[])
+      if (envNamesOf(fn).includes(CLOUD_ENV.hostApiUrl))
+        account.lambda.setEnv(account.deployed.functionName(fn), CLOUD_ENV.hostApiUrl, api.endpoint);
     await account.enableStream();
     return account;
   }

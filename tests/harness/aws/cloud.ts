@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
-import { inject } from "vitest";
+import { afterAll, beforeAll, inject } from "vitest";
 import { localClient } from "../../../cli/local/dynamodb.ts";
 import type { LambdaBuild } from "../../../scripts/build-lambdas.ts";
 import { ensureTable } from "../../../shared/store/table.ts";
@@ -145,4 +145,31 @@ export async function startCloud(
       removeDir(dir);
     },
   };
+}
+
+/**
+ * The deployment a test file's tests share: started on the AWS double before them (`setup` runs once it is up,
+ * within `timeoutMs` in all), closed after them. What it returns stands for that deployment from then on, so a
+ * file writes `const cloud = cloudForTests()` and uses `cloud` in its tests and helpers as it would the
+ * deployment itself.
+ */
+export function cloudForTests(
+  opts: Parameters<typeof startCloud>[0] = {},
+  setup?: (cloud: Cloud) => Promise<void>,
+  timeoutMs = 120_000,
+): Cloud {
+  let started: Cloud | undefined;
+  beforeAll(async () => {
+    started = await startCloud(opts);
+    await setup?.(started);
+  }, timeoutMs);
+  afterAll(async () => {
+    await started?.close();
+  });
+  return new Proxy({} as Cloud, {
+    get(_, key) {
+      if (!started) throw new Error("the AWS double is not up yet: use the deployment in a test or a hook");
+      return started[key as keyof Cloud];
+    },
+  });
 }

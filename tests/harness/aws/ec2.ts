@@ -1,4 +1,4 @@
-import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { type ChildProcess, execFile, execFileSync, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import {
   chmodSync,
@@ -15,6 +15,7 @@ import {
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
 import type {
   AuthorizeSecurityGroupIngressCommandInput,
   CreateSecurityGroupCommandInput,
@@ -418,6 +419,8 @@ function newId(prefix: string): string {
 }
 
 /** The folder of the instances' fake commands (copied into the double's folder, made executable there). */
+const execFileAsync = promisify(execFile);
+
 const INSTANCE_BIN = join(dirname(fileURLToPath(import.meta.url)), "instance-bin");
 
 // ------------------------------------------------------------------------------------------------ the double
@@ -860,41 +863,67 @@ export class FakeEc2 {
     this.booted.set(inst.id, { promise, resolve });
     this.later(this.bootMs, () => {
       if (this.stateOf(inst) !== "pending") return resolve();
-      this.setState(inst, "running");
-      this.generateHostKeys(inst);
-      const n = inst.instance.PrivateIpAddress?.split(".").map(Number) ?? [0, 0, 0, 0];
-      inst.instance.PublicIpAddress = `203.0.${(n[2] ?? 0) + 113}.${n[3] ?? 0}`;
-      inst.instance.PublicDnsName = `ec2-${inst.instance.PublicIpAddress.replace(/\./g, "-")}.${this.region}.compute.amazonaws.com`;
-      this.emit(inst, "running");
-      this.later(this.agentMs, () => {
-        if (this.stateOf(inst) !== "running") return resolve();
-        if (inst.agent === "starting") {
-          inst.agent = "online";
-          this.emit(inst, "agent-online");
-        }
-        this.runUserData(inst, resolve);
-      });
+      // The host keys are made off the event loop (the double keeps answering while many instances boot),
+      // before the instance is seen running, as cloud-init's ssh module makes them before anything connects.
+      void this.generateHostKeysAsync(inst).then(
+        () => {
+          if (this.closed || this.stateOf(inst) !== "pending") return resolve();
+          this.running(inst, resolve);
+        },
+        (err: unknown) => {
+          resolve();
+          // Closing the double removes the instances' folders under a running ssh-keygen; anything else is a bug.
+          if (!this.closed) throw err;
+        },
+      );
+    });
+  }
+
+  /** pending -> running: its public address, then the agent registers and cloud-init runs the user data. */
+  private running(inst: FakeInstance, resolve: () => void): void {
+    this.setState(inst, "running");
+    const n = inst.instance.PrivateIpAddress?.split(".").map(Number) ?? [0, 0, 0, 0];
+    inst.instance.PublicIpAddress = `203.0.${(n[2] ?? 0) + 113}.${n[3] ?? 0}`;
+    inst.instance.PublicDnsName = `ec2-${inst.instance.PublicIpAddress.replace(/\./g, "-")}.${this.region}.compute.amazonaws.com`;
+    this.emit(inst, "running");
+    this.later(this.agentMs, () => {
+      if (this.stateOf(inst) !== "running") return resolve();
+      if (inst.agent === "starting") {
+        inst.agent = "online";
+        this.emit(inst, "agent-online");
+      }
+      this.runUserData(inst, resolve);
     });
   }
 
   /**
    * The instance's SSH host keys, made once at its first boot as cloud-init's ssh module makes them (before the
-   * user data runs): an ed25519 and an ECDSA key of its own in its `/etc/ssh/`, with ssh-keygen.
+   * user data runs): an ed25519 and an ECDSA key of its own in its `/etc/ssh/`, with ssh-keygen. Returns the
+   * ssh-keygen arguments of each key still to make.
    */
-  private generateHostKeys(inst: FakeInstance): void {
+  private hostKeyJobs(inst: FakeInstance): string[][] {
     const dir = join(inst.root, "etc/ssh");
     mkdirSync(dir, { recursive: true });
     const name = `root@ip-${(inst.instance.PrivateIpAddress ?? "0.0.0.0").replace(/\./g, "-")}`;
-    for (const [type, bits] of [
-      ["ed25519", []],
-      ["ecdsa", ["-b", "256"]],
-    ] as const) {
-      const file = join(dir, `ssh_host_${type}_key`);
-      if (existsSync(file)) continue;
-      execFileSync("ssh-keygen", ["-q", "-t", type, ...bits, "-N", "", "-C", name, "-f", file], {
-        stdio: ["ignore", "ignore", "pipe"],
-      });
-    }
+    return (
+      [
+        ["ed25519", []],
+        ["ecdsa", ["-b", "256"]],
+      ] as const
+    )
+      .map(([type, bits]) => ({ file: join(dir, `ssh_host_${type}_key`), type, bits }))
+      .filter((k) => !existsSync(k.file))
+      .map((k) => ["-q", "-t", k.type, ...k.bits, "-N", "", "-C", name, "-f", k.file]);
+  }
+
+  private generateHostKeys(inst: FakeInstance): void {
+    for (const args of this.hostKeyJobs(inst))
+      execFileSync("ssh-keygen", args, { stdio: ["ignore", "ignore", "pipe"] });
+  }
+
+  /** generateHostKeys without blocking the double's event loop. */
+  private async generateHostKeysAsync(inst: FakeInstance): Promise<void> {
+    for (const args of this.hostKeyJobs(inst)) await execFileAsync("ssh-keygen", args);
   }
 
   /** The instance's public SSH host key lines (its `/etc/ssh/ssh_host_*_key.pub`), as a console would show them. */

@@ -4,12 +4,14 @@ import type { AddressInfo } from "node:net";
 import { type AuthRequest, AwsError, type Call, type Operations, type Principal, RawReply } from "./core.ts";
 import type { Iam } from "./iam.ts";
 import { decodeRequest, encodeError, encodeResult, type RawRequest, type RawResponse } from "./protocol.ts";
+import { RateLimits } from "./rate-limits.ts";
 
 /**
  * The AWS double's one endpoint, on 127.0.0.1: every SDK client of the code under test reaches it through
  * `AWS_ENDPOINT_URL`. For each request it finds the caller by the access key id of its signature (as AWS does;
  * an unknown key is refused), the service by the signature's scope, the operation and its input by the
- * service's protocol (protocol.ts), throttles it when a throttling fault is on, and runs the service double's
+ * service's protocol (protocol.ts), refuses it past AWS's published request rates (rate-limits.ts, always on),
+ * throttles it when a throttling fault is on, and runs the service double's
  * operation, whose `call.authorize` evaluates IAM for the caller. Every call is recorded.
  *
  * Routes under `/__fake/` are the double's own (an instance powering itself off, ...), never AWS's.
@@ -92,6 +94,8 @@ export class AwsServer {
   /** Bugs of the double: a service double threw something that is not an AwsError (a test fails on any). */
   readonly failures: string[] = [];
   url = "";
+  /** AWS's published request rates (EC2's token buckets, Parameter Store's throughput), always enforced. */
+  readonly rateLimits: RateLimits;
   private server: Server | undefined;
   private throttle: { share: number; spare: Set<string>; random: Map<string, () => number>; seed: number } = {
     share: 0,
@@ -107,8 +111,11 @@ export class AwsServer {
       principals: Principal[];
       services: Record<string, Service>;
       iam: Iam;
+      /** The rate limits' clock (ms). */
+      now?: () => number;
     },
   ) {
+    this.rateLimits = new RateLimits(opts.now);
     for (const p of opts.principals) this.addPrincipal(p);
   }
 
@@ -267,6 +274,12 @@ export class AwsServer {
       record("unhandled");
       const e = unknownOperation(service);
       return send(encodeError(service, operation, e.code, e.message, e.status, requestId));
+    }
+    const limited =
+      principal.name === "operator" ? undefined : this.rateLimits.admit(service, operation, decoded.input);
+    if (limited) {
+      record(limited.code, true);
+      return send(encodeError(service, operation, limited.code, limited.message, limited.status, requestId));
     }
     if (this.throttled(principal, service, operation)) {
       const e = throttlingError(service);

@@ -2,12 +2,14 @@
 // folder, and `labfleet dev` may run from any folder.
 /** @jsxRuntime automatic */
 /** @jsxImportSource hono/jsx */
-import type { ExecHostResult, ExecReport } from "../../../shared/fleet/exec.ts";
+import type { ExecHostResult } from "../../../shared/fleet/exec.ts";
+import type { ExecJob } from "../../../shared/fleet/exec-jobs.ts";
 import { Csrf, DataTable, Layout, type Viewer } from "./layout.tsx";
 
 /**
- * Run a command (labfleet exec) from the workshop page: the form among the actions, and the page of results,
- * one row per host with its status, exit code and the start of its output.
+ * Run a command (labfleet exec) from the workshop page: the form among the actions, and the job's page, one row
+ * per host with its status, exit code and the start of its output. While the job runs the page follows it live
+ * (its regions `live-exec-*` come again from `.../exec/:jobId/live`), with a button that cancels it.
  */
 
 export function ExecForm(props: { base: string; csrf: string }) {
@@ -58,7 +60,9 @@ function ResultRow(props: { h: ExecHostResult }) {
     <tr data-host={h.host} data-status={h.status}>
       <th scope="row">{h.host}</th>
       <td>
-        <span class={`state ${h.status === "ok" ? "ready" : h.status === "skipped" ? "pending" : "failed"}`}>
+        <span
+          class={`state ${h.status === "ok" ? "ready" : h.status === "skipped" || h.status === "cancelled" ? "pending" : "failed"}`}
+        >
           {h.status}
         </span>
       </td>
@@ -73,19 +77,73 @@ function ResultRow(props: { h: ExecHostResult }) {
   );
 }
 
-export function ExecResultPage(props: { viewer: Viewer; name: string; command: string; report: ExecReport }) {
-  const r = props.report;
-  const base = `/console/w/${props.name}`;
+const ended = (j: ExecJob) => j.state === "succeeded" || j.state === "failed" || j.state === "cancelled";
+
+/** The job's state line: what runs, what waits, the summary so far; at the end the summary alone. */
+export function ExecStatus(props: { job: ExecJob; base: string; csrf: string }) {
+  const j = props.job;
+  const done = ended(j);
   return (
-    <Layout title={`Command on ${props.name}`} viewer={props.viewer}>
-      <h1>Command on {props.name}</h1>
-      <pre class="command">{props.command}</pre>
-      <p class={r.ok ? "notice" : "alert"} role="status" id="exec-summary">
-        {r.summary.text}
+    <>
+      <p class={done ? (j.ok ? "notice" : "alert") : "hint"} id="exec-summary" data-state={j.state}>
+        {done
+          ? j.state === "cancelled"
+            ? `cancelled: ${j.summary.text}`
+            : j.summary.text
+          : `${j.state === "cancelling" ? "cancelling" : "running"}: ${j.hosts.length} of ${j.summary.total} done, ${j.running.length} running, ${j.waiting} waiting (${j.summary.text})`}
       </p>
-      {r.notes.map((n) => (
+      {j.error ? <p class="alert">{j.error}</p> : null}
+      {j.notes.map((n) => (
         <p class="hint">{n}</p>
       ))}
+      {j.state === "running" ? (
+        <form method="post" action={`${props.base}/exec/${j.jobId}/cancel`}>
+          <Csrf token={props.csrf} />
+          <button type="submit" class="danger">
+            Cancel the command
+          </button>
+        </form>
+      ) : null}
+    </>
+  );
+}
+
+/** One row per host with a result, then one per host still running. */
+export function ExecRows(props: { job: ExecJob }) {
+  return (
+    <>
+      {props.job.hosts.map((h) => (
+        <ResultRow h={h} />
+      ))}
+      {props.job.running.map((host) => (
+        <tr data-host={host} data-status="running">
+          <th scope="row">{host}</th>
+          <td>
+            <span class="state deploying">running</span>
+          </td>
+          <td>-</td>
+          <td>-</td>
+          <td />
+        </tr>
+      ))}
+    </>
+  );
+}
+
+export function ExecJobPage(props: { viewer: Viewer; name: string; job: ExecJob; csrf: string }) {
+  const j = props.job;
+  const base = `/console/w/${props.name}`;
+  return (
+    <Layout
+      title={`Command on ${props.name}`}
+      viewer={props.viewer}
+      {...(ended(j) ? {} : { live: `${base}/exec/${j.jobId}/live` })}
+    >
+      <h1>Command on {props.name}</h1>
+      <pre class="command">{j.command}</pre>
+      <div id="live-exec-status" role="status">
+        <ExecStatus job={j} base={base} csrf={props.csrf} />
+      </div>
       <h2 id="exec-results-h">Per host</h2>
       <DataTable
         wrapClass="table-wrap scroll"
@@ -93,9 +151,7 @@ export function ExecResultPage(props: { viewer: Viewer; name: string; command: s
         columns={["Host", "Status", "Exit", "Took", "Output"]}
         bodyId="exec-results"
       >
-        {r.hosts.map((h) => (
-          <ResultRow h={h} />
-        ))}
+        <ExecRows job={j} />
       </DataTable>
       <p>
         <a href={base}>Back to {props.name}</a>

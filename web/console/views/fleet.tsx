@@ -242,3 +242,34 @@ export function FleetRows(props: { fleet: FleetView }) {
     </>
   );
 }
+
+/**
+ * Which labs the fleet table shows when the fleet is larger than a page (the table shows a page of labs; the
+ * counts and the estimate above it are the whole fleet's): "Labs 101 to 200 of 500", and links to the
+ * previous and next pages. Nothing for a fleet that fits one page.
+ */
+export function FleetPager(props: { fleet: FleetView; base: string }) {
+  const { page, counts, labs } = props.fleet;
+  if (page.prev === null && page.next === null) return null;
+  const first = page.start + 1;
+  const last = page.start + labs.length;
+  const to = (cursor: string) => (cursor ? `${props.base}?labs=${encodeURIComponent(cursor)}` : props.base);
+  return (
+    <nav class="pager" aria-label="Pages of labs">
+      <p>
+        Labs {first} to {last} of {counts.total}.{" "}
+        {page.prev !== null ? (
+          <a href={to(page.prev)} rel="prev">
+            Previous {page.limit}
+          </a>
+        ) : null}
+        {page.prev !== null && page.next !== null ? " · " : null}
+        {page.next !== null ? (
+          <a href={to(page.next)} rel="next">
+            Next labs
+          </a>
+        ) : null}
+      </p>
+    </nav>
+  );
+}

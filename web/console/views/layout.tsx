@@ -149,7 +149,7 @@ export const State = (props: { state: string; label?: string }) => (
   <span class={`state st-${props.state}`}>{props.label ?? props.state.replace(/_/g, " ")}</span>
 );
 
-export function Tabs(props: { name: string; current: "hosts" | "portal" | "runs" }) {
+export function Tabs(props: { name: string; current: "hosts" | "portal" | "runs" | "enrollment" }) {
   const base = `/console/w/${props.name}`;
   const cur = (t: string) => (props.current === t ? "page" : undefined);
   return (
@@ -162,6 +162,9 @@ export function Tabs(props: { name: string; current: "hosts" | "portal" | "runs"
       </a>
       <a href={`${base}/runs`} aria-current={cur("runs")}>
         Runs
+      </a>
+      <a href={`${base}/enroll`} aria-current={cur("enrollment")}>
+        Enrollment
       </a>
     </nav>
   );

@@ -6,15 +6,17 @@ import type { EventView } from "../../../shared/fleet/events.ts";
 import type { FleetView } from "../../../shared/fleet/fleet-view.ts";
 import type { OpenAccessView } from "../../../shared/fleet/open-access.ts";
 import type { Receipt } from "../../../shared/fleet/receipt.ts";
+import type { RolloutView } from "../../../shared/fleet/rollout.ts";
 import type { ScaleOffer, ScalePlan } from "../../../shared/fleet/scale.ts";
 import type { HostView, RunView, WorkshopSummary } from "../../../shared/fleet/workshops.ts";
 import { Time } from "../../time.tsx";
-import { eventLabel, eventSentence } from "../activity.ts";
+import { eventLabel, eventParts } from "../activity.ts";
 import { timeLeft } from "../format.ts";
 import { ExecForm } from "./exec.tsx";
-import { FLEET_COLUMNS, FleetRows, FleetSummary } from "./fleet.tsx";
+import { FLEET_COLUMNS, FleetPager, FleetRows, FleetSummary } from "./fleet.tsx";
 import { Csrf, DataTable, Layout, Notice, ResultPage, State, Tabs, type Viewer } from "./layout.tsx";
 import { ReceiptRegion } from "./receipt.tsx";
+import { RolloutForm, RolloutRegion } from "./rollout.tsx";
 
 // ------------------------------------------------------------------------------------------ one workshop
 
@@ -72,7 +74,9 @@ export function ActivityRows(props: {
             <span class={`state ev-${e.type.replace(/[._]/g, "-")}`}>{eventLabel(e.type)}</span>
           </td>
           <td>{e.hostId ?? ""}</td>
-          <td class="what">{eventSentence(e)}</td>
+          <td class="what">
+            {eventParts(e).map((p) => (typeof p === "string" ? p : <Time at={p.time} show="when" />))}
+          </td>
         </tr>
       ))}
     </>
@@ -165,8 +169,9 @@ function ScaleActions(props: { name: string; base: string; csrf: string; offer: 
       <div class="card" id="scale">
         <h3 id="act-scale">Scale up</h3>
         <p class="hint" id="scale-note">
-          This workshop brings its own hosts (provider.type {o.provider}): labfleet creates none. Add hosts to
-          hosts[] in workshop.yaml and press Up.
+          {o.provider === "enrolled"
+            ? "This workshop's hosts are machines that join it (provider.type enrolled): labfleet creates none. Make a join token (Enrollment) for more machines; each is deployed once approved."
+            : `This workshop brings its own hosts (provider.type ${o.provider}): labfleet creates none. Add hosts to hosts[] in workshop.yaml and press Up.`}
         </p>
       </div>
     );
@@ -269,12 +274,29 @@ export interface ActivityData {
   last: string | null;
 }
 
+/** A form's second button: what its command would do (POST .../check with the form's fields), changing nothing. */
+function CheckButton(props: { base: string; command: "up" | "deploy" | "retry" }) {
+  return (
+    <button
+      type="submit"
+      class="secondary"
+      formaction={`${props.base}/check`}
+      name="command"
+      value={props.command}
+    >
+      Check
+    </button>
+  );
+}
+
 export function WorkshopPage(
   props: WorkshopHeader & {
     viewer: Viewer;
     hosts: HostView[];
-    /** The fleet view: counts, the ready estimate and one row per lab. */
+    /** The fleet view: counts, the ready estimate and one row per lab of the table's page. */
     fleet: FleetView;
+    /** The fleet table's page (its cursor), when not the first. */
+    labs?: string | undefined;
     canExtend: boolean;
     access: LabAccess;
     /** The Scale up form's offer; absent for a workshop never brought up. */
@@ -283,6 +305,8 @@ export function WorkshopPage(
     notice?: string | undefined;
     /** The last teardown's receipt, shown once the workshop is torn down (or its teardown failed). */
     receipt?: Receipt | undefined;
+    /** The workshop's latest rollout, if it has had one (the live rollout region). */
+    rollout?: RolloutView | undefined;
   },
 ) {
   const name = props.summary.name;
@@ -291,7 +315,11 @@ export function WorkshopPage(
   // A workshop torn down (or going) has nothing left to deploy, diagnose, extend or tear down: only Up.
   const gone = props.summary.state === "torn_down" || props.summary.state === "tearing_down";
   return (
-    <Layout title={name} viewer={props.viewer} live={`${base}/live`}>
+    <Layout
+      title={name}
+      viewer={props.viewer}
+      live={`${base}/live${props.labs ? `?labs=${encodeURIComponent(props.labs)}` : ""}`}
+    >
       <Tabs name={name} current="hosts" />
       <h1>{name}</h1>
       <div id="live-summary" aria-live="polite">
@@ -305,6 +333,9 @@ export function WorkshopPage(
           hosts={props.summary.hosts.total}
         />
       </div>
+      <div id="live-rollout" aria-live="polite">
+        <RolloutRegion base={base} csrf={csrf} rollout={props.rollout} />
+      </div>
       <h2 id="hosts-h">Fleet</h2>
       <div id="live-fleet" aria-live="polite">
         <FleetSummary fleet={props.fleet} />
@@ -317,6 +348,9 @@ export function WorkshopPage(
       >
         <FleetRows fleet={props.fleet} />
       </DataTable>
+      <div id="live-pager">
+        <FleetPager fleet={props.fleet} base={base} />
+      </div>
       <p class="hint">
         Timeline: one bar per phase from the deploy's start (blue done, amber running, red failed), on one
         time scale for every lab; the dashed box is the time the estimate says is left.
@@ -329,7 +363,10 @@ export function WorkshopPage(
           <p class="hint">
             Provision every host, deploy the lab, wait until ready. Running it again resumes.
           </p>
-          <button type="submit">Up</button>
+          <p class="row">
+            <button type="submit">Up</button>
+            <CheckButton base={base} command="up" />
+          </p>
         </form>
         {gone ? null : (
           <>
@@ -348,14 +385,21 @@ export function WorkshopPage(
                 <input id="deploy-force" name="force" type="checkbox" value="yes" /> Rebuild labs already
                 built
               </label>
-              <button type="submit">Deploy</button>
+              <p class="row">
+                <button type="submit">Deploy</button>
+                <CheckButton base={base} command="deploy" />
+              </p>
             </form>
             <form method="post" action={`${base}/retry`} aria-labelledby="act-retry">
               <Csrf token={csrf} />
               <h3 id="act-retry">Retry failed</h3>
               <p class="hint">Reads every host again, then rebuilds the labs that failed.</p>
-              <button type="submit">Retry failed hosts</button>
+              <p class="row">
+                <button type="submit">Retry failed hosts</button>
+                <CheckButton base={base} command="retry" />
+              </p>
             </form>
+            <RolloutForm base={base} csrf={csrf} />
             <form method="post" action={`${base}/diagnose`} aria-labelledby="act-diagnose">
               <Csrf token={csrf} />
               <h3 id="act-diagnose">Diagnose</h3>

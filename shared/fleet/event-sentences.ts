@@ -1,12 +1,22 @@
-import type { EventView } from "../../shared/fleet/events.ts";
-import { duration, when } from "./format.ts";
+import { formatDuration, formatWhen } from "../runtime/time-format.ts";
+import type { EventView } from "./events.ts";
 
 /**
  * An event as a short sentence that says what happened, who did it (`detail.by`: an instructor's name,
  * "labfleet" for what it did by itself, "student" for the portal's visitors) and to whose lab (`detail.student`,
  * the display name the student gave). The console's activity list and `labfleet events` print the same
  * sentences. Every detail field is optional: a missing one leaves a shorter sentence.
+ *
+ * A sentence is made of parts: text, and times (`{ time: ISO }`) that each reader shows its own way. The
+ * console renders a time as a `<time>` element the browser rewrites in the viewer's zone (web/time.tsx);
+ * `eventSentence` writes it as the CLI does ("12:43 (in 5 h 58 min)", shared/runtime/time-format.ts).
  */
+
+/** A piece of a sentence: text, or a time to show in the reader's zone. */
+export type SentencePart = string | { time: string };
+
+/** "45 s", "3 min 05 s"; undefined when unknown. */
+const duration = (seconds: number | undefined): string | undefined => formatDuration(seconds) || undefined;
 
 const text = (v: unknown): string | undefined =>
   typeof v === "string" && v.trim() !== "" ? v.trim() : undefined;
@@ -45,7 +55,26 @@ export function eventLabel(type: string): string {
 
 const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
 
-export function eventSentence(e: EventView): string {
+/**
+ * The sentence as plain text, its times written by `time` (by default the CLI's human format in this
+ * machine's zone: "12:43 (in 5 h 58 min)").
+ */
+export function eventSentence(
+  e: EventView,
+  time: (iso: string) => string = (iso) => formatWhen(iso),
+): string {
+  return eventParts(e)
+    .map((p) => (typeof p === "string" ? p : time(p.time)))
+    .join("");
+}
+
+/** The sentence as parts: text, and the times in it. */
+export function eventParts(e: EventView): SentencePart[] {
+  const s = sentence(e);
+  return typeof s === "string" ? [s] : s;
+}
+
+function sentence(e: EventView): string | SentencePart[] {
   const d = e.detail;
   const host = e.hostId ?? "a host";
   const by = clip(text(d.by) ?? "Someone", 60);
@@ -66,9 +95,13 @@ export function eventSentence(e: EventView): string {
     case "lab.claimed":
       if (d.how === "queue")
         return `Lab ${host} went to ${student ?? "the student"}, the first in the waiting line.`;
+      if (d.how === "byod")
+        return `${student ?? "A student"} enrolled their own machine as lab ${host} (from their join page).`;
       return student ? `${student} claimed lab ${host}.` : `Lab ${host} was claimed.`;
     case "lab.released":
       if (d.how === "revoked") return `${by} revoked ${whose} claim on lab ${host}; the lab is free again.`;
+      if (d.how === "removed")
+        return `${student ?? "Its student"}'s claim on lab ${host} ended: its machine was removed from the workshop.`;
       return student
         ? `${by} released lab ${host} from ${student}; it is free again.`
         : `Lab ${host} was released and is free again.`;
@@ -128,8 +161,11 @@ export function eventSentence(e: EventView): string {
       return `${by} closed the lab UIs to students.`;
     case "workshop.extended": {
       const hours = typeof d.hours === "number" ? ` by ${d.hours} h` : "";
-      const until = text(d.expiry) ? `; the teardown is at ${when(text(d.expiry))}` : "";
-      return `${by} extended the workshop${hours}${until}${d.ok === false ? " (with problems)" : ""}.`;
+      const expiry = text(d.expiry);
+      const valid = expiry !== undefined && Number.isFinite(Date.parse(expiry));
+      const head = `${by} extended the workshop${hours}`;
+      const tail = `${d.ok === false ? " (with problems)" : ""}.`;
+      return valid ? [`${head}; the teardown is at `, { time: expiry }, tail] : `${head}${tail}`;
     }
     case "run.started": {
       const hosts = Array.isArray(d.hosts) ? d.hosts.filter((h) => typeof h === "string") : [];
@@ -182,11 +218,39 @@ export function eventSentence(e: EventView): string {
     }
     case "lab.invited":
       return `${by} invited ${student ?? "a student"} to lab ${host} (roster).`;
+    case "host.unreachable":
+      return `Host ${host} stopped calling in (three missed check-ins)${student ? `: ${student}'s lab takes no new work until it is back` : ""}.`;
+    case "host.reachable":
+      return `Host ${host} calls in again${student ? ` (${student}'s lab)` : ""}.`;
+    case "host.drained":
+      return `${by} drained host ${host}: no new work and no new claims.`;
+    case "host.disabled":
+      return `${by} disabled host ${host}: labfleet sends it nothing.`;
+    case "host.enabled":
+      return `${by} enabled host ${host} again.`;
+    case "host.removed":
+      return `${by} removed host ${host}${student ? ` (${student}'s lab, now released)` : ""}: its agent forgets the workshop.`;
     case "portal.unblocked": {
       const addresses = Array.isArray(d.addresses) ? d.addresses.filter((a) => typeof a === "string") : [];
       const which = addresses.length ? clip(addresses.join(", "), 120) : "held-back addresses";
       return `${by} let ${which} into the portal again (wrong attempts start from zero).`;
     }
+    // Enrollment: machines that joined with a join token, approved or rejected, and the tokens themselves.
+    case "host.joined": {
+      const waits = d.enrollment === "pending" ? ": it waits for an instructor's approval" : "";
+      return `${host} joined the workshop${student ? ` as ${student}'s lab` : ""}${waits}.`;
+    }
+    case "host.approved":
+      return `${by} approved ${host}: it may now be given work.`;
+    case "host.rejected":
+      return `${by} rejected ${host}: it was removed and its signing secret dropped.`;
+    case "join_token.created": {
+      const uses = typeof d.uses === "number" ? plural(d.uses, "use") : undefined;
+      const manual = d.approve === "manual" ? ", hosts wait for approval" : "";
+      return `${by} created a join token${uses ? ` (${uses}${manual})` : ""}${student ? ` for ${student}` : ""}.`;
+    }
+    case "join_token.revoked":
+      return `${by} revoked a join token: machines can no longer join with it.`;
     default:
       return eventLabel(type);
   }

@@ -1,0 +1,116 @@
+import type { RunInstancesCommandInput, TerminateInstancesCommandInput } from "@aws-sdk/client-ec2";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { FUNCTIONS, type FunctionName } from "../../infra/permissions.ts";
+import { awsWorkshopYaml, type Cloud, startCloud } from "../harness/aws/cloud.ts";
+import { EC2_REQUEST_BUCKETS } from "../harness/aws/rate-limits.ts";
+import { waitFor } from "../harness/runtime.ts";
+
+/**
+ * A fleet larger than EC2's RunInstances burst on the AWS double, whose EC2 and Parameter Store rates are
+ * always on (tests/harness/aws/rate-limits.ts, from AWS's published token buckets), with the Lambda bundles as
+ * SST builds them and an instant lab: Provision launches one instance per host at EC2's refill rate, so no host
+ * fails on RequestLimitExceeded; every lab gets ready; each function's longest invocation stays under half its
+ * timeout; the teardown terminates the instances in one request and leaves nothing behind.
+ */
+
+const W = "cloud-rates";
+const HOSTS = 30;
+let cloud: Cloud;
+
+beforeAll(async () => {
+  cloud = await startCloud({ labs: ["instant"] });
+}, 180_000);
+
+afterAll(async () => {
+  await cloud?.close();
+});
+
+describe("a fleet past EC2's RunInstances burst on the AWS double", { timeout: 600_000 }, () => {
+  it("launches at EC2's rate, gets every lab ready within the functions' timeouts, and tears down cleanly", async () => {
+    const yaml = awsWorkshopYaml({
+      name: W,
+      source: cloud.lab("instant"),
+      count: HOSTS,
+      pollSeconds: 5,
+      timeoutMinutes: 20,
+      extraLab: "concurrency: 10",
+    });
+    expect((await cloud.api("", { yaml })).status).toBe(201);
+    const since = Date.now();
+    const up = await cloud.api(`/${W}/up`, {});
+    expect(up.status, JSON.stringify(up.body)).toBe(202);
+    const run = await cloud.runToEnd(W, up.body.run.id, 480_000);
+    expect(run.state, JSON.stringify(run)).toBe("succeeded");
+    const s = (await cloud.api(`/${W}`)).body;
+    expect(s.hosts).toEqual({ total: HOSTS, ready: HOSTS, failed: 0 });
+
+    // One RunInstances per host went through; none took more than EC2's burst at once.
+    const server = cloud.account.server;
+    const launches = server.calls.filter(
+      (c) => c.operation === "RunInstances" && c.principal === "Provision",
+    );
+    const launched = server.inputs<RunInstancesCommandInput>("ec2", "RunInstances", "Provision");
+    expect(launched).toHaveLength(HOSTS);
+    expect(new Set(launched.map((i) => i.ClientToken)).size).toBe(HOSTS);
+    // Whatever EC2 refused was RequestLimitExceeded, retried by the SDK: it failed no host.
+    for (const c of launches.filter((x) => x.outcome !== "ok"))
+      expect(c.outcome).toBe("RequestLimitExceeded");
+    const okAt = launches.filter((c) => c.outcome === "ok").map((c) => c.at);
+    const spanSeconds = (Math.max(...okAt) - Math.min(...okAt)) / 1000;
+    const { capacity, refill } = EC2_REQUEST_BUCKETS.RunInstances;
+    expect(spanSeconds).toBeGreaterThanOrEqual((HOSTS - capacity) / refill - 1);
+    // No call of the run was denied by IAM, and the double never failed.
+    expect(
+      server.calls.filter((c) => c.outcome.includes("AccessDenied") || c.outcome === "UnauthorizedOperation"),
+    ).toEqual([]);
+    expect(server.failures).toEqual([]);
+
+    // Each function's longest invocation stayed under half its timeout.
+    const byDeployed = new Map(
+      (Object.keys(FUNCTIONS) as FunctionName[]).map((fn) => [cloud.account.deployed.functionName(fn), fn]),
+    );
+    const longest = new Map<string, { ms: number; timeoutMs: number }>();
+    for (const inv of cloud.account.lambda.invocations.filter((i) => i.start >= since)) {
+      expect(inv.outcome, `${inv.functionName} ${inv.requestId}`).toBe("ok");
+      const config = cloud.account.lambda.config(inv.functionName);
+      if (!config) continue;
+      const name = byDeployed.get(inv.functionName) ?? inv.functionName;
+      const seen = longest.get(name);
+      if (!seen || inv.durationMs > seen.ms)
+        longest.set(name, { ms: inv.durationMs, timeoutMs: cloud.account.lambda.timeoutOf(config) });
+    }
+    expect([...longest.keys()]).toEqual(expect.arrayContaining(["Provision", "DeployHost", "Poll"]));
+    for (const [name, { ms, timeoutMs }] of longest) expect(ms, name).toBeLessThan(timeoutMs / 2);
+
+    // The teardown: one TerminateInstances for the fleet, every instance gone, nothing left.
+    const down = await cloud.api(`/${W}/teardown`, {});
+    expect(down.status, JSON.stringify(down.body)).toBe(202);
+    expect((await cloud.runToEnd(W, down.body.run.id, 240_000)).state).toBe("succeeded");
+    const terminated = server.inputs<TerminateInstancesCommandInput>(
+      "ec2",
+      "TerminateInstances",
+      "Deprovision",
+    );
+    expect(terminated).toHaveLength(1);
+    expect(terminated[0]?.InstanceIds).toHaveLength(HOSTS);
+    await waitFor(
+      "every instance terminated",
+      () =>
+        [...cloud.account.ec2.instances.values()].every(
+          (i) => cloud.account.ec2.stateOf(i) === "terminated",
+        ) || undefined,
+      60_000,
+    );
+    const receipt = await waitFor(
+      "the teardown's receipt",
+      async () => {
+        const r = await cloud.api(`/${W}/receipt`);
+        return r.status === 200 ? r.body.receipt : undefined;
+      },
+      60_000,
+    );
+    expect(receipt.left).toEqual([]);
+    expect(receipt.removed.filter((e: { kind: string }) => e.kind === "instance")).toHaveLength(HOSTS);
+    expect(receipt.checkError).toBeUndefined();
+  });
+});
