@@ -2,10 +2,13 @@
 // tests/harness/ssh-hosts.ts) and times deploy dispatch (sync the lab source, push secrets, start setup
 // detached), doctor and a status refresh over 64 of them at -j 32, cold (every connection opened anew, host
 // keys already pinned) and warm (the same runtime again, its connections pooled), then doctor over 250 hosts,
-// cold. Run as root: `npm run bench:fanout`. BENCH_HOSTS, BENCH_WIDE and BENCH_JOBS change the sizes
-// (BENCH_WIDE=0 skips the wide run). The last line is a summary for comparing runs.
-import { mkdirSync } from "node:fs";
-import { loadavg } from "node:os";
+// cold. The lab is instant, so its wrappers push their progress while the deploy is still dispatching; deploy
+// dispatch is timed again with `lab.push: false`, and for each deploy the machine's CPU time is split between
+// the control plane (this process), DynamoDB Local and the hosts (sshd and what it runs: the rest). Run as root:
+// `npm run bench:fanout`. BENCH_HOSTS, BENCH_WIDE and BENCH_JOBS change the sizes (BENCH_WIDE=0 skips the wide
+// run). The last line is a summary for comparing runs.
+import { mkdirSync, readFileSync } from "node:fs";
+import { availableParallelism, loadavg } from "node:os";
 import { join } from "node:path";
 import { startLocalRuntime } from "../cli/local/runtime.ts";
 import { doctor, refreshHosts, startDeploy } from "../shared/fleet/ops.ts";
@@ -57,6 +60,26 @@ const cpuMs = () => {
   const u = process.cpuUsage();
   return (u.user + u.system) / 1000;
 };
+/** CPU time of the whole machine (every core, busy), of DynamoDB Local, ms; from /proc (Linux). */
+const ticksMs = 10; // USER_HZ is 100 on Linux
+const machineBusyMs = () => {
+  const f = (readFileSync("/proc/stat", "utf8").split("\n")[0] ?? "")
+    .trim()
+    .split(/\s+/)
+    .slice(1)
+    .map(Number);
+  const total = f.reduce((a, b) => a + b, 0);
+  return (total - (f[3] ?? 0) - (f[4] ?? 0)) * ticksMs;
+};
+const dynamoPid = () => Number(readFileSync(join(dataDir, "dynamodb.pid"), "utf8").trim());
+const dynamoMs = () => {
+  const st = readFileSync(`/proc/${dynamoPid()}/stat`, "utf8");
+  const f = st.slice(st.lastIndexOf(")") + 2).split(" ");
+  return (Number(f[11]) + Number(f[12])) * ticksMs;
+};
+/** For each deploy: [machine, control plane, DynamoDB Local] CPU ms. */
+const split: Record<string, [number, number, number]> = {};
+
 async function measure(key: string, fn: () => Promise<unknown>): Promise<void> {
   const t = performance.now();
   const c = cpuMs();
@@ -65,13 +88,14 @@ async function measure(key: string, fn: () => Promise<unknown>): Promise<void> {
   cpu[key] = cpuMs() - c;
 }
 
-function workshopYaml(name: string, hosts: FakeHost[]): string {
+function workshopYaml(name: string, hosts: FakeHost[], push = true): string {
   return `name: ${name}
 lab:
   source: ${lab}
   setup: bash setup.sh
   health: test -f built
   concurrency: ${jobs}
+  push: ${push}
 provider:
   type: static
 hosts:
@@ -93,6 +117,7 @@ async function deployDispatch(key: string, name: string, n: number): Promise<voi
   const since = new Date().toISOString();
   const t = performance.now();
   const c = cpuMs();
+  const [m, j] = [machineBusyMs(), dynamoMs()];
   await startDeploy(name, {}, { force: true, concurrency: jobs });
   for (;;) {
     const hs = await listHosts(name);
@@ -106,6 +131,7 @@ async function deployDispatch(key: string, name: string, n: number): Promise<voi
   }
   figures[key] = performance.now() - t;
   cpu[key] = cpuMs() - c;
+  split[key] = [machineBusyMs() - m, cpu[key] ?? 0, dynamoMs() - j];
   await rt.executor.idle();
 }
 
@@ -121,6 +147,12 @@ try {
     await rt.connections.release(name);
     await deployDispatch("deploy_cold", name, size);
     await deployDispatch("deploy_warm", name, size);
+    await rt.connections.release(name);
+    // The same without push: the control plane alone follows the labs (its polls).
+    await submitWorkshop(workshopYaml(name, fleet.hosts.slice(0, size), false));
+    await deployDispatch("nopush_cold", name, size);
+    await deployDispatch("nopush_warm", name, size);
+    await submitWorkshop(workshopYaml(name, fleet.hosts.slice(0, size)));
     await rt.connections.release(name);
     await measure("doctor_cold", () => doctorAll(name));
     await measure("doctor_warm", () => doctorAll(name));
@@ -142,8 +174,22 @@ try {
           .join(" | ")} | ${target}`,
       );
     row("deploy dispatch", "deploy", "< 1.5 s");
+    row("  lab.push false", "nopush", "");
     row("doctor", "doctor", "< 1.0 s cold, < 0.4 s warm");
     row("status refresh", "status", "");
+    console.log(`\nCPU during deploy dispatch (the machine's ${availableParallelism()} cores):`);
+    console.log("                   | machine | control plane | DynamoDB Local | hosts (the rest)");
+    for (const [what, key] of [
+      ["deploy, cold", "deploy_cold"],
+      ["deploy, warm", "deploy_warm"],
+      ["no push, cold", "nopush_cold"],
+      ["no push, warm", "nopush_warm"],
+    ] as const) {
+      const [mach, plane, db] = split[key] ?? [0, 0, 0];
+      console.log(
+        `${what.padEnd(18)} | ${secs(mach).padStart(7)} | ${secs(plane).padStart(13)} | ${secs(db).padStart(14)} | ${secs(mach - plane - db).padStart(8)}`,
+      );
+    }
 
     if (wide > 0) {
       const wideName = `fan-${wide}`;
@@ -165,5 +211,5 @@ try {
 }
 const s = (k: string) => ((figures[k] ?? 0) / 1000).toFixed(2);
 console.log(
-  `\nfanout hosts=${size} jobs=${jobs} deploy_cold_s=${s("deploy_cold")} deploy_warm_s=${s("deploy_warm")} doctor_cold_s=${s("doctor_cold")} doctor_warm_s=${s("doctor_warm")} status_cold_s=${s("status_cold")} status_warm_s=${s("status_warm")}${wide > 0 ? ` doctor${wide}_cold_s=${s("doctor_wide_cold")}` : ""} load=${load()}`,
+  `\nfanout hosts=${size} jobs=${jobs} deploy_cold_s=${s("deploy_cold")} deploy_warm_s=${s("deploy_warm")} nopush_cold_s=${s("nopush_cold")} nopush_warm_s=${s("nopush_warm")} doctor_cold_s=${s("doctor_cold")} doctor_warm_s=${s("doctor_warm")} status_cold_s=${s("status_cold")} status_warm_s=${s("status_warm")}${wide > 0 ? ` doctor${wide}_cold_s=${s("doctor_wide_cold")}` : ""} load=${load()}`,
 );

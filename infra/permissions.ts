@@ -667,7 +667,7 @@ export const FUNCTIONS = {
     description: "labfleet up: sync the lab source to one host and start its setup",
     timeout: "15 minutes",
     memory: "512 MB",
-    // pushSecrets reads the operator secrets (stdin to SSH hosts); SSM hosts fetch the parameter BeginUp wrote.
+    // secretsForStart reads the operator secrets (stdin to SSH hosts); SSM hosts fetch the parameter BeginUp wrote.
     grants: [...reachesHosts.grants, "operatorSecrets"],
     secrets: reachesHosts.secrets as LinkedSecretName[],
     // Hosts that push (enrolled and SSH ones, never SSM) get the API's URL in push.env before their setup starts.

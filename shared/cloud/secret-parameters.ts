@@ -13,7 +13,7 @@ import { VisibleError } from "../runtime/errors.ts";
  * stdin sent with it) in its command history for 30 days, so the values never travel in a command: the
  * control plane writes them as one SecureString parameter, `/labfleet/<stage>/workshops/<workshop>/secrets`
  * (a JSON object of name -> value), once per run before any host is touched (publishSecretParameter, in
- * BeginUp), and each host fetches it with its own instance role (see pushSecrets). The parameter is deleted
+ * BeginUp), and each host fetches it with its own instance role (see secretsForStart). The parameter is deleted
  * when the run that wrote it ends and at teardown.
  *
  * A teardown's receipt looks for it with DescribeParameters (metadata only, never a value; ssm:DescribeParameters

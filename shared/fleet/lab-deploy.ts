@@ -9,11 +9,12 @@ import {
   probeLab,
   readAccess,
   runHealth,
+  type StartFiles,
   startLab,
   stopLab,
   syncSource,
 } from "./lab.ts";
-import { pushSecrets } from "./secrets.ts";
+import { secretsForStart } from "./secrets.ts";
 
 /**
  * The two halves of building a lab on a host, shared by `up`'s deploy and poll (shared/fleet/up.ts) and a
@@ -40,13 +41,17 @@ export interface SetupStart {
   stop: boolean;
   /** How the boot-wait error names the host. */
   what?: string;
-  /** Runs once the host has booted, before any secret reaches it (`up` pins its keys and records the deploy). */
-  beforeSecrets?: () => Promise<void>;
+  /**
+   * Runs once the host has booted, before any secret reaches it (`up` pins its keys and records the deploy), and
+   * answers the host's push settings (StartFiles.push); none leaves them as they are.
+   */
+  beforeSecrets?: () => Promise<StartFiles["push"] | undefined>;
 }
 
 /**
  * Starts a lab's setup on a host: what an earlier setup left running is stopped, the host's first boot waited
- * for, then the operator secrets, the lab source at the ref and the detached setup (shared/fleet/lab.ts).
+ * for, then the lab source at the ref, and one command that writes the operator secrets and push settings and
+ * starts the detached setup (shared/fleet/lab.ts).
  */
 export async function startSetup(
   t: Transport,
@@ -56,10 +61,13 @@ export async function startSetup(
 ): Promise<void> {
   if (s.stop) await stopLab(t, spec.name);
   await waitForBoot(t, provider, s.what);
-  await s.beforeSecrets?.();
-  await pushSecrets(t, spec, provider.transport);
+  const push = await s.beforeSecrets?.();
+  const secrets = await secretsForStart(t, spec, provider.transport);
   await syncSource(t, spec, s.ref);
-  await startLab(t, spec, s.hostId, s.runId);
+  await startLab(t, spec, s.hostId, s.runId, {
+    ...(push ? { push } : {}),
+    ...(secrets !== undefined ? { secrets } : {}),
+  });
 }
 
 /** Whether a probed setup is to be stopped before a new one starts: it runs, or a killed wrapper left it. */

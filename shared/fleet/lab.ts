@@ -104,25 +104,32 @@ const PUSH_WATCH = `if [ "$push" = 1 ]; then
   pw=$!
 fi`;
 
-/** After the exit code is recorded: the exit, then health until it passes (while this is still the host's setup). */
+/**
+ * After the exit code is recorded. A failed setup pushes its exit. A setup that exited 0 runs health until it passes
+ * (while this is still the host's setup) and pushes its result; when the first try does not pass, the exit is pushed
+ * too (in the background), so the lab shows as checking its health meanwhile. A lab whose health passes at once
+ * sends one push, not two: a fleet of instant labs finishing together is a burst of pushes the hosts sign and the
+ * API judges.
+ */
 const PUSH_AFTER_EXIT = `if [ "$push" = 1 ]; then
   kill "$pw" 2>/dev/null
-  # In the background, so health starts at once; a later reading of a lab already ready changes nothing.
-  labfleet_push exit &
   if [ "$rc" = 0 ] && [ -f "$d/health.sh" ]; then
-    end=$(( $(date +%s) + ${HEALTH_GRACE_SECONDS} )); limit=
+    end=$(( $(date +%s) + ${HEALTH_GRACE_SECONDS} )); limit=; told=
     if command -v timeout > /dev/null; then limit="timeout ${HEALTH_TIMEOUT_MS / 1000}"; fi
-    while [ "$(cat "$d/pid" 2>/dev/null)" = "$$" ]; do
+    while { read -r p < "$d/pid"; } 2>/dev/null && [ "$p" = "$$" ]; do
       ( cd "$labdir" && LABFLEET_STATUS="$d/status.jsonl" LABFLEET_ACCESS="$d/access.json" \
           LABFLEET_SECRETS="$d/secrets.env" $limit bash "$d/health.sh" ) > "$d/health.out" 2>&1 < /dev/null
       h=$?
       [ "$h" = 0 ] && { labfleet_push health 0; break; }
+      [ -n "$told" ] || { told=1; labfleet_push exit & }
       [ "$(date +%s)" -lt "$end" ] || { labfleet_push health "$h"; break; }
       sleep 2
     done
     rm -f "$d/health.out"
   elif [ "$rc" = 0 ]; then
     labfleet_push health 0
+  else
+    labfleet_push exit
   fi
   wait
 fi
@@ -163,27 +170,39 @@ function probeScript(workshop: string): string {
   return probeCommands(stateDir(workshop));
 }
 
-/** The probe's commands for the state folder `d` (a shell word): the poll's probe, and the wrapper's pushes. */
+/**
+ * The probe's commands for the state folder `d` (a shell word): the poll's probe, and the wrapper's pushes. Every
+ * host of a fleet runs it on each poll and each push, so it reads the small records with bash builtins (`read`,
+ * `printf %()T`) and starts a process only for what bash cannot do: the rc file's age (`stat`), and filtering the
+ * status records and the log when there are any (`awk`, `tail`, `cut`).
+ */
 function probeCommands(d: string): string {
   const L = PROBE_LIMITS;
   const keep = `awk 'length($0) <= ${L.statusLineMax}'`;
   return `d=${d}
-pid=$(cat "$d/pid" 2>/dev/null)
-alive=0
-if [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] && tr '\\0' ' ' < "/proc/$pid/cmdline" | grep -q wrapper.sh; then alive=1; fi
-rc=$(head -c 16 "$d/rc" 2>/dev/null | tr -cd '0-9-')
-rc_age=$( [ -f "$d/rc" ] && echo $(( $(date +%s) - $(stat -c %Y "$d/rc") )) )
-started=$( [ -f "$d/started" ] && echo 1 )
-run=$(head -c 64 "$d/run" 2>/dev/null | tr -cd 'A-Za-z0-9_')
+pid= rc= rc_age= started= run= alive=0
+{ read -r -n 32 pid < "$d/pid"; } 2>/dev/null; pid=\${pid//[!0-9]/}
+if [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ]; then
+  while IFS= read -r -d '' a; do [[ $a == *wrapper.sh* ]] && { alive=1; break; }; done < "/proc/$pid/cmdline" 2>/dev/null
+fi
+{ read -r -n 16 rc < "$d/rc"; } 2>/dev/null; rc=\${rc//[!0-9-]/}
+if [ -f "$d/rc" ]; then
+  m=$(stat -c %Y "$d/rc" 2>/dev/null); printf -v now '%(%s)T' -1
+  [ -n "$m" ] && rc_age=$(( now - m ))
+fi
+[ -f "$d/started" ] && started=1
+{ read -r -n 64 run < "$d/run"; } 2>/dev/null; run=\${run//[!A-Za-z0-9_]/}
 verdict="pid=$pid alive=$alive rc=$rc rc_age=$rc_age started=$started run=$run"
 echo "$verdict"
 echo "@@status"
-s=$(stat -c %s "$d/status.jsonl" 2>/dev/null || echo 0)
-if [ "$s" -le ${L.statusHeadBytes + L.statusTailBytes} ]; then ${keep} "$d/status.jsonl" 2>/dev/null
-else head -c ${L.statusHeadBytes} "$d/status.jsonl" | ${keep}; echo; tail -c ${L.statusTailBytes} "$d/status.jsonl" | ${keep}; fi
+if [ -s "$d/status.jsonl" ]; then
+  s=$(stat -c %s "$d/status.jsonl" 2>/dev/null || echo 0)
+  if [ "$s" -le ${L.statusHeadBytes + L.statusTailBytes} ]; then ${keep} "$d/status.jsonl" 2>/dev/null
+  else head -c ${L.statusHeadBytes} "$d/status.jsonl" | ${keep}; echo; tail -c ${L.statusTailBytes} "$d/status.jsonl" | ${keep}; fi
+fi
 echo
 echo "@@log"
-tail -n ${L.logTailLines} "$d/log" 2>/dev/null | cut -b 1-${L.logLineMax}
+[ -s "$d/log" ] && tail -n ${L.logTailLines} "$d/log" 2>/dev/null | cut -b 1-${L.logLineMax}
 echo
 echo "${PROBE_END} $verdict"
 exit 0
@@ -575,32 +594,78 @@ export async function tarFolder(folder: string): Promise<Buffer> {
 }
 
 /**
- * Writes the wrapper and setup and starts them detached; returns once the wrapper has recorded its pid. The
- * same command records which run started it (`run`), so a resumed run knows the setups it started itself.
+ * What the start command writes beside the wrapper and setup, each 0600 (through a temporary file) in the 0700
+ * state folder, over stdin (never on a command line): one command per host instead of one per file.
  */
-export async function startLab(t: Transport, spec: Workshop, hostId: string, runId: string): Promise<void> {
+export interface StartFiles {
+  /** push.env and health.sh (shared/fleet/push-config.ts); "off": the host does not push, and what an earlier deploy
+   * left of them is removed; undefined: left as they are. */
+  push?: { env: string; health: string | undefined } | "off";
+  /** secrets.env (shared/fleet/secrets.ts, sent over stdin); undefined: left as it is when the lab has operator
+   * secrets (an SSM host fetched them itself), else removed. */
+  secrets?: string;
+}
+
+/**
+ * Writes the wrapper, setup and the StartFiles and starts the wrapper detached; returns once it has recorded its
+ * pid. The same command records which run started it (`run`), so a resumed run knows the setups it started itself.
+ * Stdin is a line of byte lengths, then the parts back to back (cut apart with bash's own string slicing, in the C
+ * locale so a length is bytes), then a final "." that keeps `$(cat)` from eating the last part's newlines. Its
+ * errors carry the exit code and the command's stderr, never its stdout; the command prints none of its parts.
+ */
+export async function startLab(
+  t: Transport,
+  spec: Workshop,
+  hostId: string,
+  runId: string,
+  files: StartFiles = {},
+): Promise<void> {
   const d = stateDir(spec.name);
-  const files = `${WRAPPER}\n@@setup\n${spec.lab.setup}\n`;
+  const push = files.push === "off" ? undefined : files.push;
+  const parts = [WRAPPER, spec.lab.setup, push?.env ?? "", push?.health ?? "", files.secrets ?? ""];
+  const stdin = `${parts.map((x) => Buffer.byteLength(x)).join(" ")}\n${parts.join("")}.`;
+  const keepSecrets = files.secrets === undefined && spec.lab.operator_secrets.length > 0;
   const r = await t.exec(
     `set -e; d=${d}; mkdir -p "$d"; chmod 700 "$d"
-rm -f "$d/pid" "$d/rc" "$d/rc.tmp" "$d/status.jsonl" "$d/access.json" "$d/heartbeat" "$d/run"${spec.lab.operator_secrets.length ? "" : ` "$d/secrets.env"`}
-input=$(cat)
-printf '%s\\n' "\${input%%
-@@setup
-*}" > "$d/wrapper.sh"
-printf '%s\\n' "\${input#*
-@@setup
-}" > "$d/setup.sh"
+rm -f "$d/pid" "$d/rc" "$d/rc.tmp" "$d/status.jsonl" "$d/access.json" "$d/heartbeat" "$d/run"${keepSecrets ? "" : ` "$d/secrets.env"`}
+labfleet_parts() {
+  local LC_ALL=C input n
+  input=$(cat); n=\${input%%$'\n'*}; input=\${input#*$'\n'}
+  set -- $n
+  [ "$#" = 5 ] || { echo "the start command's input has no lengths line" >&2; return 3; }
+  wrapper=\${input:0:$1}; input=\${input:$1}
+  setup=\${input:0:$2}; input=\${input:$2}
+  pushenv=\${input:0:$3}; input=\${input:$3}
+  health=\${input:0:$4}; input=\${input:$4}
+  secrets=\${input:0:$5}; input=\${input:$5}
+  [ "$input" = . ] || { echo "the start command's input is not as long as its lengths line says" >&2; return 3; }
+}
+labfleet_parts
+# Written as 0600 through a temporary file in the 0700 folder.
+labfleet_put() { ( umask 077; printf '%s' "$2" > "$d/$1.tmp" ); mv "$d/$1.tmp" "$d/$1"; }
+printf '%s\n' "$wrapper" > "$d/wrapper.sh"
+printf '%s\n' "$setup" > "$d/setup.sh"
+${
+  push
+    ? `labfleet_put push.env "$pushenv"
+${push.health === undefined ? 'rm -f "$d/health.sh"' : 'labfleet_put health.sh "$health"'}`
+    : files.push === "off"
+      ? `rm -f "$d/push.env" "$d/health.sh"`
+      : ""
+}
+${files.secrets !== undefined ? `labfleet_put secrets.env "$secrets"` : ""}
+unset pushenv health secrets
 : > "$d/log"; chmod 600 "$d/log"
-date +%s > "$d/started"
-printf '%s\\n' ${shq(runId)} > "$d/run"
+printf '%(%s)T\\n' -1 > "$d/started"
+printf '%s\n' ${shq(runId)} > "$d/run"
 # A background job of a shell without job control is not a group leader, so setsid execs in place and
 # $! is the wrapper's own pid: recorded before this command returns, with no wait.
 setsid bash "$d/wrapper.sh" "$d" ${labDir(spec, t)} ${shq(spec.name)} ${shq(hostId)} > /dev/null 2>&1 < /dev/null &
 echo "$!" > "$d/pid"`,
-    { stdin: files, timeoutMs: 60_000, step: "start lab setup" },
+    { stdin, timeoutMs: 60_000, step: "start lab setup" },
   );
-  if (r.exitCode !== 0) throw new LabStepError(`starting the lab setup failed: ${lastLines(r)}`);
+  if (r.exitCode !== 0)
+    throw new LabStepError(`starting the lab setup failed: ${lastLines({ ...r, stdout: "" })}`);
 }
 
 export function lastLines(r: ExecResult, n = 5): string {

@@ -48,7 +48,7 @@ export function secretsFile(values: Record<string, string>): string {
  * Writes the workshop's secrets parameter for a run that deploys to hosts reached through SSM: once per run,
  * by BeginUp before any host is touched, so a fleet of N hosts makes one PutParameter, not N in parallel
  * (Parameter Store throttles PutParameter). Does nothing for a lab without operator secrets, for a provider
- * whose hosts are not reached through SSM, or in a runtime without a parameter writer (pushSecrets then
+ * whose hosts are not reached through SSM, or in a runtime without a parameter writer (secretsForStart then
  * refuses each SSM host clearly). The run's end and the teardown delete it (removeSecretParameter).
  */
 export async function publishSecretParameter(spec: Workshop): Promise<void> {
@@ -62,25 +62,27 @@ export async function publishSecretParameter(spec: Workshop): Promise<void> {
 }
 
 /**
- * Writes the lab's operator secrets on a host. `transport` is how the host is reached (the provider's):
- * `ssm` hosts fetch them from the parameter publishSecretParameter wrote at the start of the run, the others
- * get them over stdin.
+ * The lab's operator secrets for a host, as the start command writes them (StartFiles.secrets, shared/fleet/lab.ts).
+ * `transport` is how the host is reached (the provider's): `ssm` hosts fetch them here, from the parameter
+ * publishSecretParameter wrote at the start of the run, and nothing is returned; the others get the file's text,
+ * which the start command writes from its stdin. A lab without operator secrets gets none (the start command
+ * removes a stale secrets.env).
  */
-export async function pushSecrets(t: Transport, spec: Workshop, transport: TransportName): Promise<void> {
-  if (spec.lab.operator_secrets.length === 0) return; // startLab removes a stale secrets.env
+export async function secretsForStart(
+  t: Transport,
+  spec: Workshop,
+  transport: TransportName,
+): Promise<string | undefined> {
+  if (spec.lab.operator_secrets.length === 0) return undefined;
   // BeginUp checked the values and wrote the run's parameter: SSM hosts only fetch it (no read per host).
-  if (transport === "ssm") return fetchSecretsOnHost(t, spec);
+  if (transport === "ssm") {
+    await fetchSecretsOnHost(t, spec);
+    return undefined;
+  }
   const { values, missing } = await secretValues(spec);
   if (missing.length > 0)
     throw new LabStepError(`operator secrets missing from the secret store: ${missing.join(", ")}`);
-  const d = stateDir(spec.name);
-  const r = await t.exec(
-    `set -e; umask 077; d=${d}; mkdir -p "$d"; chmod 700 "$d"; cat > "$d/secrets.env.tmp"; chmod 600 "$d/secrets.env.tmp"; mv "$d/secrets.env.tmp" "$d/secrets.env"`,
-    { stdin: secretsFile(values), step: "push operator secrets", timeoutMs: 60_000 },
-  );
-  // The error carries the exit code only: the command's output could echo what it was given.
-  if (r.exitCode !== 0)
-    throw new LabStepError(`pushing operator secrets failed with exit code ${r.exitCode}`);
+  return secretsFile(values);
 }
 
 /** Exit codes of fetchSecretsScript, each with its own message (the script's output is never repeated). */

@@ -34,7 +34,7 @@ import { leftRunning, startSetup } from "./lab-deploy.ts";
 import { type BuildPlace, recordBuild } from "./lab-timings.ts";
 import { deprovisionLabs, provisionLabs } from "./machines.ts";
 import { openAccessWhenReady } from "./open-access.ts";
-import { givePushConfig } from "./push-config.ts";
+import { pushFiles } from "./push-config.ts";
 import { checkSecrets, getRun, isConditionalFailure, recordTransitions, releaseWorkshop } from "./runs.ts";
 import { ensureTeardownSchedule } from "./schedules.ts";
 import { publishSecretParameter, removeSecretParameter, secretRedactor } from "./secrets.ts";
@@ -380,7 +380,7 @@ export async function deployHost(
         ])
         .add({ attempt: 1 })
         .go();
-      await givePushConfig(t, spec, provider, host);
+      return pushFiles(spec, provider, host);
     };
     // A running setup is stopped before it is rebuilt, and so is what a killed wrapper left running.
     await startSetup(t, spec, provider, {

@@ -381,7 +381,7 @@ describe("the lab hosts' role", () => {
   });
 
   it("reads the operator secrets wherever the domain does: the check before a run, deploys, the API", () => {
-    // checkSecrets and publishSecretParameter (BeginUp), checkSecrets (startRun in the API), pushSecrets
+    // checkSecrets and publishSecretParameter (BeginUp), checkSecrets (startRun in the API), secretsForStart
     // (DeployHost) and the redaction of logs (diagnose, host failures) read them; a function that calls them
     // without the grant fails in AWS only.
     const readers = allFunctions.filter((n) => specOf(n).grants.includes("operatorSecrets"));

@@ -10,12 +10,12 @@ import {
 } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { LabStepError } from "../../shared/fleet/lab.ts";
+import { LabStepError, startLab } from "../../shared/fleet/lab.ts";
 import {
   fetchSecretsScript,
   publishSecretParameter,
-  pushSecrets,
   secretsFile,
+  secretsForStart,
 } from "../../shared/fleet/secrets.ts";
 import type { Provider } from "../../shared/providers/types.ts";
 import { configure, type Deps, type SecretParameters } from "../../shared/runtime/deps.ts";
@@ -27,7 +27,7 @@ import { removeDir, tempDir } from "../harness/runtime.ts";
 
 /**
  * Operator secrets for hosts reached through SSM: publishSecretParameter (BeginUp, once per run) writes the
- * values to Parameter Store through the injected writer, and pushSecrets (each host's deploy) only names the
+ * values to Parameter Store through the injected writer, and secretsForStart (each host's deploy) only names the
  * parameter: the host fetches it itself; no value may appear in any command, stdin or environment sent to the
  * host. The "host" is a folder run by the local transport, with a fake `aws` CLI that serves what the writer
  * wrote.
@@ -200,13 +200,13 @@ beforeEach(() => {
   configure(deps(writer));
 });
 
-describe("pushSecrets to a host reached through SSM", () => {
+describe("operator secrets for a host reached through SSM", () => {
   it("the run writes the values to the parameter, the host fetches them into secrets.env; no value is sent", async () => {
     await publishSecretParameter(spec);
     expect(puts).toEqual([{ workshop: "sec", values: VALUES }]);
     expect(sent).toEqual([]);
 
-    await pushSecrets(recordingTransport(), spec, "ssm");
+    await secretsForStart(recordingTransport(), spec, "ssm");
     // The host's deploy writes nothing: it only names the parameter.
     expect(puts).toEqual([{ workshop: "sec", values: VALUES }]);
     // Byte for byte the file the SSH path writes, mode 0600 in a 0700 folder, no temporary file left.
@@ -269,7 +269,7 @@ describe("pushSecrets to a host reached through SSM", () => {
 
   it("says what to install when the host has no AWS CLI, and writes nothing", async () => {
     bin = bins.noAws;
-    const err = await failure(pushSecrets(recordingTransport(), spec, "ssm"));
+    const err = await failure(secretsForStart(recordingTransport(), spec, "ssm"));
     expect(err.message).toContain("the AWS CLI (aws) is not installed on this host");
     expect(err.message).toContain("sudo snap install aws-cli --classic");
     expect(err.message).toContain(PARAMETER);
@@ -279,14 +279,14 @@ describe("pushSecrets to a host reached through SSM", () => {
 
   it("says what to install when the host has no python3", async () => {
     bin = bins.noPython;
-    const err = await failure(pushSecrets(recordingTransport(), spec, "ssm"));
+    const err = await failure(secretsForStart(recordingTransport(), spec, "ssm"));
     expect(err.message).toContain("python3 is not installed on this host");
     expect(existsSync(secretsEnv())).toBe(false);
   });
 
   it("reports the AWS error code and the IAM the instance profile needs, nothing the host printed", async () => {
     awsFail = "AccessDeniedException";
-    const err = await failure(pushSecrets(recordingTransport(), spec, "ssm"));
+    const err = await failure(secretsForStart(recordingTransport(), spec, "ssm"));
     expect(err.message).toBe(
       `fetching the operator secrets from Parameter Store (${PARAMETER}) failed on the host (AccessDeniedException): its instance profile needs ssm:GetParameter on that parameter, and kms:Decrypt on its key when that is not the default aws/ssm key`,
     );
@@ -302,7 +302,7 @@ describe("pushSecrets to a host reached through SSM", () => {
       remove: async () => {},
     };
     configure(deps(notAnObject));
-    const err = await failure(pushSecrets(recordingTransport(), spec, "ssm"));
+    const err = await failure(secretsForStart(recordingTransport(), spec, "ssm"));
     expect(err.message).toBe(
       `the operator secrets in Parameter Store (${PARAMETER}) are not a JSON object of names to text values`,
     );
@@ -312,7 +312,7 @@ describe("pushSecrets to a host reached through SSM", () => {
   it("without a parameter writer, the run writes nothing and each host is refused before anything reaches it", async () => {
     configure(deps(undefined));
     await publishSecretParameter(spec);
-    const err = await failure(pushSecrets(recordingTransport(), spec, "ssm"));
+    const err = await failure(secretsForStart(recordingTransport(), spec, "ssm"));
     expect(err.message).toContain("operator secrets cannot reach hosts through SSM here");
     expect(sent).toEqual([]);
   });
@@ -332,14 +332,14 @@ describe("pushSecrets to a host reached through SSM", () => {
     expect(sent).toEqual([]);
   });
 
-  it("a run of several hosts writes the parameter once; each host's pushSecrets only fetches it", async () => {
+  it("a run of several hosts writes the parameter once; each host's deploy only fetches it", async () => {
     await publishSecretParameter(spec);
     const homes = [1, 2, 3, 4].map((i) => {
       const dir = join(work, `host-${hosts}-fleet-${i}`);
       mkdirSync(dir);
       return dir;
     });
-    await Promise.all(homes.map((dir) => pushSecrets(recordingTransport(dir), spec, "ssm")));
+    await Promise.all(homes.map((dir) => secretsForStart(recordingTransport(dir), spec, "ssm")));
     expect(puts).toEqual([{ workshop: "sec", values: VALUES }]);
     for (const dir of homes) {
       expect(readFileSync(join(dir, ".labfleet", "sec", "secrets.env"), "utf8")).toBe(secretsFile(VALUES));
@@ -349,9 +349,9 @@ describe("pushSecrets to a host reached through SSM", () => {
     expectNoValueSent();
   });
 
-  it("pushSecrets alone writes nothing: without the run's parameter the host's fetch fails, naming it", async () => {
+  it("a host's fetch alone writes nothing: without the run's parameter the host's fetch fails, naming it", async () => {
     writeFileSync(storeFile, "{}");
-    const err = await failure(pushSecrets(recordingTransport(), spec, "ssm"));
+    const err = await failure(secretsForStart(recordingTransport(), spec, "ssm"));
     expect(puts).toEqual([]);
     expect(err.message).toContain(`Parameter Store (${PARAMETER}) failed on the host (ParameterNotFound)`);
     expect(existsSync(secretsEnv())).toBe(false);
@@ -375,11 +375,16 @@ provider:
   it("hosts reached over SSH or locally still get the values over stdin, with no parameter written", async () => {
     configure(deps(writer, "ssh"));
     await publishSecretParameter(spec);
-    await pushSecrets(recordingTransport(), spec, "ssh");
+    const text = await secretsForStart(recordingTransport(), spec, "ssh");
+    expect(text).toBe(secretsFile(VALUES));
+    expect(sent).toEqual([]);
+    // The start command writes them, from its stdin, beside the wrapper it starts.
+    await startLab(recordingTransport(), spec, "student-01", "run1", { secrets: text as string });
     expect(puts).toEqual([]);
     expect(sent).toHaveLength(1);
-    expect(sent[0]?.stdin).toBe(secretsFile(VALUES));
+    expect(sent[0]?.stdin).toContain(secretsFile(VALUES));
     expect(sent[0]?.command).not.toContain(VALUES.API_TOKEN);
     expect(readFileSync(secretsEnv(), "utf8")).toBe(secretsFile(VALUES));
+    expect(statSync(secretsEnv()).mode & 0o777).toBe(0o600);
   });
 });
