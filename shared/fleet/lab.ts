@@ -89,10 +89,13 @@ labfleet_push() {
   ) > /dev/null 2>&1 < /dev/null || :
 }`;
 
-/** The watcher of status.jsonl (ends with the wrapper, as the heartbeat does). */
+/**
+ * The watcher of status.jsonl (ends with the wrapper, as the heartbeat does): it pushes once the file's size
+ * changes, starting from none (the start command removed it), so a setup that has written nothing yet sends nothing.
+ */
 const PUSH_WATCH = `if [ "$push" = 1 ]; then
   ( exec 9<> <(:)
-    last=x
+    last=
     while [ ! -f "$d/rc" ]; do
       now=$(stat -c %s "$d/status.jsonl" 2>/dev/null)
       if [ "$now" != "$last" ]; then last=$now; labfleet_push phase; fi

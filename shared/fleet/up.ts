@@ -668,19 +668,20 @@ export async function applyPushedReading(
   if (!changed) return { state, applied: true };
   // What follows is what the run's poll would do next, and labfleet's own doing (its events are by labfleet, as a
   // poll's are): claimable first, then the event and the build's time.
+  // One listing of the workshop's hosts serves both the portal's count and the build's place: every lab of a
+  // fleet pushes its readiness, so a listing per use would be the fleet's size squared in reads.
   await withActor({ type: "system", id: "push" }, async () => {
+    const hosts = state === "ready" ? await listHosts(workshop) : [];
     if (state === "ready" && stages.includes("publish")) {
-      const all = (await listHosts(workshop)).filter((h) => h.state !== "torn_down");
+      const all = hosts.filter((h) => h.state !== "torn_down");
       if (spec.portal.enabled)
         await openWhenReady(spec, all.filter((h) => h.state === "ready").length, all.length);
       forgetStudentReads(workshop);
       await serveQueueAfter(workshop);
     }
     if (state === "ready" || state === "failed") await hostEvent(workshop, hostId, state, run.runId);
-    if (state === "ready") {
-      const runs = runHostsOf(run, await listHosts(workshop));
-      await timeBuild(spec, hostId, run.runId, buildPlaces(runs, run, spec)(hostId));
-    }
+    if (state === "ready")
+      await timeBuild(spec, hostId, run.runId, buildPlaces(runHostsOf(run, hosts), run, spec)(hostId));
   });
   return { state, applied: true };
 }

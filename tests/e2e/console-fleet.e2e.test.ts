@@ -150,8 +150,9 @@ describe("the fleet view", () => {
     expect((buildingNow ?? 0) + (readyNow ?? 0)).toBe(COUNT);
     // A building lab's timeline: one bar per phase it reported, each named for screen readers. Read from one
     // moment of the page, while it builds: a live update may turn the row ready between two of Playwright's steps.
+    // Every lab's setup starts within seconds, so some have reported no phase yet: the first one that has is read.
     const row = await p.locator("#live-hosts").evaluate((hosts) => {
-      const tr = hosts.querySelector('tr[data-state="deploying"]');
+      const tr = hosts.querySelector('tr[data-state="deploying"]:has(svg.timeline g.bar)');
       return {
         id: tr?.id ?? "",
         bar: tr?.querySelector("svg.timeline g.bar")?.getAttribute("aria-label") ?? "",

@@ -179,10 +179,14 @@ describe("the workshop day for students", () => {
     const dee = room["Dee Dennis"] as Student;
     const eve = room["Eve Evans"] as Student;
     // Each new lab goes to the first in line as it becomes ready, and either of the two may be ready first.
-    const served = await waitFor("Dee and Eve served", async () => {
-      const [d, v] = [await labOf("Dee Dennis"), await labOf("Eve Evans")];
-      return d && v ? [d, v] : undefined;
-    }, 45_000);
+    const served = await waitFor(
+      "Dee and Eve served",
+      async () => {
+        const [d, v] = [await labOf("Dee Dennis"), await labOf("Eve Evans")];
+        return d && v ? [d, v] : undefined;
+      },
+      45_000,
+    );
     expect([...served].sort()).toEqual(["student-03", "student-04"]);
     await showsByItself(dee, `Your lab: ${served[0]}`);
     await showsByItself(eve, `Your lab: ${served[1]}`);
