@@ -33,7 +33,7 @@ function peakConcurrency(fn: string): number {
     .filter((i) => i.functionName === cloud.account.deployed.functionName(fn as never))
     .flatMap((i) => [
       [i.start, 1],
-      [i.start + (i.initDurationMs ?? 0) + i.durationMs, -1],
+      [i.end, -1],
     ])
     .sort((a, b) => (a[0] as number) - (b[0] as number) || (a[1] as number) - (b[1] as number));
   let now = 0;

@@ -111,6 +111,9 @@ export interface InvocationRecord {
   requestId: string;
   /** Epoch ms when the invocation was accepted. */
   start: number;
+  /** Epoch ms when its answer was ready, on the same clock as `start`: overlap in time is measured by these two
+   * (Init and Invoke are timed on another clock and leave out the waits between the phases). */
+  end: number;
   /** The Invoke phase, ms. */
   durationMs: number;
   /** The Init phase of a cold start, ms. */
@@ -639,6 +642,7 @@ export class FakeLambda {
       functionName: fn.name,
       requestId: t.requestId,
       start: t.start,
+      end: Date.now(),
       durationMs: t.durationMs,
       ...(t.cold ? { initDurationMs: t.initDurationMs } : {}),
       billedDurationMs: Math.ceil(t.durationMs + (t.cold ? (t.initDurationMs ?? 0) : 0)),
