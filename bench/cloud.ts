@@ -239,15 +239,19 @@ ui_ports:
   const tUp = performance.now();
   const upRun = expectStatus("up", await api(`/${W}/up`, {}), 202).run?.id as string;
   const upMachine = aws.deployed.upStateMachineArn;
-  const failedEarly = () => {
+  const failedEarly = async () => {
     const e = execution(upMachine, upRun);
-    if (e && e.status !== "RUNNING")
-      throw new Error(`up ended ${e.status} before the gate: ${e.error} ${e.cause}`);
+    if (e && e.status !== "RUNNING") {
+      // The execution's cause points at the run record, which holds the reason.
+      const s = (await api(`/${W}`)).body as { runs?: { id: string; error?: string }[] };
+      const reason = s.runs?.find((r) => r.id === upRun)?.error ?? "";
+      throw new Error(`up ended ${e.status} before the gate: ${e.error} ${e.cause} ${reason}`);
+    }
   };
   await until(
     "the first poll (every host deployed)",
-    () => {
-      failedEarly();
+    async () => {
+      await failedEarly();
       return polls() > 0 ? true : undefined;
     },
     30 * 60_000,
@@ -258,8 +262,8 @@ ui_ports:
   let shown = 0;
   await until(
     `${POLLS} polls`,
-    () => {
-      failedEarly();
+    async () => {
+      await failedEarly();
       const n = polls();
       const step = Math.max(1, Math.round(POLLS / 6));
       if (n >= shown + step && n < POLLS) {
