@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { parseArgs } from "node:util";
+import type { FleetEstimate } from "../shared/fleet/estimate.ts";
 import { validateWorkshopYaml } from "../shared/workshop/load.ts";
 import {
   ApiClient,
@@ -17,6 +18,7 @@ import {
   clean,
   detailLines,
   duration,
+  estimateLine,
   jsonText,
   type Output,
   ProgressView,
@@ -473,8 +475,12 @@ async function cmdStatus(args: Args, out: Output): Promise<number> {
   const shown = new Set(refreshed.hosts.map((h) => h.id));
   const all = await client.status(name);
   const s = { ...all, hostList: all.hostList.filter((h) => shown.has(h.id)) };
-  if (jsonOutput(args)) {
-    out.write(jsonText(statusDocument(s)));
+  const json = jsonOutput(args);
+  // The ready estimate is the whole fleet's, as the console's fleet view shows it; JSON keeps each shown
+  // lab's seconds too.
+  const estimate = await readyEstimate(client, name, json ? shown : undefined);
+  if (json) {
+    out.write(jsonText({ ...statusDocument(s), estimate: estimate ?? null }));
     return 0;
   }
   // Who holds which lab: the portal's claims (names only are shown; emails stay in `portal status`).
@@ -491,6 +497,8 @@ async function cmdStatus(args: Args, out: Output): Promise<number> {
   out.write(
     `${clean(s.name)}: ${clean(s.state)} · ${s.hosts.ready}/${s.hosts.total} ready${claims}${s.expiry ? ` · ${timeLeftText(s.expiry)}` : ""}\n`,
   );
+  const line = estimate ? estimateLine(estimate) : "";
+  if (line) out.write(`${line}\n`);
   writeTable(
     s.hostList.map((h) => [
       h.id,
@@ -520,6 +528,38 @@ async function cmdStatus(args: Args, out: Output): Promise<number> {
   if (s.runs.length) out.write("\nruns:\n");
   for (const r of s.runs.slice(0, 10)) out.write(`  ${clean(r.id)}  ${runLine(r)}\n`);
   return 0;
+}
+
+/**
+ * The fleet view's ready estimate (GET .../fleet): undefined when the API does not answer it. With `hosts`, its
+ * per-lab seconds are those labs' (the pages are followed until they are all seen); without, one lab's page is
+ * read, for the fleet's figure alone.
+ */
+async function readyEstimate(
+  client: ApiClient,
+  name: string,
+  hosts?: Set<string>,
+): Promise<FleetEstimate | undefined> {
+  const path = `/workshops/${encodeURIComponent(name)}/fleet`;
+  const page = (cursor?: string) =>
+    client.call<{ estimate: FleetEstimate; page: { next: string | null } }>(
+      "GET",
+      `${path}?limit=${hosts ? 500 : 1}${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""}`,
+    );
+  try {
+    const first = await page();
+    const e = first.estimate;
+    if (!hosts || e.kind !== "estimated") return e;
+    const seconds = { ...e.hosts };
+    for (let next = first.page.next; next; ) {
+      const more = await page(next);
+      if (more.estimate.kind === "estimated") Object.assign(seconds, more.estimate.hosts);
+      next = more.page.next;
+    }
+    return { ...e, hosts: Object.fromEntries(Object.entries(seconds).filter(([id]) => hosts.has(id))) };
+  } catch {
+    return undefined; // status stands without it, as without the portal's claims
+  }
 }
 
 async function cmdDown(args: Args, out: Output): Promise<number> {

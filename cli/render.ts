@@ -1,3 +1,4 @@
+import { approxText, basisText, type FleetEstimate } from "../shared/fleet/estimate.ts";
 import type { HostView, RunView } from "../shared/fleet/workshops.ts";
 import type { ErrorDetail } from "../shared/runtime/errors.ts";
 import { escapeControlChars } from "../shared/runtime/text.ts";
@@ -125,6 +126,18 @@ export function relative(iso: string | null | undefined, now = Date.now()): stri
 /** A local clock time alone ("12:43", with the date when not today); `seconds` for events. */
 export function clock(iso: string | null | undefined, seconds = false, now = Date.now()): string {
   return iso ? formatClock(iso, now, { seconds }) : "";
+}
+
+/**
+ * The ready estimate as `status` shows it while labs build: "every lab ready in about 14 min, by 12:43 (from 3
+ * earlier runs)", with the failed labs it leaves out; "" once every lab that did not fail is ready.
+ */
+export function estimateLine(e: FleetEstimate, now = Date.now()): string {
+  const failed = e.failed ? ` · ${e.failed} failed ${e.failed === 1 ? "lab" : "labs"} not counted` : "";
+  if (e.kind === "ready") return "";
+  if (e.kind === "unknown")
+    return `ready estimate: not yet (no build of this lab has finished, here or in an earlier run)${failed}`;
+  return `every lab ready in ${approxText(e.remainingSeconds)}, by ${clock(e.readyAt, false, now)} (${basisText(e.basis)})${failed}`;
 }
 
 /** A host's phase as shown: "install (phase 2)"; a ready lab is past its phases and reads "ready". */

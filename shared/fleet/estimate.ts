@@ -330,6 +330,15 @@ export function estimateFleet(
   };
 }
 
+/** "about 40 s", "about 14 min", "about 2 h 05 min": an estimate reads as one (the console and the CLI). */
+export function approxText(seconds: number): string {
+  const s = Math.max(0, Math.round(seconds));
+  if (s < 60) return `about ${Math.max(5, Math.round(s / 5) * 5)} s`;
+  const m = Math.round(s / 60);
+  if (m < 60) return `about ${m} min`;
+  return `about ${Math.floor(m / 60)} h ${String(m % 60).padStart(2, "0")} min`;
+}
+
 /**
  * "from 3 earlier runs", "from this run so far (5 labs built)", "from 2 earlier runs and 4 labs of this run";
  * then the pace when it was measured: "…, at this run's pace (30 % slower than the earlier runs, over 12 phases)".

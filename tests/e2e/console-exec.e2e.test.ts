@@ -7,7 +7,8 @@ import { workshopYaml } from "../harness/runtime.ts";
 /**
  * Run a command from the console, in headless Chromium against the local runtime: the form on the workshop
  * page, the confirmation that names the student whose claimed lab the command reaches, and the job's page, which
- * follows the job live (one row per host as its result arrives: status, exit code, output) and cancels it. On a
+ * follows the job live (one row per host as its result arrives: status, exit code, output) and cancels it; hosts
+ * at once and the failures after which no further host starts, with bad input sent back at its field. On a
  * desktop and on a phone.
  */
 
@@ -18,6 +19,7 @@ const SHOTS = {
   results: "exec-03-results-desktop",
   phoneConfirm: "exec-04-confirm-phone",
   phoneResults: "exec-05-results-phone",
+  badInput: "exec-06-bad-input-desktop",
 } as const;
 
 let e: E2e | undefined;
@@ -130,6 +132,54 @@ describe("running a command from the console", () => {
     await q.getByRole("heading", { level: 1, name: `Command on ${WS}` }).waitFor();
     await ended(q);
     expect((await q.locator("#exec-summary").textContent())?.trim()).toBe("2 ok");
+    expect(world().pageErrors.flat()).toEqual([]);
+  });
+
+  it("runs hosts one at a time and stops after the failures asked for; bad input comes back at its field", async () => {
+    const claim = await claimedLab();
+    const free = ["student-01", "student-02", "student-03"].filter((id) => id !== claim?.lab);
+    const p = await workshopPage({ width: 1280, height: 900 });
+    const form = p.locator('form[action$="/exec"]');
+    await p.getByLabel("Command (bash, on each host)").fill("echo trying; exit 4");
+    await p.locator("#exec-hosts").fill(free.join(" "));
+    expect(await p.getByLabel("Hosts at once").inputValue()).toBe("16");
+    expect(await p.getByLabel("Stop after this many failures").inputValue()).toBe("");
+    // Out of range: the browser's own check would hold the form back; one that skips it reaches the server,
+    // which sends the form back with the error at its field.
+    await p.getByLabel("Hosts at once").fill("65");
+    await form.evaluate((f) => {
+      (f as unknown as { noValidate: boolean }).noValidate = true;
+    });
+    await form.getByRole("button", { name: "Run" }).click();
+    await p.getByRole("heading", { level: 1, name: `Run a command on ${WS}` }).waitFor();
+    const error = p.locator('#exec-errors li[data-field="concurrency"]');
+    expect(await error.textContent()).toBe(
+      "Hosts at once (concurrency): expected a whole number from 1 to 64, or blank for 16 at once",
+    );
+    const field = p.getByLabel("Hosts at once");
+    expect(await field.getAttribute("aria-invalid")).toBe("true");
+    expect(await field.inputValue()).toBe("65");
+    expect(await p.locator("#exec-concurrency-error").textContent()).toContain("expected a whole number");
+    // What was typed is kept: the command and the hosts.
+    expect(await p.getByLabel("Command (bash, on each host)").inputValue()).toBe("echo trying; exit 4");
+    expect(await p.locator("#exec-hosts").inputValue()).toBe(free.join(" "));
+    await screenshot(p, SHOTS.badInput);
+
+    // Corrected on the same form: one host at a time, no further host after the first failure.
+    await field.fill("1");
+    await p.getByLabel("Stop after this many failures").fill("1");
+    await p.locator('form[action$="/exec"]').getByRole("button", { name: "Run" }).click();
+    await p.getByRole("heading", { level: 1, name: `Command on ${WS}` }).waitFor();
+    await ended(p);
+    expect((await p.locator("#exec-options").textContent())?.replace(/\s+/g, " ").trim()).toBe(
+      "2 hosts, 1 at once, timeout 60 s per host, no further host starts after 1 failure.",
+    );
+    expect((await p.locator("#exec-summary").textContent())?.trim()).toBe(
+      `0 ok, 1 failed (exit 4): ${free[0]}; 1 skipped`,
+    );
+    const skipped = p.locator(`#exec-results tr[data-host="${free[1]}"]`);
+    expect(await skipped.getAttribute("data-status")).toBe("skipped");
+    expect(await skipped.textContent()).toContain("not started: 1 host failed (max errors 1)");
     expect(world().pageErrors.flat()).toEqual([]);
   });
 

@@ -1,12 +1,12 @@
 import type { BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { claimLab } from "../../shared/portal/claims.ts";
-import { clearScreenshots, pageWidths, screenshot } from "../harness/browser.ts";
+import { clearScreenshots, pageWidths, screenshot, screenshotPath } from "../harness/browser.ts";
 import { claimInBrowser, type E2e, startE2e } from "../harness/e2e.ts";
 import { waitFor, workshopYaml } from "../harness/runtime.ts";
 
 /**
- * Every console page and every student page on a 390 px phone: none scrolls sideways
+ * Every console page (and the API reference it links to) and every student page on a 390 px phone: none scrolls sideways
  * (`document.documentElement.scrollWidth <= 390`); wide tables scroll inside their own `.scroll` box. The
  * workshop has a failed host (a long setup error), a student with a long name, a waiting line and a claimed
  * lab, so the tables are as wide as on a workshop day. Each page is shot as `phone-*.png`. The console's
@@ -31,6 +31,7 @@ const SHOTS = [
   "rebuild-confirm",
   "not-found",
   "admin-page",
+  "api-docs",
   "student-code",
   "student-board",
   "student-lab",
@@ -144,6 +145,17 @@ describe("on a 390 px phone", () => {
     await consolePage(p, "/console/tokens", /token/i, "tokens");
     await consolePage(p, `/console/w/${WS}/teardown`, /Tear down/i, "teardown-confirm");
     await consolePage(p, "/console/w/no-such-workshop", /./, "not-found");
+    // The API reference opens from the console session (its navigation links to it). It is many screens long:
+    // its width is measured on the whole page, the shot is of its top.
+    await p.goto("/api/docs");
+    await p.getByRole("heading", { level: 1, name: /labfleet instructor API/ }).waitFor();
+    await p.screenshot({ path: screenshotPath("phone-api-docs") });
+    const docs = await pageWidths(p);
+    expect(docs.innerWidth).toBe(PHONE.width);
+    expect(await p.evaluate<number>("document.documentElement.scrollHeight")).toBeGreaterThan(
+      10 * PHONE.height,
+    );
+    if (docs.scrollWidth > PHONE.width) tooWide.push(`api-docs (${p.url()}): ${docs.scrollWidth} px`);
 
     await p.goto(`/console/w/${WS}`);
     await p

@@ -3,7 +3,8 @@ import type { SendCommandCommandInput } from "@aws-sdk/client-ssm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ExecJob } from "../../shared/fleet/exec-jobs.ts";
 import { awsWorkshopYaml, type Cloud, startCloud } from "../harness/aws/cloud.ts";
-import { processesUnder, waitFor } from "../harness/runtime.ts";
+import { runCli } from "../harness/cli.ts";
+import { processesUnder, removeDir, tempDir, waitFor } from "../harness/runtime.ts";
 
 /**
  * `labfleet exec` in the cloud, as a job: the Api function records it and starts the exec state machine; its
@@ -53,7 +54,9 @@ const fnName = (fn: string) => cloud.account.deployed.functionName(fn as never);
 
 describe("exec as a job: the exec state machine and SSM", { timeout: 240_000 }, () => {
   it("runs on every EC2 host through SSM Run Command, one result per host", async () => {
-    const created = await cloud.api("", { yaml: awsWorkshopYaml({ name: W, source: cloud.lab("quick") }) });
+    const created = await cloud.api("", {
+      yaml: awsWorkshopYaml({ name: W, source: cloud.lab("quick"), count: 3 }),
+    });
     expect(created.status, JSON.stringify(created.body)).toBe(201);
     const started = await cloud.api(`/${W}/up`, {});
     expect((await cloud.runToEnd(W, started.body.run.id, 120_000)).state).toBe("succeeded");
@@ -65,20 +68,91 @@ describe("exec as a job: the exec state machine and SSM", { timeout: 240_000 }, 
     expect(report.hosts.map((h) => [h.host, h.status, h.exitCode, h.stdout, h.stderr])).toEqual([
       ["student-01", "failed", 1, "hello\n", "note\n"],
       ["student-02", "failed", 1, "hello\n", "note\n"],
+      ["student-03", "failed", 1, "hello\n", "note\n"],
     ]);
-    expect(report.summary.text).toBe("0 ok, 2 failed (exit 1): student-01, student-02");
+    expect(report.summary.text).toBe("0 ok, 3 failed (exit 1): student-01, student-02, student-03");
     // The command went out as SSM Run Command from the ExecStep function (a start and at least one check per
     // host), never from the Api function.
     const sent = cloud.account.server
       .inputs<SendCommandCommandInput>("ssm", "SendCommand", "ExecStep")
       .filter((c) => c.Comment?.endsWith(": exec"));
-    expect(sent.length).toBeGreaterThanOrEqual(4);
+    expect(sent.length).toBeGreaterThanOrEqual(6);
     expect(sent.every((c) => c.DocumentName === "AWS-RunShellScript")).toBe(true);
     expect(
       cloud.account.server
         .inputs<SendCommandCommandInput>("ssm", "SendCommand", "Api")
         .filter((c) => c.Comment?.endsWith(": exec")),
     ).toEqual([]);
+  });
+
+  it("labfleet exec from the CLI over SSM: -j, --max-errors stopping dispatch, prefixed lines, --output json", async () => {
+    const env = { LABFLEET_URL: cloud.account.apiEndpoint, LABFLEET_TOKEN: cloud.token };
+    const hosts = ["student-01", "student-02", "student-03"];
+    const home = (h: string) => cloud.account.ec2.instanceOf(W, h).home;
+    /** The exec commands SSM was sent for a host so far (starts, checks and kills). */
+    const sentTo = (h: string) =>
+      cloud.account.server
+        .inputs<SendCommandCommandInput>("ssm", "SendCommand", "ExecStep")
+        .filter((c) => c.Comment === `labfleet ${W} ${h}: exec`).length;
+    const last = (text: string) => text.trimEnd().split("\n").at(-1);
+
+    // One host at a time, and no further host once two have failed: student-03 is never sent the command.
+    const before = hosts.map(sentTo);
+    const r = await runCli(
+      ["exec", W, "-j", "1", "--max-errors", "2", "--", 'echo "home $HOME"; echo warn >&2; exit 4'],
+      { env },
+    );
+    expect(r.code, r.stderr).toBe(1);
+    for (const h of ["student-01", "student-02"])
+      expect(r.stdout).toContain(`${h} | home ${home(h)}\n${h} ! warn\n${h} # failed (exit 4)\n`);
+    expect(r.stdout).toContain("student-03 # skipped: not started: 2 hosts failed (max errors 2)\n");
+    expect(r.stdout).not.toContain(`home ${home("student-03")}`);
+    expect(last(r.stdout)).toBe("0 ok, 2 failed (exit 4): student-01, student-02; 1 skipped");
+    const after = hosts.map(sentTo);
+    expect(after[0]).toBeGreaterThan(before[0] ?? 0);
+    expect(after[1]).toBeGreaterThan(before[1] ?? 0);
+    expect(after[2]).toBe(before[2]);
+
+    // --output json: one document, the job's final answer; after one failure the other two are skipped.
+    const j = await runCli(["exec", W, "-j", "1", "--max-errors", "1", "--output", "json", "--", "exit 5"], {
+      env,
+    });
+    expect(j.code, j.stderr).toBe(1);
+    const report = JSON.parse(j.stdout) as ExecJob;
+    expect(report).toMatchObject({ state: "failed", ok: false, concurrency: 1, maxErrors: 1 });
+    expect(report.hosts.map((h) => [h.host, h.status, h.exitCode])).toEqual([
+      ["student-01", "failed", 5],
+      ["student-02", "skipped", null],
+      ["student-03", "skipped", null],
+    ]);
+    expect(report.hosts[1]?.reason).toBe("not started: 1 host failed (max errors 1)");
+    expect(report.summary.text).toBe("0 ok, 1 failed (exit 5): student-01; 2 skipped");
+
+    // -j 3: the three hosts run at once, so each finds the other two's marks in a folder they all see.
+    const meet = tempDir("labfleet-cloud-exec-meet-");
+    try {
+      const together = await runCli(
+        [
+          "exec",
+          W,
+          "-j",
+          "3",
+          "--output",
+          "json",
+          "--",
+          `touch ${meet}/"$(basename "$(dirname "$HOME")")"; for i in $(seq 300); do [ "$(ls ${meet} | wc -l)" -ge 3 ] && echo met && exit 0; sleep 0.1; done; exit 1`,
+        ],
+        { env },
+      );
+      expect(together.code, together.stdout + together.stderr).toBe(0);
+      const met = JSON.parse(together.stdout) as ExecJob;
+      expect(met.concurrency).toBe(3);
+      expect(met.hosts.map((h) => [h.host, h.status, h.stdout])).toEqual(
+        hosts.map((h) => [h, "ok", "met\n"]),
+      );
+    } finally {
+      removeDir(meet);
+    }
   });
 
   it("keeps each host's output inside what GetCommandInvocation returns, and marks the cut", async () => {

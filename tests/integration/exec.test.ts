@@ -284,3 +284,52 @@ describe("labfleet exec on local hosts", () => {
       expect(processesUnder(join(rt.dataDir, "hosts", W, host))).toEqual([]);
   });
 });
+
+describe("labfleet exec's output in all", () => {
+  const MANY = "execcap";
+  const COUNT = 18;
+  const ids = Array.from({ length: COUNT }, (_, i) => `student-${String(i + 1).padStart(2, "0")}`);
+  beforeAll(async () => {
+    writeFileSync(
+      join(work, "many.yaml"),
+      workshopYaml({ name: MANY, lab: "instant", count: COUNT, concurrency: COUNT }),
+    );
+    const up = await runCli(["up", "-f", join(work, "many.yaml")], { env });
+    expect(up.code, up.stderr).toBe(0);
+  }, 180_000);
+  afterAll(async () => {
+    await runCli(["down", MANY, "--yes"], { env });
+  });
+
+  it("is cut at 2 MiB across the hosts, in host order, and says so", async () => {
+    // Each host prints past its own caps (64 KiB of stdout and of stderr kept): 16 hosts fill the 2 MiB.
+    const cmd = "head -c 70000 /dev/zero | tr '\\0' o; head -c 70000 /dev/zero | tr '\\0' e >&2";
+    const r = await runCli(["exec", MANY, "-j", "18", "--output", "json", "--", cmd], { env });
+    expect(r.code, r.stderr).toBe(0);
+    const report = JSON.parse(r.stdout) as ExecJob;
+    expect(report.hosts.map((h) => [h.host, h.status, h.stdoutBytes, h.stderrBytes])).toEqual(
+      ids.map((id) => [id, "ok", 70_000, 70_000]),
+    );
+    const kept = report.hosts.map((h) => Buffer.byteLength(h.stdout) + Buffer.byteLength(h.stderr));
+    expect(kept.reduce((a, b) => a + b, 0)).toBe(2 * 1024 * 1024);
+    for (const h of report.hosts.slice(0, 16)) {
+      expect(h.stdout).toBe("o".repeat(65_536));
+      expect(h.stderr).toBe("e".repeat(65_536));
+    }
+    for (const h of report.hosts.slice(16)) {
+      expect([h.stdout, h.stderr]).toEqual(["", ""]);
+      expect([h.stdoutTruncated, h.stderrTruncated]).toEqual([true, true]);
+    }
+    expect(report.notes).toContain("the answer holds at most 2097152 bytes of output in all");
+    expect(report.summary.text).toBe("18 ok");
+
+    const text = await runCli(["exec", MANY, "--", cmd], { env });
+    expect(text.code, text.stderr).toBe(0);
+    expect(text.stdout).toContain("student-16 | [stdout truncated: 64 KiB of 69 KiB shown]\n");
+    expect(text.stdout).toContain("student-17 | [stdout truncated: 0 KiB of 69 KiB shown]\n");
+    expect(text.stdout).toContain("student-18 ! [stderr truncated: 0 KiB of 69 KiB shown]\n");
+    expect(text.stdout).not.toMatch(/^student-17 \| o/m);
+    const tail = text.stdout.trimEnd().split("\n").slice(-2);
+    expect(tail).toEqual(["note: the answer holds at most 2097152 bytes of output in all", "18 ok"]);
+  }, 180_000);
+});

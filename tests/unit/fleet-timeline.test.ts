@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
+import { approxText as approx } from "../../shared/fleet/estimate.ts";
 import type { FleetLab } from "../../shared/fleet/fleet-view.ts";
-import { approx, Timeline } from "../../web/console/views/fleet.tsx";
+import { Timeline } from "../../web/console/views/fleet.tsx";
 
 /**
  * A host's phase timeline as the console draws it on the server: one bar per phase with a title and a label for

@@ -460,7 +460,8 @@ h3 { margin: 0 0 0.25rem; font-size: 1.05rem; } h4 { margin: 0.75rem 0 0.25rem; 
   border-radius: 3px; color: #fff; background: #444; }
 .m-get { background: #155e9c; } .m-post { background: #17693a; } .m-delete { background: #a4141b; }
 .summary { font-weight: 600; margin: 0.25rem 0; } .auth { color: #444; font-size: 0.9rem; }
-.req { color: #a4141b; font-size: 0.8rem; } .type { color: #333; } .constraints { color: #555; font-size: 0.85rem; }
+.req { color: #a4141b; font-size: 0.8rem; } .type { color: #333; }
+.constraints { color: #555; font-size: 0.85rem; overflow-wrap: anywhere; }
 table { border-collapse: collapse; width: 100%; } th, td { text-align: left; padding: 0.25rem 0.5rem;
   border-bottom: 1px solid #ddd; vertical-align: top; }
 dl.responses dt { float: left; clear: left; width: 3.5rem; } dl.responses dd { margin: 0 0 0.5rem 3.5rem; }

@@ -44,8 +44,9 @@ input[type="text"], input[type="password"], input[type="number"], input[type="em
 input[type="text"], input[type="password"], input[type="email"] { width: 100%; }
 input[type="number"] { width: 7rem; }
 textarea { width: 100%; font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 0.9rem; line-height: 1.4; }
-[aria-invalid="true"] { border-color: #a4141b; }
+[aria-invalid="true"], input[aria-invalid="true"], select[aria-invalid="true"], textarea[aria-invalid="true"] { border-color: #a4141b; }
 .hint { font-size: 0.9rem; color: #3d4450; margin: 0.2rem 0 0; }
+.field-error { font-size: 0.9rem; color: #a4141b; font-weight: 600; margin: 0.2rem 0 0; }
 .notice { background: #e8f1fd; border-left: 5px solid #0645ad; padding: 0.6rem 0.9rem; border-radius: 4px; }
 .alert { margin: 0.75rem 0; background: #fdecee; border-left: 5px solid #a4141b; padding: 0.6rem 0.9rem; border-radius: 4px; color: #5c0a10; }
 .alert h2 { margin-top: 0; font-size: 1.05rem; }

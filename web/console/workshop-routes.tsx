@@ -211,7 +211,9 @@ export function workshopRoutes(app: Hono<Env>) {
     return run instanceof Response ? run : done(c, name, "deploy");
   });
   // --- Run a command on the selected hosts (labfleet exec): web/console/exec.tsx -----------------------
-  app.post("/w/:name/exec", async (c) => execAction(c, nameOf(c), viewer(c), (node) => page(c, node)));
+  app.post("/w/:name/exec", async (c) =>
+    execAction(c, nameOf(c), viewer(c), (node, status) => page(c, node, status)),
+  );
   app.get("/w/:name/exec/:jobId", async (c) => execJobPage(c, nameOf(c), viewer(c), (node) => page(c, node)));
   app.get("/w/:name/exec/:jobId/live", async (c) => execJobLive(c, nameOf(c), viewer(c)));
   app.post("/w/:name/exec/:jobId/cancel", async (c) => execCancel(c, nameOf(c)));

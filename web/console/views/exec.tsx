@@ -2,7 +2,14 @@
 // folder, and `labfleet dev` may run from any folder.
 /** @jsxRuntime automatic */
 /** @jsxImportSource hono/jsx */
-import type { ExecHostResult } from "../../../shared/fleet/exec.ts";
+import {
+  EXEC_DEFAULT_CONCURRENCY,
+  EXEC_DEFAULT_TIMEOUT_SECONDS,
+  EXEC_MAX_CONCURRENCY,
+  EXEC_MAX_TIMEOUT_SECONDS,
+  type ExecHostResult,
+  ExecInput,
+} from "../../../shared/fleet/exec.ts";
 import type { ExecJob } from "../../../shared/fleet/exec-jobs.ts";
 import { Csrf, DataTable, Layout, type Viewer } from "./layout.tsx";
 
@@ -12,26 +19,179 @@ import { Csrf, DataTable, Layout, type Viewer } from "./layout.tsx";
  * (its regions `live-exec-*` come again from `.../exec/:jobId/live`), with a button that cancels it.
  */
 
-export function ExecForm(props: { base: string; csrf: string }) {
+/** The most failures `maxErrors` takes: the API's own bound. */
+export const EXEC_MAX_ERRORS = ExecInput.shape.maxErrors.unwrap().maxValue ?? 10_000;
+
+/** What the form holds: as typed (sent back with its errors), or the defaults. */
+export interface ExecFormValues {
+  command: string;
+  hosts: string;
+  timeout: string;
+  concurrency: string;
+  maxErrors: string;
+}
+
+/** The form's fields, each with its id and label (the error list names them the same way). */
+export const EXEC_FIELDS = {
+  command: { id: "exec-command", label: "Command (bash, on each host)" },
+  hosts: { id: "exec-hosts", label: "Hosts (blank: all)" },
+  timeout: { id: "exec-timeout", label: "Timeout per host (seconds)" },
+  concurrency: { id: "exec-concurrency", label: "Hosts at once" },
+  maxErrors: { id: "exec-max-errors", label: "Stop after this many failures" },
+} as const satisfies Record<keyof ExecFormValues, { id: string; label: string }>;
+
+export type ExecFormErrors = Partial<Record<keyof ExecFormValues, string>>;
+
+/** A field's id, and `aria-invalid` and `aria-describedby` when it has an error or a hint. */
+function attrs(name: keyof ExecFormValues, errors: ExecFormErrors, hint?: boolean) {
+  const id = EXEC_FIELDS[name].id;
+  const described = [errors[name] ? `${id}-error` : "", hint ? `${id}-hint` : ""].filter(Boolean).join(" ");
+  return {
+    id,
+    ...(errors[name] ? { "aria-invalid": "true" } : {}),
+    ...(described ? { "aria-describedby": described } : {}),
+  };
+}
+
+function Label(props: { name: keyof ExecFormValues }) {
+  return <label for={EXEC_FIELDS[props.name].id}>{EXEC_FIELDS[props.name].label}</label>;
+}
+
+/** Under a field: its hint, and the error it came back with. */
+function Notes(props: { name: keyof ExecFormValues; errors: ExecFormErrors; hint?: string }) {
+  const id = EXEC_FIELDS[props.name].id;
+  const error = props.errors[props.name];
+  return (
+    <>
+      {props.hint ? (
+        <p class="hint" id={`${id}-hint`}>
+          {props.hint}
+        </p>
+      ) : null}
+      {error ? (
+        <p class="field-error" id={`${id}-error`}>
+          {error}
+        </p>
+      ) : null}
+    </>
+  );
+}
+
+export function ExecForm(props: {
+  base: string;
+  csrf: string;
+  values?: ExecFormValues | undefined;
+  errors?: ExecFormErrors | undefined;
+}) {
+  const v = props.values;
+  const errors = props.errors ?? {};
   return (
     <form method="post" action={`${props.base}/exec`} aria-labelledby="act-exec">
       <Csrf token={props.csrf} />
       <h3 id="act-exec">Run a command</h3>
-      <label for="exec-command">Command (bash, on each host)</label>
-      <textarea id="exec-command" name="command" rows={2} required spellcheck={false} placeholder="uptime" />
-      <label for="exec-hosts">Hosts (blank: all)</label>
+      <Label name="command" />
+      <textarea
+        {...attrs("command", errors)}
+        name="command"
+        rows={2}
+        required
+        spellcheck={false}
+        placeholder="uptime"
+      >
+        {v?.command ?? ""}
+      </textarea>
+      <Notes name="command" errors={errors} />
+      <Label name="hosts" />
       <input
-        id="exec-hosts"
+        {...attrs("hosts", errors)}
         name="hosts"
         type="text"
         spellcheck={false}
         placeholder="student-01 student-02"
+        value={v?.hosts ?? ""}
       />
-      <label for="exec-timeout">Timeout per host (seconds)</label>
-      <input id="exec-timeout" name="timeout" type="number" min="1" max="3600" step="1" value="60" required />
+      <Notes name="hosts" errors={errors} />
+      <Label name="timeout" />
+      <input
+        {...attrs("timeout", errors)}
+        name="timeout"
+        type="number"
+        min="1"
+        max={String(EXEC_MAX_TIMEOUT_SECONDS)}
+        step="1"
+        value={v?.timeout ?? String(EXEC_DEFAULT_TIMEOUT_SECONDS)}
+        required
+      />
+      <Notes name="timeout" errors={errors} />
+      <Label name="concurrency" />
+      <input
+        {...attrs("concurrency", errors, true)}
+        name="concurrency"
+        type="number"
+        min="1"
+        max={String(EXEC_MAX_CONCURRENCY)}
+        step="1"
+        value={v?.concurrency ?? String(EXEC_DEFAULT_CONCURRENCY)}
+      />
+      <Notes
+        name="concurrency"
+        errors={errors}
+        hint={`1 to ${EXEC_MAX_CONCURRENCY} (blank: ${EXEC_DEFAULT_CONCURRENCY}), as labfleet exec -j.`}
+      />
+      <Label name="maxErrors" />
+      <input
+        {...attrs("maxErrors", errors, true)}
+        name="maxErrors"
+        type="number"
+        min="1"
+        max={String(EXEC_MAX_ERRORS)}
+        step="1"
+        value={v?.maxErrors ?? ""}
+      />
+      <Notes
+        name="maxErrors"
+        errors={errors}
+        hint="Once this many hosts failed, no further host starts (they are skipped). Blank: never stop."
+      />
       <p class="hint">Labs students have claimed are named on a page that asks first.</p>
       <button type="submit">Run</button>
     </form>
+  );
+}
+
+/**
+ * The form sent back with what is wrong (400): the errors listed first, each naming its field and linking to
+ * it, then the form as it was typed, each wrong field marked.
+ */
+export function ExecFormPage(props: {
+  viewer: Viewer;
+  name: string;
+  values: ExecFormValues;
+  errors: ExecFormErrors;
+  message?: string | undefined;
+}) {
+  const base = `/console/w/${props.name}`;
+  const listed = Object.entries(props.errors) as [keyof ExecFormValues, string][];
+  return (
+    <Layout title={`Run a command on ${props.name}`} viewer={props.viewer}>
+      <h1>Run a command on {props.name}</h1>
+      <div class="alert" role="alert" id="exec-errors" tabindex={-1}>
+        <p>{props.message ?? "The command did not start: some fields are not right."}</p>
+        <ul>
+          {listed.map(([field, message]) => (
+            <li data-field={field}>
+              <a href={`#${EXEC_FIELDS[field].id}`}>{EXEC_FIELDS[field].label}</a> ({field}): {message}
+            </li>
+          ))}
+        </ul>
+      </div>
+      <div class="panel">
+        <ExecForm base={base} csrf={props.viewer.csrf} values={props.values} errors={props.errors} />
+      </div>
+      <p>
+        <a href={base}>Back to {props.name}</a>
+      </p>
+    </Layout>
   );
 }
 
@@ -141,6 +301,14 @@ export function ExecJobPage(props: { viewer: Viewer; name: string; job: ExecJob;
     >
       <h1>Command on {props.name}</h1>
       <pre class="command">{j.command}</pre>
+      <p class="hint" id="exec-options">
+        {j.selected.length} {j.selected.length === 1 ? "host" : "hosts"}, {j.concurrency} at once, timeout{" "}
+        {j.timeoutSeconds} s per host,{" "}
+        {j.maxErrors === null
+          ? "no stop on failures"
+          : `no further host starts after ${j.maxErrors} ${j.maxErrors === 1 ? "failure" : "failures"}`}
+        .
+      </p>
       <div id="live-exec-status" role="status">
         <ExecStatus job={j} base={base} csrf={props.csrf} />
       </div>

@@ -2,7 +2,7 @@
 // folder, and `labfleet dev` may run from any folder.
 /** @jsxRuntime automatic */
 /** @jsxImportSource hono/jsx */
-import { basisText, type FleetEstimate } from "../../../shared/fleet/estimate.ts";
+import { approxText as approx, basisText, type FleetEstimate } from "../../../shared/fleet/estimate.ts";
 import type { FleetLab, FleetView } from "../../../shared/fleet/fleet-view.ts";
 import { type PhaseBar, phaseBars } from "../../../shared/fleet/timeline.ts";
 import { Time } from "../../time.tsx";
@@ -13,15 +13,6 @@ import { State } from "./layout.tsx";
  * The workshop page's fleet view: the counts and the ready estimate (region `live-fleet`) above one table of
  * every lab (region `live-hosts`), each row with its phase timeline. Both regions update live.
  */
-
-/** "about 40 s", "about 14 min", "about 2 h 05 min": an estimate reads as one. */
-export function approx(seconds: number): string {
-  const s = Math.max(0, Math.round(seconds));
-  if (s < 60) return `about ${Math.max(5, Math.round(s / 5) * 5)} s`;
-  const m = Math.round(s / 60);
-  if (m < 60) return `about ${m} min`;
-  return `about ${Math.floor(m / 60)} h ${String(m % 60).padStart(2, "0")} min`;
-}
 
 function EstimateText(props: { estimate: FleetEstimate }) {
   const e = props.estimate;
