@@ -1,5 +1,6 @@
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import type { Store } from "../../shared/store/entities.ts";
 import { git } from "./git-http.ts";
 
 /**
@@ -89,4 +90,33 @@ provider:
 portal:
   enabled: true
 ${extra}`;
+}
+
+/**
+ * Makes the next read of one lab's claim (`store.claim.get`) answer "no claim", as a read made a moment before the
+ * claim would: the crossing of a student's claim and a rollout step that read the claim just before it. Only that
+ * one read; `restore` puts the store's own reads back.
+ */
+export function missNextClaimRead(
+  store: Store,
+  workshop: string,
+  hostId: string,
+): { misses: () => number; restore: () => void } {
+  const claims = store.claim;
+  const realGet = claims.get.bind(claims);
+  let misses = 0;
+  const stub = (key: { workshop: string; hostId: string }) => {
+    if (misses === 0 && key.workshop === workshop && key.hostId === hostId) {
+      misses++;
+      return { go: async () => ({ data: null }) };
+    }
+    return realGet(key);
+  };
+  claims.get = stub as unknown as typeof claims.get;
+  return {
+    misses: () => misses,
+    restore: () => {
+      claims.get = realGet;
+    },
+  };
 }

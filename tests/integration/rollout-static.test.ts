@@ -1,10 +1,10 @@
-import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { board, claimLab, labForLink } from "../../shared/portal/claims.ts";
 import { loadSshIdentity, publicKeyLine } from "../../shared/transports/ssh-identity.ts";
 import { type GitHttpServer, startGitHttp } from "../harness/git-http.ts";
-import { makeRolloutLab, type RolloutLab } from "../harness/rollout-lab.ts";
+import { makeRolloutLab, missNextClaimRead, type RolloutLab } from "../harness/rollout-lab.ts";
 import { removeDir, tempDir, testRuntime, waitFor, workshopsApi } from "../harness/runtime.ts";
 import { type FakeHosts, startFakeHosts } from "../harness/ssh-hosts.ts";
 
@@ -209,5 +209,56 @@ describe("a rollout on bring-your-own hosts", { timeout: 180_000 }, () => {
     expect(await host("byo-02")).toMatchObject({ state: "ready", ref: "v2", notice: "updated" });
     expect(await labForLink(adaToken)).toMatchObject({ lab: "byo-02", update: "updated" });
     expect(await (await fetch(`${rt.url}/l/${adaToken}`)).text()).toContain("Your lab was updated");
+  });
+
+  it("a host claimed after the rollout was planned is left alone, even when the read of its claim missed it", async () => {
+    // byo-01 (the canary) builds `gated` until the test lets it; byo-03, still free, is claimed meanwhile.
+    const started = await api(`/${WS}/rollout`, { ref: "gated", batch: 1 });
+    expect(started.status, JSON.stringify(started.body)).toBe(202);
+    expect(
+      started.body.rollout.hosts.map((h: { hostId: string; batch: number }) => `${h.hostId} ${h.batch}`),
+    ).toEqual(["byo-01 0", "byo-03 1"]);
+    const home = (i: number) => join(fleet.hosts[i]?.root as string, "home");
+    await waitFor(
+      "the canary's build to start",
+      () => readFileSync(join(home(0), "builds"), "utf8").includes("build 4") || undefined,
+      60_000,
+    );
+    const bo = await claimLab(
+      WS,
+      { name: "Bo Germain", email: "bo@example.test", pin: "480277" },
+      "127.0.0.1",
+    );
+    expect(bo.lab).toBe("byo-03"); // byo-01 is off the board, byo-02 is Ada's
+    const buildsBefore = readFileSync(join(home(2), "builds"), "utf8");
+    // The batch's read of byo-03's claim answers as if made a moment before the claim; the transaction that takes
+    // the host off the board checks the claim itself, and is cancelled.
+    const miss = missNextClaimRead(rt.store, WS, "byo-03");
+    try {
+      writeFileSync(join(home(0), "go"), "");
+      await rt.executor.idle();
+    } finally {
+      miss.restore();
+    }
+    expect(miss.misses()).toBe(1);
+    const r = (await api(`/${WS}/rollout`)).body.rollout;
+    expect(r.state).toBe("completed");
+    expect(r.hosts).toEqual([
+      expect.objectContaining({ hostId: "byo-01", state: "updated" }),
+      expect.objectContaining({
+        hostId: "byo-03",
+        state: "skipped",
+        student: "Bo Germain",
+        reason:
+          "claimed by Bo Germain during the rollout: left as it was (--include-claimed updates claimed labs)",
+      }),
+    ]);
+    // Bo's host was never taken off the board nor rebuilt, and his page says nothing of an update.
+    expect(await host("byo-03")).toMatchObject({ state: "ready", ref: "v2" });
+    expect((await host("byo-03"))?.notice).toBeUndefined();
+    expect(versionOn(2)).toBe("2");
+    expect(readFileSync(join(home(2), "builds"), "utf8")).toBe(buildsBefore);
+    expect(await labForLink(bo.token)).toMatchObject({ lab: "byo-03", update: null, build: "ready" });
+    expect(versionOn(0)).toBe("4");
   });
 });

@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { claimLab, labForLink } from "../../shared/portal/claims.ts";
 import { runCli } from "../harness/cli.ts";
-import { makeRolloutLab, type RolloutLab, rolloutYaml } from "../harness/rollout-lab.ts";
+import { makeRolloutLab, missNextClaimRead, type RolloutLab, rolloutYaml } from "../harness/rollout-lab.ts";
 import { processesUnder, removeDir, tempDir, testRuntime, waitFor } from "../harness/runtime.ts";
 
 /**
@@ -492,6 +492,51 @@ describe("a lab claimed while the rollout builds its new machine", { timeout: 30
     expect(
       (await events(WS)).find((e) => e.type === "lab.updated" && e.hostId === "student-01")?.detail,
     ).toMatchObject({ student: "Eve Hamilton" });
+  });
+});
+
+describe("a claim and a promotion that cross", { timeout: 300_000 }, () => {
+  it("a claim the promotion's read missed still stops it: the conditional write sees the claim", async () => {
+    const WS = "rrace";
+    await upWorkshop(WS, 1);
+    const old = join(hostsDir(), WS, "student-01");
+    const r = cli(["rollout", WS, "--ref", "gated"]);
+    const candidate = join(hostsDir(), WS, "student-01.b");
+    await waitFor(
+      "the new machine to build",
+      () => existsSync(join(candidate, "builds")) || undefined,
+      60_000,
+    );
+    const fay = await claimLab(
+      WS,
+      { name: "Fay Kovalevskaya", email: "fay@example.test", pin: "480276" },
+      "127.0.0.1",
+    );
+    expect(fay.lab).toBe("student-01");
+    // The promotion's read of the claim answers as if it had been made a moment before the claim: the crossing
+    // a claim and a promotion can have. Only that one read; the steps' later reads see the store.
+    const miss = missNextClaimRead(rt.store, WS, "student-01");
+    try {
+      writeFileSync(join(candidate, "go"), "");
+      const done = await r;
+      expect(done.code, done.stderr + done.stdout).toBe(0);
+    } finally {
+      miss.restore();
+    }
+    expect(miss.misses()).toBe(1);
+    // The transaction's check of the claim cancelled the promotion; the next poll read the claim and left the lab.
+    const h = await host(WS, "student-01");
+    expect(h).toMatchObject({ state: "ready", address: old, ref: "main" });
+    expect(h?.machine).toBeUndefined();
+    expect(h?.notice).toBeUndefined();
+    expect(versionOf(old)).toBe("1");
+    expect(existsSync(candidate)).toBe(false);
+    expect(await labForLink(fay.token)).toMatchObject({ lab: "student-01", update: null });
+    const status = json((await cli(["rollout", WS, "--status", "--output", "json"])).stdout).rollout;
+    expect(status.hosts).toEqual([
+      expect.objectContaining({ hostId: "student-01", state: "skipped", student: "Fay Kovalevskaya" }),
+    ]);
+    expect((await events(WS)).filter((e) => e.type === "lab.updated")).toEqual([]);
   });
 });
 
