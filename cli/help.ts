@@ -451,7 +451,10 @@ export const COMMANDS: readonly CommandSpec[] = [
       "canary",
       "batch",
       "include-claimed",
-      ["check", "report per lab what the rollout would do (exit 0: nothing, 2: something); change nothing"],
+      [
+        "check",
+        "report per lab what the rollout would do (exit 0: nothing, 2: something, 1: an error); change nothing",
+      ],
       "status",
       "resume",
       "abort",
@@ -464,8 +467,9 @@ export const COMMANDS: readonly CommandSpec[] = [
     ],
     json: true,
     notes: [
-      "Labs on local and aws hosts get a new host beside the old one; bring-your-own hosts are updated in place and one that fails stays off the board until labfleet retry.",
-      "Exit 0 when the rollout completed, 1 when it halted or was aborted.",
+      "Labs on local and aws hosts get a new host beside the old one; bring-your-own hosts are updated in place and one that fails stays off the board until labfleet retry, or a later rollout (back to the old ref, or on to a fixed one), updates it again.",
+      "A lab a student claims while the rollout runs is left as it is without --include-claimed (--status says why); with it, the student is told before and after.",
+      "Exit 0 when the rollout completed, 1 when it halted or was aborted, 2 on a usage error (1 with --check).",
     ],
   },
   {

@@ -698,6 +698,10 @@ export function selectionBody(args: Args): {
 }
 
 export async function main(argv: string[], out: Output = stdoutOutput()): Promise<number> {
+  // In check mode 2 means "something would change" (terraform plan -detailed-exitcode): every error there,
+  // usage errors included, exits 1.
+  const checking = (argv.includes("--") ? argv.slice(0, argv.indexOf("--")) : argv).includes("--check");
+  const usage = checking ? 1 : 2;
   try {
     const args = parse(argv);
     const command = args.positionals[0];
@@ -710,7 +714,7 @@ export async function main(argv: string[], out: Output = stdoutOutput()): Promis
     if (command === "help") return showHelp(args.positionals.slice(1), jsonOutput(args), out, true);
     if (!command) {
       out.write(HELP);
-      return 2;
+      return usage;
     }
     if (command === "completion") {
       const { runCompletion } = await import("./completion.ts");
@@ -796,7 +800,7 @@ export async function main(argv: string[], out: Output = stdoutOutput()): Promis
     if (err instanceof CliError) {
       process.stderr.write(`labfleet: ${block(err.message)}\n`);
       if (err.details.length) process.stderr.write(`${detailLines(err.details)}\n`);
-      return err.exitCode;
+      return checking && err.exitCode === 2 ? 1 : err.exitCode;
     }
     process.stderr.write(`labfleet: unexpected error: ${block((err as Error).stack ?? String(err))}\n`);
     return 1;

@@ -1,14 +1,16 @@
-import type { CheckReport } from "../shared/fleet/check.ts";
+import { type CheckReport, checkExitCode } from "../shared/fleet/check.ts";
 import type { RolloutView } from "../shared/fleet/rollout.ts";
 import { ApiClient, CliError, resolveTarget } from "./client.ts";
 import { type Args, jsonOutput, workshopName } from "./main.ts";
 import { block, clean, jsonText, type Output, paint, when, writeTable } from "./render.ts";
+import { writeCheck } from "./stage-commands.ts";
 
 /**
  * `labfleet rollout NAME --ref REF [--canary N] [--batch N] [--include-claimed] [--check]`, and `--status`,
  * `--resume`, `--abort` of the workshop's latest rollout. A started or resumed rollout is followed until it
- * ends. Exit 0 when it completed, 1 when it halted or was aborted; `--check` exits 0 when nothing would change,
- * 2 when something would.
+ * ends. Exit 0 when it completed, 1 when it halted or was aborted, 2 on a usage error; `--check` prints what
+ * up, deploy and retry `--check` print and exits as they do: 0 when nothing would change, 2 when something
+ * would, 1 on any error (usage errors too: cli/main.ts).
  */
 export async function cmdRollout(args: Args, out: Output): Promise<number> {
   const name = workshopName(args);
@@ -43,7 +45,7 @@ export async function cmdRollout(args: Args, out: Output): Promise<number> {
       const report = await client.call<CheckReport>("POST", `${path}/check`, body);
       if (json) out.write(jsonText(report));
       else writeCheck(report, out);
-      return report.changes ? 2 : 0;
+      return checkExitCode(report);
     }
     started = (await client.call<{ rollout: RolloutView }>("POST", path, body)).rollout;
   }
@@ -81,6 +83,7 @@ function stateColor(state: string): string {
   if (state === "promoted" || state === "updated") return "ready";
   if (state === "failed") return "failed";
   if (state === "building") return "deploying";
+  if (state === "skipped") return "pending";
   return state;
 }
 
@@ -100,7 +103,7 @@ function write(r: RolloutView, json: boolean, out: Output): number {
       ...r.hosts.map((h) => [
         h.hostId,
         h.batch === 0 ? "canary" : String(h.batch),
-        h.mode === "replace" ? "replace" : "in place",
+        h.mode === "replace" ? "replace" : h.needsAttention ? "in place (needs attention)" : "in place",
         h.fromRef ?? "(default)",
         h.toRef,
         paint(out, stateColor(h.state), h.state),
@@ -110,6 +113,8 @@ function write(r: RolloutView, json: boolean, out: Output): number {
     ],
     out,
   );
+  for (const h of r.hosts.filter((x) => x.reason))
+    out.write(`${clean(h.hostId)}: left alone: ${block(h.reason)}\n`);
   for (const h of r.hosts.filter((x) => x.error)) {
     out.write(`${clean(h.hostId)}: ${block(h.error)}\n`);
     if (h.logTail)
@@ -122,12 +127,4 @@ function write(r: RolloutView, json: boolean, out: Output): number {
   }
   if (r.error) out.write(`${block(r.error)}\n`);
   return code;
-}
-
-function writeCheck(report: CheckReport, out: Output): void {
-  writeTable(
-    [["LAB", "ACTION", "WHY"], ...report.items.map((i) => [i.hostId, i.action, i.detail ?? ""])],
-    out,
-  );
-  out.write(report.changes ? "labs would change (exit 2)\n" : "nothing would change\n");
 }

@@ -216,6 +216,10 @@ function sentence(e: EventView): string | SentencePart[] {
       const how = d.how === "in place" ? " in place" : " on a new host";
       return `${host} was updated${ref ? ` to ${clip(ref, 60)}` : ""}${how}${student ? `; ${student} was told` : ""}.`;
     }
+    case "lab.update_skipped": {
+      const ref = text(d.ref);
+      return `${host} was left on its old ref${ref ? ` (not updated to ${clip(ref, 60)})` : ""}: ${student ?? "a student"} claimed it during the rollout.`;
+    }
     case "lab.invited":
       return `${by} invited ${student ?? "a student"} to lab ${host} (roster).`;
     case "host.unreachable":

@@ -7,7 +7,7 @@ import { timeLeft } from "../runtime/deadline.ts";
 import { useDeps } from "../runtime/deps.ts";
 import { errorMessage, VisibleError } from "../runtime/errors.ts";
 import { log } from "../runtime/logger.ts";
-import type { HostItem, RolloutHostItem, RolloutItem } from "../store/entities.ts";
+import type { ClaimItem, HostItem, RolloutHostItem, RolloutItem } from "../store/entities.ts";
 import type { Transport } from "../transports/types.ts";
 import type { Workshop } from "../workshop/schema.ts";
 import { recordEvent } from "./events.ts";
@@ -117,16 +117,24 @@ function newLabTransport(spec: Workshop, provider: Provider, host: HostItem, rh:
   return transportFor(spec, provider, { ...host, address: rh.address });
 }
 
+/** The lab's claim as the store has it now (a strongly consistent read: a claim made a moment ago counts). */
+async function claimNow(workshop: string, hostId: string): Promise<ClaimItem | null> {
+  return (await useDeps().store.claim.get({ workshop, hostId }).go({ consistent: true })).data;
+}
+
 /**
- * Starts one lab's update: for a claimed lab, its student's page says it is about to be updated first. Replace:
- * provisions the lab's new machine beside the old one and starts the setup at the new ref there. In place: the
- * host leaves the board (deploying) and its setup is started again at the new ref. A setup this run already
- * started is left running.
+ * Starts one lab's update. Its claim is read again first: a lab a student claimed since the rollout was planned
+ * is left alone without includeClaimed (leaveAlone); with it, and for a lab claimed from the start, its student's
+ * page says it is about to be updated before anything changes. Replace: provisions the lab's new machine beside
+ * the old one and starts the setup at the new ref there. In place: the host leaves the board (deploying, in one
+ * transaction with a check that nobody claimed it, unless claimed labs are included) and its setup is started
+ * again at the new ref. A setup this run already started is left running.
  */
 export async function startRolloutHost(
   workshop: string,
   runId: string,
   hostId: string,
+  tries = 0,
 ): Promise<{ hostId: string }> {
   const { store, clock } = useDeps();
   const { spec, provider } = await loadWorkshop(workshop);
@@ -136,13 +144,19 @@ export async function startRolloutHost(
   const host = (await store.host.get({ workshop, hostId }).go()).data;
   if (!host || host.state === "torn_down")
     throw new LabStepError(`lab ${hostId} is no longer part of the workshop`);
-  if (rh.student) {
-    await store.host
-      .patch({ workshop, hostId })
-      .set({ notice: "updating", noticeAt: isoNow(clock) })
-      .go();
-    forgetStudentReads(workshop);
+  const inPlaceStarted = rh.mode === "in_place" && rh.state === "building";
+  const claim = await claimNow(workshop, hostId);
+  // A host already being updated in place is off the board and is finished, whoever holds it: stopping it would
+  // leave it needing attention.
+  if (claim && !r.includeClaimed && !inPlaceStarted) {
+    await leaveAlone(spec, provider, r, rh, claim.name);
+    return { hostId };
   }
+  if (claim && claim.name !== rh.student) {
+    await patchRolloutHost(r, hostId, { student: claim.name });
+    rh.student = claim.name;
+  }
+  if (claim && (rh.mode === "replace" || inPlaceStarted)) await tellStudent(workshop, hostId);
   let target = rh;
   if (rh.mode === "replace") {
     const machine = rh.machine ?? otherMachine(host);
@@ -165,12 +179,25 @@ export async function startRolloutHost(
       startedAt: rh.startedAt ?? isoNow(clock),
     });
     target = { ...rh, ...fields, state: "building" };
-  } else {
-    await store.host
-      .patch({ workshop, hostId })
-      .set({ state: "deploying", phase: "rollout", updatedAt: isoNow(clock) })
-      .go();
-    forgetStudentReads(workshop);
+  } else if (!inPlaceStarted) {
+    const taken = await takeOffBoard(r, rh, claim !== null);
+    if (taken === "claimed") {
+      // A claim landed between the read and the write: read it again and decide as above.
+      if (tries >= 2) throw new LabStepError(`lab ${hostId}'s claim kept changing as its update started`);
+      return startRolloutHost(workshop, runId, hostId, tries + 1);
+    }
+    if (taken === "not_ready") {
+      const now = (await store.host.get({ workshop, hostId }).go()).data;
+      await leaveAlone(
+        spec,
+        provider,
+        r,
+        rh,
+        null,
+        `no longer ready (${now?.state ?? "gone"}) when its batch started`,
+      );
+      return { hostId };
+    }
     await patchRolloutHost(r, hostId, { state: "building", startedAt: rh.startedAt ?? isoNow(clock) });
   }
   const t = newLabTransport(spec, provider, host, target);
@@ -190,6 +217,116 @@ export async function startRolloutHost(
   } finally {
     await t.close?.();
   }
+}
+
+/** A claimed lab's page says it is about to be updated (shared/portal/claims.ts, labForLink). */
+async function tellStudent(workshop: string, hostId: string) {
+  await useDeps()
+    .store.host.patch({ workshop, hostId })
+    .set({ notice: "updating", noticeAt: isoNow(useDeps().clock) })
+    .go();
+  forgetStudentReads(workshop);
+}
+
+/**
+ * An in-place update takes the host off the board (deploying), in one transaction with what makes that safe: the
+ * host is in the state the plan found it in (ready; or failed, for a host an earlier update left needing
+ * attention or one this rollout is trying again), and, when the lab was unclaimed as read, it still has no claim.
+ * Every portal claim checks the lab is ready in its own transaction (shared/portal/claims.ts), so no student can
+ * get the host once it is off the board. A claimed lab's student is told in the same write.
+ */
+async function takeOffBoard(
+  r: RolloutItem,
+  rh: RolloutHostItem,
+  claimed: boolean,
+): Promise<"taken" | "claimed" | "not_ready"> {
+  const { store, clock } = useDeps();
+  const now = isoNow(clock);
+  const from: HostItem["state"][] =
+    rh.needsAttention || rh.startedAt ? ["ready", "failed", "deploying"] : ["ready"];
+  const res = await store.service.transaction
+    .write(({ host, claim }) => [
+      host
+        .patch({ workshop: r.workshop, hostId: rh.hostId })
+        .set({
+          state: "deploying",
+          phase: "rollout",
+          updatedAt: now,
+          ...(claimed ? { notice: "updating" as const, noticeAt: now } : {}),
+        })
+        .where((a, op) => `(${from.map((st) => op.eq(a.state, st)).join(" OR ")})`)
+        .commit(),
+      ...(claimed
+        ? []
+        : [
+            claim
+              .check({ workshop: r.workshop, hostId: rh.hostId })
+              .where((a, op) => op.notExists(a.linkHash))
+              .commit(),
+          ]),
+    ])
+    .go();
+  if (!res.canceled) {
+    forgetStudentReads(r.workshop);
+    return "taken";
+  }
+  const [hostLost, claimLost] = res.data.map((d) => d.rejected);
+  if (claimLost && !hostLost) return "claimed";
+  const state = (await store.host.get({ workshop: r.workshop, hostId: rh.hostId }).go()).data?.state;
+  if (state && from.includes(state)) return "claimed"; // a conflict, or the claim check: read both again
+  return "not_ready";
+}
+
+/**
+ * The rollout leaves a lab as it is: a student claimed it after the rollout was planned (and claimed labs are not
+ * included), or it is no longer in a state to update. Replace: its new machine, if one was made, is removed; the
+ * lab's record, its student and their link are not touched, and no notice is shown. Recorded as skipped with the
+ * reason, which `labfleet rollout --status` and the console show; the rollout goes on with the other labs.
+ */
+async function leaveAlone(
+  spec: Workshop,
+  provider: Provider,
+  r: RolloutItem,
+  rh: RolloutHostItem,
+  student: string | null,
+  why?: string,
+) {
+  const { store, clock } = useDeps();
+  const now = isoNow(clock);
+  if (rh.mode === "replace")
+    await discardNew(spec, provider, rh).catch((err) =>
+      log.warn("removing a rollout's new host failed", {
+        workshop: spec.name,
+        hostId: rh.hostId,
+        error: errorMessage(err),
+      }),
+    );
+  const reason =
+    why ??
+    `claimed by ${student ?? "a student"} during the rollout: left as it was (--include-claimed updates claimed labs)`;
+  try {
+    await store.rolloutHost
+      .patch(key(r, rh.hostId))
+      .set({ state: "skipped", reason, endedAt: now, updatedAt: now, ...(student ? { student } : {}) })
+      .where((a, op) => `${op.eq(a.state, "building")} OR ${op.eq(a.state, "pending")}`)
+      .go();
+  } catch (err) {
+    if (!isConditionalFailure(err)) throw err;
+    return; // stopped or judged meanwhile: kept as it was
+  }
+  log.info("rollout: a lab was left alone", {
+    workshop: spec.name,
+    hostId: rh.hostId,
+    claimed: Boolean(student),
+  });
+  if (student)
+    await recordEvent({
+      workshop: spec.name,
+      type: "lab.update_skipped",
+      hostId: rh.hostId,
+      runId: r.runId,
+      detail: { ref: r.ref, student },
+    });
 }
 
 /** A lab's update failed (the Map item's Catch, or its gate): see failHost. */
@@ -249,10 +386,11 @@ async function failHost(
       .patch({ workshop: spec.name, hostId: rh.hostId })
       .set({
         state: "failed",
-        error: `needs attention: its update to ${r.ref} failed (labfleet retry rebuilds it): ${reason}`.slice(
-          0,
-          4000,
-        ),
+        error:
+          `needs attention: its update to ${r.ref} failed (labfleet retry or a rollout rebuilds it): ${reason}`.slice(
+            0,
+            4000,
+          ),
         updatedAt: now,
       })
       .go();
@@ -296,6 +434,8 @@ export interface RolloutPoll {
   promoted: number;
   failed: number;
   building: number;
+  /** Labs left alone at their promotion: claimed during the rollout. */
+  skipped: number;
 }
 
 /**
@@ -343,6 +483,7 @@ export async function pollRollout(workshop: string, runId: string, deadline: str
     promoted: count("promoted"),
     failed: count("failed"),
     building: count("building"),
+    skipped: count("skipped"),
   };
 }
 
@@ -353,7 +494,7 @@ async function checkNew(
   rh: RolloutHostItem,
   host: HostItem,
   redact: (t: string) => string,
-): Promise<"building" | "promoted" | "failed"> {
+): Promise<"building" | "promoted" | "failed" | "skipped"> {
   const t = newLabTransport(spec, provider, host, rh);
   try {
     const lab = await judgeLab(t, spec, rh.hostId);
@@ -387,17 +528,20 @@ async function checkNew(
       return "failed";
     }
     await pinHostKeysThrough(t, spec, provider, { hostId: rh.hostId, address: rh.address ?? host.address });
-    await promote(spec, provider, r, rh, host, probe.statusLines, lab.access);
-    return "promoted";
+    return await promote(spec, provider, r, rh, host, probe.statusLines, lab.access);
   } finally {
     await t.close?.();
   }
 }
 
 /**
- * The new lab passed its gate. Its record now points at it (replace: the new machine's address and ids), so the
- * board, the student's link and lab cookie open it, and a claimed lab's page says it was updated. Only then is
- * the old machine stopped and given back.
+ * The new lab passed its gate. Its claim is read again first. Replace: a lab a student claimed during the rollout
+ * is left alone without includeClaimed (its new machine removed); with it, a student who has not yet been told is
+ * told now, and the lab is promoted at a later poll. Then the lab's record points at the new machine (its address
+ * and ids), so the board, the student's link and lab cookie open it, and a claimed lab's page says it was updated,
+ * in one transaction with the claim as read: no claim (a claim made meanwhile cancels it, and the next poll
+ * decides again), or the student told (the notice still says updating). A claim made after it gets the new
+ * machine. Only then is the old machine stopped and given back.
  */
 async function promote(
   spec: Workshop,
@@ -407,49 +551,83 @@ async function promote(
   host: HostItem,
   statusLines: string[],
   access: string | undefined,
-) {
+): Promise<"promoted" | "building" | "skipped"> {
   const { store, clock, accessKey } = useDeps();
+  const replace = rh.mode === "replace" && rh.machine && rh.address;
+  const claim = await claimNow(spec.name, rh.hostId);
+  if (replace && claim && !r.includeClaimed) {
+    await leaveAlone(spec, provider, r, rh, claim.name);
+    return "skipped";
+  }
+  if (replace && claim && host.notice !== "updating") {
+    await patchRolloutHost(r, rh.hostId, { student: claim.name });
+    await tellStudent(spec.name, rh.hostId);
+    return "building";
+  }
   const now = isoNow(clock);
   const { phases: read } = parsePhases(statusLines);
-  const replace = rh.mode === "replace" && rh.machine && rh.address;
-  await store.host
-    .patch({ workshop: spec.name, hostId: rh.hostId })
-    .set({
-      state: "ready",
-      ref: r.ref,
-      readyAt: now,
-      deployStartedAt: rh.startedAt ?? now,
-      phases: timePhases([], read, now),
-      updatedAt: now,
-      ...(replace
-        ? {
-            machine: rh.machine,
-            address: rh.address,
-            // The new machine's hours start when it was made; the old one's life goes to hostLife below.
-            machineCreatedAt: rh.startedAt ?? now,
-            ...(rh.providerId ? { providerId: rh.providerId } : {}),
-            ...(rh.publicIp ? { publicIp: rh.publicIp } : {}),
-          }
-        : {}),
-      ...(access ? { access: seal(accessKey, access) } : {}),
-      ...(rh.student ? { notice: "updated" as const, noticeAt: now } : {}),
-    } as never)
-    .remove([
-      "error",
-      "phase",
-      "health",
-      "healthFailures",
-      "healthError",
-      "healthCheckedAt",
-      ...(access ? [] : (["access"] as const)),
-      ...(rh.student ? [] : (["notice", "noticeAt"] as const)),
-    ])
+  const student = claim?.name ?? null;
+  const res = await store.service.transaction
+    .write(({ host: hostEntity, claim: claimEntity }) => {
+      const patch = hostEntity
+        .patch({ workshop: spec.name, hostId: rh.hostId })
+        .set({
+          state: "ready",
+          ref: r.ref,
+          readyAt: now,
+          deployStartedAt: rh.startedAt ?? now,
+          phases: timePhases([], read, now),
+          updatedAt: now,
+          ...(replace
+            ? {
+                machine: rh.machine,
+                address: rh.address,
+                // The new machine's hours start when it was made; the old one's life goes to hostLife below.
+                machineCreatedAt: rh.startedAt ?? now,
+                ...(rh.providerId ? { providerId: rh.providerId } : {}),
+                ...(rh.publicIp ? { publicIp: rh.publicIp } : {}),
+              }
+            : {}),
+          ...(access ? { access: seal(accessKey, access) } : {}),
+          ...(student ? { notice: "updated" as const, noticeAt: now } : {}),
+        } as never)
+        .remove([
+          "error",
+          "phase",
+          "health",
+          "healthFailures",
+          "healthError",
+          "healthCheckedAt",
+          ...(access ? [] : (["access"] as const)),
+          ...(student ? [] : (["notice", "noticeAt"] as const)),
+        ]);
+      // Replace: the claim as read still stands (none, or one whose student was told).
+      const told = replace && student ? patch.where((a, op) => op.eq(a.notice, "updating")) : patch;
+      const unclaimed =
+        replace && !student
+          ? [
+              claimEntity
+                .check({ workshop: spec.name, hostId: rh.hostId })
+                .where((a, op) => op.notExists(a.linkHash))
+                .commit(),
+            ]
+          : [];
+      return [told.commit(), ...unclaimed];
+    })
     .go();
+  if (res.canceled) {
+    log.info("rollout: a lab's claim changed as it was promoted; the next poll decides again", {
+      workshop: spec.name,
+      hostId: rh.hostId,
+    });
+    return "building";
+  }
   forgetStudentReads(spec.name);
   await patchRolloutHost(r, rh.hostId, {
     state: replace ? "promoted" : "updated",
     gate: "passed",
     endedAt: now,
+    ...(student ? { student } : {}),
   });
   log.info("rollout: lab promoted", { workshop: spec.name, hostId: rh.hostId, ref: r.ref });
   await recordEvent({
@@ -460,10 +638,10 @@ async function promote(
     detail: {
       ref: r.ref,
       how: replace ? "replaced" : "in place",
-      ...(rh.student ? { student: rh.student } : {}),
+      ...(student ? { student } : {}),
     },
   });
-  if (!replace) return;
+  if (!replace) return "promoted";
   // The old machine goes only now, once the lab's record (and its student) have moved to the new one.
   const old = { ...host, machine: machineOf(host) };
   if (!provider.deprovisionEndsLabs && host.address) {
@@ -483,6 +661,7 @@ async function promote(
       hostId: rh.hostId,
       error: gone.detail,
     });
+  return "promoted";
 }
 
 /**
@@ -506,8 +685,11 @@ export async function finishRollout(
   if (completed) {
     const w = await getWorkshop(workshop);
     const spec = w.spec as Workshop;
-    // The labs the rollout left alone (claimed, already there, not ready) keep saying which ref they are at.
-    const rolled = new Set(hosts.map((h) => h.hostId));
+    // The labs the rollout left alone (claimed before or during it, already there, not ready) keep saying which
+    // ref they are at.
+    const rolled = new Set(
+      hosts.filter((h) => h.state === "promoted" || h.state === "updated").map((h) => h.hostId),
+    );
     for (const h of await listHosts(workshop)) {
       if (rolled.has(h.hostId) || h.ref || h.state === "torn_down") continue;
       await store.host

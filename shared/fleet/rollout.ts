@@ -28,9 +28,13 @@ import { getWorkshop, listHosts } from "./workshops.ts";
  *   the board, the student's link and lab cookie open it), and the old machine is removed after that. A new
  *   machine that fails is removed and changes nothing for anyone.
  * - Bring-your-own hosts (static) cannot be replaced: they are updated in place, off the board while they build;
- *   one whose update fails stays off the board ("needs attention") until `labfleet retry` rebuilds it.
+ *   one whose update fails stays off the board ("needs attention") until `labfleet retry` rebuilds it or a later
+ *   rollout (back to the old ref, or on to a fixed one) updates it in place again.
  * - Claimed labs are left alone unless `includeClaimed`; then their students' lab pages say the lab is about to
- *   be updated, and then that it has been.
+ *   be updated, and then that it has been. A lab claimed while the rollout runs is held to the same rule: its
+ *   claim is read again as its batch starts and when its new machine is promoted (a conditional write against
+ *   the claim, so a claim and a promotion cannot cross), and without `includeClaimed` the lab is left as it is
+ *   (its new machine removed), recorded as skipped with the reason.
  * - Canary labs go first (unclaimed ones before claimed ones), then batches; the first failure halts the
  *   rollout: no further batch starts. `resumeRollout` goes on after a fix, `abortRollout` stops and removes new
  *   machines not yet promoted. The workshop's lab.ref becomes the new ref when every lab is done.
@@ -73,6 +77,8 @@ export interface PlannedHost {
   mode: "replace" | "in_place";
   fromRef: string | null;
   student: string | null;
+  /** A bring-your-own host an earlier rollout left needing attention: updated in place from where it is. */
+  needsAttention: boolean;
 }
 
 export interface RolloutPlan {
@@ -123,12 +129,23 @@ export async function planRollout(workshop: string, options: RolloutOptions): Pr
   const studentOf = new Map(claims.map((c) => [c.hostId, c.name]));
   const batch = opts.batch ?? defaultBatch(live.length);
   const mode = replaces(provider) ? ("replace" as const) : ("in_place" as const);
+  const attention =
+    mode === "in_place"
+      ? await leftNeedingAttention(
+          workshop,
+          live.filter((h) => h.state === "failed"),
+        )
+      : new Map<string, string>();
   const items: CheckItem[] = [];
   const chosen: Omit<PlannedHost, "batch">[] = [];
   for (const h of [...live].sort((a, b) => byNumber(a.hostId, b.hostId))) {
-    const fromRef = refOf(spec, h);
+    const failedRef = attention.get(h.hostId);
+    // A host left needing attention holds the ref its failed update was going to, whatever its record says.
+    const fromRef = failedRef ?? refOf(spec, h);
     const student = studentOf.get(h.hostId) ?? null;
-    if (fromRef === opts.ref) {
+    if (failedRef !== undefined && (student === null || opts.includeClaimed)) {
+      chosen.push({ hostId: h.hostId, mode, fromRef, student, needsAttention: true });
+    } else if (fromRef === opts.ref) {
       items.push({ hostId: h.hostId, stage: "rollout", action: "skip", detail: `already at ${opts.ref}` });
     } else if (student !== null && !opts.includeClaimed) {
       items.push({
@@ -144,7 +161,7 @@ export async function planRollout(workshop: string, options: RolloutOptions): Pr
         action: "skip",
         detail: `not ready (${h.state}): labfleet retry rebuilds it`,
       });
-    } else chosen.push({ hostId: h.hostId, mode, fromRef, student });
+    } else chosen.push({ hostId: h.hostId, mode, fromRef, student, needsAttention: false });
   }
   // Unclaimed labs first: the canary is tried where a failure costs nothing.
   chosen.sort(
@@ -165,11 +182,40 @@ export async function planRollout(workshop: string, options: RolloutOptions): Pr
       detail:
         h.mode === "replace"
           ? `${at}: a new host at ${opts.ref} beside it (now ${from}), promoted once lab.health passes${student}`
-          : `${at}: updated in place from ${from} to ${opts.ref} (bring-your-own host)${student}`,
+          : h.needsAttention
+            ? `${at}: needs attention since its update to ${from} failed; updated in place to ${opts.ref} (bring-your-own host)${student}`
+            : `${at}: updated in place from ${from} to ${opts.ref} (bring-your-own host)${student}`,
     });
   }
   items.sort((a, b) => byNumber(a.hostId, b.hostId));
   return { spec, provider, ref: opts.ref, canary: opts.canary, batch, hosts, items };
+}
+
+/**
+ * Bring-your-own hosts that an earlier rollout left needing attention, with the ref that rollout was updating
+ * them to: of the `failed` hosts given, those whose latest rollout record says their in-place update started and
+ * then failed or was stopped. A later rollout updates them in place again (back to the old ref, or on).
+ */
+async function leftNeedingAttention(
+  workshop: string,
+  failed: readonly HostItem[],
+): Promise<Map<string, string>> {
+  const left = new Map<string, string>();
+  const open = new Set(failed.map((h) => h.hostId));
+  if (open.size === 0) return left;
+  const { store } = useDeps();
+  const rollouts = (await store.rollout.query.byWorkshop({ workshop }).go({ order: "desc", pages: "all" }))
+    .data;
+  for (const r of rollouts) {
+    if (open.size === 0) break;
+    for (const rh of await rolloutHosts(workshop, r.rolloutId)) {
+      if (!open.has(rh.hostId)) continue;
+      open.delete(rh.hostId); // the latest rollout that had the host decides
+      if (rh.mode === "in_place" && (rh.state === "failed" || rh.state === "aborted") && rh.startedAt)
+        left.set(rh.hostId, r.ref);
+    }
+  }
+  return left;
 }
 
 /** `rollout --check`: what a rollout would do to each lab, with nothing changed. */
@@ -204,6 +250,10 @@ export interface RolloutHostView {
   toRef: string;
   gate: "passed" | "failed" | null;
   student: string | null;
+  /** Why the rollout left the lab alone (state skipped). */
+  reason: string | null;
+  /** A host an earlier rollout left needing attention, updated in place again by this one. */
+  needsAttention: boolean;
   error: string | null;
   logTail: string | null;
   startedAt: string | null;
@@ -251,6 +301,8 @@ function view(r: RolloutItem, hosts: RolloutHostItem[]): RolloutView {
       toRef: r.ref,
       gate: h.gate ?? null,
       student: h.student ?? null,
+      reason: h.reason ?? null,
+      needsAttention: h.needsAttention ?? false,
       error: h.error ?? null,
       logTail: h.logTail ?? null,
       startedAt: h.startedAt ?? null,
@@ -319,6 +371,7 @@ export async function startRollout(workshop: string, options: RolloutOptions): P
             state: "pending",
             ...(h.fromRef ? { fromRef: h.fromRef } : {}),
             ...(h.student ? { student: h.student } : {}),
+            ...(h.needsAttention ? { needsAttention: true } : {}),
             updatedAt: now,
           })
           .go();
@@ -442,7 +495,7 @@ export async function stopUnpromoted(workshop: string, r: RolloutItem, state: "a
         .patch({ workshop, hostId: h.hostId })
         .set({
           state: "failed",
-          error: `needs attention: its update to ${r.ref} was stopped; labfleet retry rebuilds it`,
+          error: `needs attention: its update to ${r.ref} was stopped; labfleet retry or a rollout rebuilds it`,
           updatedAt: now,
         })
         .go();

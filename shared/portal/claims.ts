@@ -255,7 +255,7 @@ export async function claimLab(
     }
     const hashed = pinHash;
     const r = await store.service.transaction
-      .write(({ claim, claimEmail, claimLink, queueEmail }) => [
+      .write(({ claim, claimEmail, claimLink, queueEmail, host }) => [
         claim.create({ ...claimBase, pinHash: hashed, hostId: lab, claimedAt: isoNow(clock) }).commit(),
         claimEmail.create({ workshop, emailHash: eHash, hostId: lab, failedPins: 0, locked: false }).commit(),
         claimLink.create({ linkHash: lHash, workshop, hostId: lab }).commit(),
@@ -263,6 +263,12 @@ export async function claimLab(
         queueEmail
           .check({ workshop, emailHash: eHash })
           .where((a, op) => op.notExists(a.place))
+          .commit(),
+        // The lab is still ready: one taken off the board meanwhile (an in-place rollout's update,
+        // shared/fleet/rollout-steps.ts) is never handed out from a read a moment old.
+        host
+          .check({ workshop, hostId: lab })
+          .where((a, op) => op.eq(a.state, "ready"))
           .commit(),
       ])
       .go()
@@ -277,11 +283,11 @@ export async function claimLab(
       });
       return { lab, token };
     }
-    const [labLost, emailLost, , inLine] = r.data.map((d) => d.rejected);
+    const [labLost, emailLost, , inLine, notReady] = r.data.map((d) => d.rejected);
     if (emailLost) throw alreadyHasLab();
     if (inLine) throw alreadyInLine();
-    if (labLost)
-      tried.add(lab); // the next round reads the claims again
+    if (labLost || notReady)
+      tried.add(lab); // the next round reads the claims and the labs again
     else throw new VisibleError("conflict", "portal.busy", "The portal is busy. Try again.");
   }
   throw new VisibleError("conflict", "portal.busy", "The portal is busy. Try again.");

@@ -281,7 +281,7 @@ export async function reassign(
   const token = randomBytes(24).toString("base64url");
   const hash = linkHash(token);
   const r = await store.service.transaction
-    .write(({ claim, claimEmail, claimLink }) => [
+    .write(({ claim, claimEmail, claimLink, host: hostEntity }) => [
       claim
         .delete({ workshop, hostId: old.hostId })
         .where((a, op) => op.eq(a.linkHash, old.linkHash))
@@ -299,9 +299,16 @@ export async function reassign(
       claimEmail.patch({ workshop, emailHash: e.emailHash }).set({ hostId }).commit(),
       claimLink.delete({ linkHash: old.linkHash }).commit(),
       claimLink.create({ linkHash: hash, workshop, hostId }).commit(),
+      // Still ready: not taken off the board since it was read (as an in-place rollout's update does).
+      hostEntity
+        .check({ workshop, hostId })
+        .where((a, op) => op.eq(a.state, "ready"))
+        .commit(),
     ])
     .go();
   forgetStudentReads(workshop);
+  if (r.canceled && r.data[5]?.rejected && !r.data[1]?.rejected)
+    throw new VisibleError("conflict", "portal.lab_not_ready", `lab ${hostId} is not ready`);
   if (r.canceled) throw new VisibleError("conflict", "portal.lab_taken", `lab ${hostId} is already claimed`);
   // The work was done on the old lab: its check results go with it (the new claim starts with none).
   await forgetChecks(workshop, old.hostId);

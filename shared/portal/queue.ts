@@ -21,8 +21,8 @@ import { claimRows, forgetStudentReads, labStates, workshopRecord } from "./read
  * line when they joined. The student's side (joining, the waiting page, leaving) is shared/portal/waiting.ts.
  */
 
-/** DynamoDB takes at most 100 items in one transaction; serving one student writes SERVE_ITEMS. */
-const SERVE_ITEMS = 6;
+/** DynamoDB takes at most 100 items in one transaction; serving one student writes (or checks) SERVE_ITEMS. */
+const SERVE_ITEMS = 7;
 export const SERVE_BATCH = Math.floor(100 / SERVE_ITEMS);
 /** Rounds of one serving pass; each lost race reads the line and the labs again. */
 const MAX_ROUNDS = 25;
@@ -125,7 +125,7 @@ async function serveBatch(
   const { store, clock } = useDeps();
   const at = isoNow(clock);
   const r = await store.service.transaction
-    .write(({ claim, claimEmail, claimLink, queueEntry, queueEmail, queueLink }) =>
+    .write(({ claim, claimEmail, claimLink, queueEntry, queueEmail, queueLink, host }) =>
       pairs.flatMap(({ entry: e, lab }) => [
         claim
           .create({
@@ -154,6 +154,11 @@ async function serveBatch(
         queueLink.delete({ linkHash: e.linkHash }).commit(),
         // The same personal link now opens the lab.
         claimLink.create({ linkHash: e.linkHash, workshop, hostId: lab }).commit(),
+        // The lab is still ready (not taken off the board meanwhile, as an in-place rollout's update does).
+        host
+          .check({ workshop, hostId: lab })
+          .where((a, op) => op.eq(a.state, "ready"))
+          .commit(),
       ]),
     )
     .go();

@@ -82,7 +82,7 @@ export async function swapLab(workshop: string, target: SwapTarget): Promise<Swa
     // One transaction: the old claim goes only if it is still this student's (its link), the new lab's claim
     // is created only if nobody holds that lab, and the email and the link follow the claim.
     const r = await store.service.transaction
-      .write(({ claim, claimEmail, claimLink }) => [
+      .write(({ claim, claimEmail, claimLink, host }) => [
         claim
           .delete({ workshop, hostId: old.hostId })
           .where((a, op) => op.eq(a.linkHash, old.linkHash))
@@ -111,20 +111,25 @@ export async function swapLab(workshop: string, target: SwapTarget): Promise<Swa
           .set({ hostId: candidate })
           .where((a, op) => op.eq(a.hostId, old.hostId))
           .commit(),
+        // The new lab is still ready (not taken off the board meanwhile, as an in-place rollout's update does).
+        host
+          .check({ workshop, hostId: candidate })
+          .where((a, op) => op.eq(a.state, "ready"))
+          .commit(),
       ])
       .go();
     if (!r.canceled) {
       to = candidate;
       break;
     }
-    const [oldLost, targetLost] = r.data.map((d) => d.rejected);
-    if (oldLost || !targetLost)
+    const [oldLost, targetLost, , , targetNotReady] = r.data.map((d) => d.rejected);
+    if (oldLost || !(targetLost || targetNotReady))
       throw new VisibleError(
         "conflict",
         "portal.claim_changed",
         `lab ${old.hostId}'s claim changed meanwhile (released, recovered or swapped): look again`,
       );
-    tried.add(candidate); // claimed meanwhile: the next free lab
+    tried.add(candidate); // claimed or taken off the board meanwhile: the next free lab
   }
   if (!to) throw new VisibleError("conflict", "portal.busy", "The portal is busy. Try again.");
   forgetStudentReads(workshop);

@@ -43,10 +43,14 @@ export const EVENT_TYPES = [
   /** `labfleet exec`: who ran it, how many hosts, the summary and the command's start (redacted), never output. */
   "exec",
   "teardown.receipt",
-  /** A rollout to a new ref: started, finished (completed, halted or aborted), and each lab it updated. */
+  /**
+   * A rollout to a new ref: started, finished (completed, halted or aborted), each lab it updated, and each lab it
+   * left alone because a student claimed it during the rollout (`student`: the display name).
+   */
   "rollout.started",
   "rollout.finished",
   "lab.updated",
+  "lab.update_skipped",
   /** Roster mode: an instructor invited a student (`student`: the display name) to a lab. */
   "lab.invited",
   /** An instructor let held-back addresses into the portal again (`addresses`). */
@@ -83,7 +87,8 @@ export const RUN_STATES = ["running", "succeeded", "failed", "aborted"] as const
 export const ROLLOUT_STATES = ["running", "completed", "halted", "aborted"] as const;
 /**
  * One lab of a rollout: waiting for its batch, its new lab building, the new host promoted in the old one's place
- * (replace) or the host updated where it is (in place), failed, left out, or stopped by an abort.
+ * (replace) or the host updated where it is (in place), failed, left alone (skipped, with the reason: a student
+ * claimed it during the rollout), or stopped by an abort.
  */
 export const ROLLOUT_HOST_STATES = [
   "pending",
@@ -278,8 +283,18 @@ function entities(client: DynamoDBDocumentClient, table: string) {
         mode: { type: ["replace", "in_place"] as const, required: true },
         state: { type: ROLLOUT_HOST_STATES, required: true },
         fromRef: { type: "string" },
-        /** The student's display name when the lab was claimed at the start (never an email). */
+        /**
+         * The student's display name (never an email): who held the lab when the rollout started, or who claimed it
+         * during the rollout (then told before and after with includeClaimed, else the lab is left alone).
+         */
         student: { type: "string" },
+        /** Why the rollout left the lab alone (state skipped): claimed during the rollout, no longer ready. */
+        reason: { type: "string" },
+        /**
+         * A bring-your-own host an earlier rollout left needing attention (its update failed or was stopped): this
+         * rollout updates it in place from where it is, off the board.
+         */
+        needsAttention: { type: "boolean" },
         /** The new machine (replace): its provider-side id, address and ids. */
         machine: { type: "string" },
         address: { type: "string" },

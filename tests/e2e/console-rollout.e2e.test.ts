@@ -1,4 +1,4 @@
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -54,6 +54,9 @@ async function expectNoOverflow(p: Page) {
 }
 
 const region = (p: Page) => p.locator("#live-rollout section.rollout");
+/** Which machine a lab is on now (shared/fleet/machines.ts): its id, or the one a rollout built beside it. */
+const machineOf = async (hostId: string) =>
+  (await world().rt.store.host.get({ workshop: WS, hostId }).go()).data?.machine ?? hostId;
 const rowState = (p: Page, host: string) =>
   p.locator(`#rollout-hosts tr[data-host="${host}"]`).getAttribute("data-state");
 const cells = async (p: Page, host: string) =>
@@ -205,10 +208,13 @@ describe("rollouts from the console", { timeout: 240_000 }, () => {
     await resume.waitFor();
     expect(await region(p).getByRole("button", { name: "Abort rollout…" }).count()).toBe(0);
     await screenshot(p, SHOTS.halted);
-    // Nothing else changed: every lab is still ready on v2.
+    // Nothing else changed: every lab is still ready on v2, student-02 on its machine of the first rollout; the
+    // canary's new machine (beside it, in the lab's first folder) was removed.
     for (const h of (await world().api("GET", `/${WS}`)).hostList as { id: string; state: string }[])
       expect(h.state).toBe("ready");
-    expect(existsSync(join(world().rt.dataDir, "hosts", WS, "student-02.c"))).toBe(false);
+    expect(await machineOf("student-02")).toBe("student-02.b");
+    expect(existsSync(join(world().rt.dataDir, "hosts", WS, "student-02.b"))).toBe(true);
+    expect(existsSync(join(world().rt.dataDir, "hosts", WS, "student-02"))).toBe(false);
 
     const phone = await workshopPage(PHONE);
     await phone.locator('[data-failure="student-02"] pre.log-tail').waitFor();
@@ -243,9 +249,15 @@ describe("rollouts from the console", { timeout: 240_000 }, () => {
     await p.locator("#rollout-form").getByRole("button", { name: "Roll out…" }).click();
     await p.getByRole("button", { name: "Start the rollout" }).click();
     await p.waitForURL(/notice=rollout$/);
+    // The canary's new machine is built beside its current one (student-02 since the resumed rollout), and waits.
+    expect(await machineOf("student-02")).toBe("student-02");
+    const candidate = join(world().rt.dataDir, "hosts", WS, "student-02.b");
     const seen = await waitFor(
       "the canary to build",
-      async () => ((await rowState(p, "student-02")) === "building" ? true : undefined),
+      async () =>
+        (await rowState(p, "student-02")) === "building" && existsSync(join(candidate, "builds"))
+          ? true
+          : undefined,
       60_000,
     );
     expect(seen).toBe(true);
@@ -263,6 +275,15 @@ describe("rollouts from the console", { timeout: 240_000 }, () => {
       (h: { id: string }) => h.id === "student-02",
     );
     expect(host).toMatchObject({ state: "ready" });
+    // The new host is gone, folder and record: the lab is on the machine it was on, at the ref it was at.
+    expect(existsSync(candidate)).toBe(false);
+    expect(await machineOf("student-02")).toBe("student-02");
+    const rec = (await world().rt.store.host.get({ workshop: WS, hostId: "student-02" }).go()).data;
+    expect(rec).toMatchObject({
+      ref: "broken",
+      address: join(world().rt.dataDir, "hosts", WS, "student-02"),
+    });
+    expect(readFileSync(join(rec?.address as string, "lab", "VERSION"), "utf8").trim()).toBe("2");
     expect(world().pageErrors.flat()).toEqual([]);
   });
 

@@ -1,5 +1,6 @@
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import type { Store } from "../../shared/store/entities.ts";
 import { git } from "./git-http.ts";
 
 /**
@@ -9,12 +10,16 @@ import { git } from "./git-http.ts";
  * - `v2`: the same lab at version 2 (a second longer, so a test can see a lab while it is being updated);
  * - `broken`: a setup that fails, printing `broken build of version 3`;
  * - `gated`: version 4, whose setup waits until `$HOME/go` exists (to interrupt a rollout at a chosen point);
- * - `unhealthy`: version 5, whose setup succeeds but leaves no `built` marker, so lab.health fails after it.
+ * - `unhealthy`: version 5, whose setup succeeds but leaves no `built` marker, so lab.health fails after it;
+ * - `fixable`: a setup that fails, printing `broken build of version 6`, until `fix("fixable")` pushes a good
+ *   version 6 to it.
  * Every build appends a line to `$HOME/builds`, and writes the version to VERSION in the lab folder.
  */
 export interface RolloutLab {
   dir: string;
   source: string;
+  /** Pushes a fix to `branch`: a setup that builds version 6 (as `fixable` should have). */
+  fix(branch: string): void;
   remove(): void;
 }
 
@@ -53,8 +58,19 @@ export function makeRolloutLab(): RolloutLab {
     setup(4, 'for _ in $(seq 1 1200); do [ -e "$HOME/go" ] && break; sleep 0.1; done; [ -e "$HOME/go" ]'),
   );
   commit("unhealthy", setup(5, "").replace("touch built\n", "rm -f built\n"));
+  commit("fixable", `echo "build 6" >> "$HOME/builds"\necho "broken build of version 6" >&2\nexit 1\n`);
   chmodSync(root, 0o755);
-  return { dir, source: `git:file://${dir}`, remove: () => rmSync(root, { recursive: true, force: true }) };
+  return {
+    dir,
+    source: `git:file://${dir}`,
+    fix: (branch) => {
+      git(dir, "checkout", "-q", branch);
+      writeFileSync(join(dir, "setup.sh"), setup(6, ""));
+      git(dir, "commit", "-q", "--no-gpg-sign", "-am", `fix ${branch}`);
+      git(dir, "checkout", "-q", "main");
+    },
+    remove: () => rmSync(root, { recursive: true, force: true }),
+  };
 }
 
 /** workshop.yaml for the rollout lab on local hosts, its portal enabled. */
@@ -74,4 +90,33 @@ provider:
 portal:
   enabled: true
 ${extra}`;
+}
+
+/**
+ * Makes the next read of one lab's claim (`store.claim.get`) answer "no claim", as a read made a moment before the
+ * claim would: the crossing of a student's claim and a rollout step that read the claim just before it. Only that
+ * one read; `restore` puts the store's own reads back.
+ */
+export function missNextClaimRead(
+  store: Store,
+  workshop: string,
+  hostId: string,
+): { misses: () => number; restore: () => void } {
+  const claims = store.claim;
+  const realGet = claims.get.bind(claims);
+  let misses = 0;
+  const stub = (key: { workshop: string; hostId: string }) => {
+    if (misses === 0 && key.workshop === workshop && key.hostId === hostId) {
+      misses++;
+      return { go: async () => ({ data: null }) };
+    }
+    return realGet(key);
+  };
+  claims.get = stub as unknown as typeof claims.get;
+  return {
+    misses: () => misses,
+    restore: () => {
+      claims.get = realGet;
+    },
+  };
 }

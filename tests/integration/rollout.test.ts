@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { claimLab, labForLink } from "../../shared/portal/claims.ts";
 import { runCli } from "../harness/cli.ts";
-import { makeRolloutLab, type RolloutLab, rolloutYaml } from "../harness/rollout-lab.ts";
+import { makeRolloutLab, missNextClaimRead, type RolloutLab, rolloutYaml } from "../harness/rollout-lab.ts";
 import { processesUnder, removeDir, tempDir, testRuntime, waitFor } from "../harness/runtime.ts";
 
 /**
@@ -322,9 +322,22 @@ describe("labfleet rollout on local hosts", { timeout: 300_000 }, () => {
       },
       expect.objectContaining({ hostId: "student-02", stage: "rollout", action: "promote" }),
     ]);
+    // The text report is the one up, deploy and retry --check print: the summary line, then host by host.
     const text = await cli(["rollout", WS, "--ref", "v2", "--check"]);
     expect(text.code).toBe(2);
-    expect(text.stdout).toMatch(/student-02\s+promote\s+canary: a new host at v2/);
+    expect(text.stdout).toMatch(/^check rclaim \(rollout\): 1 change on 1 host · nothing was changed$/m);
+    expect(text.stdout).toMatch(/student-01\s+rollout\s+skip\s+claimed by Cy Hopper/);
+    expect(text.stdout).toMatch(/student-02\s+rollout\s+promote\s+canary: a new host at v2/);
+    // In check mode 2 means "would change": every error, usage errors included, exits 1 there.
+    for (const args of [["--ref", "v2", "--canary", "0"], ["--status"], [], ["--ref", "v2", "--bogus"]]) {
+      const e = await cli(["rollout", WS, ...args, "--check"]);
+      expect(e.code, `${args.join(" ")}: ${e.stderr}`).toBe(1);
+      expect(e.stdout).toBe("");
+      expect(e.stderr).toMatch(/^labfleet: /);
+    }
+    const unknown = await cli(["rollout", "no-such-workshop", "--ref", "v2", "--check"]);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toContain("no-such-workshop");
     // Nothing was changed by the checks: no rollout, no new host.
     const none = await cli(["rollout", WS, "--status"]);
     expect(none.code).toBe(1);
@@ -351,6 +364,250 @@ describe("labfleet rollout on local hosts", { timeout: 300_000 }, () => {
     expect(json(await res.text()).error.details).toEqual([
       { path: "ref", message: "expected a git branch, tag or commit" },
     ]);
+  });
+});
+
+describe("a lab claimed while the rollout builds its new machine", { timeout: 300_000 }, () => {
+  it("without --include-claimed: the student is not moved, the lab not rebuilt or removed, no notice, and the rollout says why", async () => {
+    const WS = "rmid";
+    await upWorkshop(WS, 2);
+    const old = join(hostsDir(), WS, "student-01");
+    const r = cli(["rollout", WS, "--ref", "gated", "--canary", "2"]);
+    // Both new machines build and wait for the test's go: the lab is still free on the board, and is claimed.
+    for (const id of ["student-01", "student-02"])
+      await waitFor(
+        `${id}'s new machine to build`,
+        () => existsSync(join(hostsDir(), WS, `${id}.b`, "builds")) || undefined,
+        60_000,
+      );
+    const dee = await claimLab(
+      WS,
+      { name: "Dee Noether", email: "dee@example.test", pin: "480274" },
+      "127.0.0.1",
+    );
+    expect(dee.lab).toBe("student-01");
+    for (const id of ["student-01", "student-02"]) writeFileSync(join(hostsDir(), WS, `${id}.b`, "go"), "");
+    const done = await r;
+    expect(done.code, done.stderr + done.stdout).toBe(0);
+    expect(done.stdout).toMatch(/to gated from main: completed/);
+    expect(done.stdout).toContain(
+      "student-01: left alone: claimed by Dee Noether during the rollout: left as it was (--include-claimed updates claimed labs)",
+    );
+
+    // The student stays where they were: the old machine, main, built once, their link and no notice.
+    const h = await host(WS, "student-01");
+    expect(h).toMatchObject({ state: "ready", address: old, ref: "main" });
+    expect(h?.machine).toBeUndefined();
+    expect(h?.notice).toBeUndefined();
+    expect(versionOf(old)).toBe("1");
+    expect(readFileSync(join(old, "builds"), "utf8")).toBe("build 1\n");
+    expect(existsSync(join(old, "lab", "built"))).toBe(true);
+    // The new machine built for the lab was removed.
+    expect(existsSync(join(hostsDir(), WS, "student-01.b"))).toBe(false);
+    const page = await labForLink(dee.token);
+    expect(page).toMatchObject({ lab: "student-01", name: "Dee Noether", update: null });
+    expect(page?.access?.credentials?.password).toBe("v1-student-01");
+    const html = await (await fetch(`${rt.url}/l/${dee.token}`)).text();
+    expect(html).toContain("v1-student-01");
+    expect(html).not.toContain("Your instructor is updating this lab.");
+    expect(html).not.toContain("Your lab was updated");
+
+    // The unclaimed lab was promoted; the rollout records why the other was left alone.
+    expect(await host(WS, "student-02")).toMatchObject({ ref: "gated", machine: "student-02.b" });
+    const status = json((await cli(["rollout", WS, "--status", "--output", "json"])).stdout).rollout;
+    expect(status.state).toBe("completed");
+    expect(status.hosts.find((x: { hostId: string }) => x.hostId === "student-01")).toMatchObject({
+      state: "skipped",
+      student: "Dee Noether",
+      gate: null,
+      reason:
+        "claimed by Dee Noether during the rollout: left as it was (--include-claimed updates claimed labs)",
+    });
+    expect(status.hosts.find((x: { hostId: string }) => x.hostId === "student-02")).toMatchObject({
+      state: "promoted",
+      student: null,
+    });
+    const text = await cli(["rollout", WS, "--status"]);
+    expect(text.stdout).toMatch(/student-01\s+canary\s+replace\s+main\s+gated\s+skipped\s+Dee Noether/);
+    const ev = await events(WS);
+    expect(ev.filter((e) => e.type === "lab.updated").map((e) => e.hostId)).toEqual(["student-02"]);
+    expect(ev.find((e) => e.type === "lab.update_skipped")).toMatchObject({
+      hostId: "student-01",
+      detail: { ref: "gated", student: "Dee Noether" },
+    });
+    // The workshop is on gated now; the lab left alone still says main, so a check offers it with the flag.
+    const check = json((await cli(["rollout", WS, "--ref", "gated", "--check", "--output", "json"])).stdout);
+    expect(check.items).toEqual([
+      {
+        hostId: "student-01",
+        stage: "rollout",
+        action: "skip",
+        detail: "claimed by Dee Noether (--include-claimed updates it)",
+      },
+      { hostId: "student-02", stage: "rollout", action: "skip", detail: "already at gated" },
+    ]);
+  });
+
+  it("with --include-claimed: the student who claimed it is told before and after, and moves with the lab", async () => {
+    const WS = "rmidin";
+    await upWorkshop(WS, 1);
+    const r = cli(["rollout", WS, "--ref", "gated", "--include-claimed"]);
+    const candidate = join(hostsDir(), WS, "student-01.b");
+    await waitFor(
+      "the new machine to build",
+      () => existsSync(join(candidate, "builds")) || undefined,
+      60_000,
+    );
+    const eve = await claimLab(
+      WS,
+      { name: "Eve Hamilton", email: "eve@example.test", pin: "480275" },
+      "127.0.0.1",
+    );
+    expect(eve.lab).toBe("student-01");
+    // What the student's page says, read as often as the runtime lets it until the rollout ends.
+    const seen: (string | null)[] = [];
+    let ended = false;
+    const watching = (async () => {
+      while (!ended) {
+        const u = (await labForLink(eve.token))?.update ?? null;
+        if (seen.at(-1) !== u) seen.push(u);
+        await new Promise((res) => setTimeout(res, 5));
+      }
+    })();
+    writeFileSync(join(candidate, "go"), "");
+    const done = await r;
+    ended = true;
+    await watching;
+    expect(done.code, done.stderr + done.stdout).toBe(0);
+    // Told first (nothing until the new lab passed its gate), then moved, then told it was updated.
+    expect(seen).toEqual([null, "updating", "updated"]);
+    const page = await labForLink(eve.token);
+    expect(page).toMatchObject({ lab: "student-01", update: "updated" });
+    expect(page?.access?.credentials?.password).toBe("v4-student-01");
+    expect(await host(WS, "student-01")).toMatchObject({ ref: "gated", machine: "student-01.b" });
+    const status = json((await cli(["rollout", WS, "--status", "--output", "json"])).stdout).rollout;
+    expect(status.hosts).toEqual([
+      expect.objectContaining({ hostId: "student-01", state: "promoted", student: "Eve Hamilton" }),
+    ]);
+    expect(
+      (await events(WS)).find((e) => e.type === "lab.updated" && e.hostId === "student-01")?.detail,
+    ).toMatchObject({ student: "Eve Hamilton" });
+  });
+});
+
+describe("a claim and a promotion that cross", { timeout: 300_000 }, () => {
+  it("a claim the promotion's read missed still stops it: the conditional write sees the claim", async () => {
+    const WS = "rrace";
+    await upWorkshop(WS, 1);
+    const old = join(hostsDir(), WS, "student-01");
+    const r = cli(["rollout", WS, "--ref", "gated"]);
+    const candidate = join(hostsDir(), WS, "student-01.b");
+    await waitFor(
+      "the new machine to build",
+      () => existsSync(join(candidate, "builds")) || undefined,
+      60_000,
+    );
+    const fay = await claimLab(
+      WS,
+      { name: "Fay Kovalevskaya", email: "fay@example.test", pin: "480276" },
+      "127.0.0.1",
+    );
+    expect(fay.lab).toBe("student-01");
+    // The promotion's read of the claim answers as if it had been made a moment before the claim: the crossing
+    // a claim and a promotion can have. Only that one read; the steps' later reads see the store.
+    const miss = missNextClaimRead(rt.store, WS, "student-01");
+    try {
+      writeFileSync(join(candidate, "go"), "");
+      const done = await r;
+      expect(done.code, done.stderr + done.stdout).toBe(0);
+    } finally {
+      miss.restore();
+    }
+    expect(miss.misses()).toBe(1);
+    // The transaction's check of the claim cancelled the promotion; the next poll read the claim and left the lab.
+    const h = await host(WS, "student-01");
+    expect(h).toMatchObject({ state: "ready", address: old, ref: "main" });
+    expect(h?.machine).toBeUndefined();
+    expect(h?.notice).toBeUndefined();
+    expect(versionOf(old)).toBe("1");
+    expect(existsSync(candidate)).toBe(false);
+    expect(await labForLink(fay.token)).toMatchObject({ lab: "student-01", update: null });
+    const status = json((await cli(["rollout", WS, "--status", "--output", "json"])).stdout).rollout;
+    expect(status.hosts).toEqual([
+      expect.objectContaining({ hostId: "student-01", state: "skipped", student: "Fay Kovalevskaya" }),
+    ]);
+    expect((await events(WS)).filter((e) => e.type === "lab.updated")).toEqual([]);
+  });
+});
+
+describe("labfleet rollout --resume and --abort", { timeout: 300_000 }, () => {
+  it("a halted rollout resumes after a fix; another is aborted, which removes its new machine", async () => {
+    const WS = "rcli";
+    await upWorkshop(WS, 2);
+    const halted = await cli(["rollout", WS, "--ref", "fixable"]);
+    expect(halted.code).toBe(1);
+    expect(halted.stdout).toMatch(/to fixable from main: halted/);
+    expect(halted.stdout).toContain("broken build of version 6");
+    expect(halted.stdout).toContain(`labfleet rollout ${WS} --resume goes on after a fix`);
+    let s = json((await cli(["rollout", WS, "--status", "--output", "json"])).stdout).rollout;
+    expect(s.hosts.map((h: { hostId: string; state: string }) => `${h.hostId} ${h.state}`)).toEqual([
+      "student-01 failed",
+      "student-02 pending",
+    ]);
+
+    // The fix is pushed to the ref; --resume tries the canary again, then the batch it had not reached.
+    lab.fix("fixable");
+    const resumed = await cli(["rollout", WS, "--resume"]);
+    expect(resumed.code, resumed.stderr + resumed.stdout).toBe(0);
+    expect(resumed.stdout).toContain(`rollout of ${WS} to fixable started`);
+    expect(resumed.stdout).toMatch(/student-01 promoted/);
+    expect(resumed.stdout).toMatch(/student-02 promoted/);
+    expect(resumed.stdout).toMatch(/to fixable from main: completed/);
+    s = json((await cli(["rollout", WS, "--status", "--output", "json"])).stdout).rollout;
+    expect(s).toMatchObject({ state: "completed", id: s.id });
+    for (const id of ["student-01", "student-02"]) {
+      const h = await host(WS, id);
+      expect(h).toMatchObject({ state: "ready", ref: "fixable", machine: `${id}.b` });
+      expect(versionOf(h?.address as string)).toBe("6");
+      expect(existsSync(join(hostsDir(), WS, id))).toBe(false);
+    }
+    const again = await cli(["rollout", WS, "--resume"]);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toContain("the rollout to fixable has completed");
+
+    // Another rollout, held mid-build, is aborted from a second CLI: its new machine goes, the labs stay.
+    const held = cli(["rollout", WS, "--ref", "gated"]);
+    const candidate = join(hostsDir(), WS, "student-01");
+    await waitFor(
+      "the canary's new machine to build",
+      () => existsSync(join(candidate, "builds")) || undefined,
+      60_000,
+    );
+    const aborted = await cli(["rollout", WS, "--abort"]);
+    expect(aborted.code).toBe(1);
+    expect(aborted.stdout).toMatch(/to gated from fixable: aborted/);
+    expect(aborted.stdout).toMatch(/student-01\s+canary\s+replace\s+fixable\s+gated\s+aborted/);
+    expect(aborted.stdout).toContain("student-01: stopped by --abort");
+    const follower = await held;
+    expect(follower.code).toBe(1);
+    expect(follower.stdout).toMatch(/to gated from fixable: aborted/);
+    expect(existsSync(candidate)).toBe(false);
+    for (const id of ["student-01", "student-02"]) {
+      const h = await host(WS, id);
+      expect(h).toMatchObject({ state: "ready", ref: "fixable", machine: `${id}.b` });
+      expect(versionOf(h?.address as string)).toBe("6");
+    }
+    s = json((await cli(["rollout", WS, "--status", "--output", "json"])).stdout).rollout;
+    expect(s).toMatchObject({ state: "aborted", ref: "gated" });
+    expect(s.hosts.map((h: { hostId: string; state: string }) => `${h.hostId} ${h.state}`)).toEqual([
+      "student-01 aborted",
+      "student-02 aborted",
+    ]);
+    const w = (await rt.store.workshop.get({ name: WS }).go()).data;
+    expect((w?.spec as { lab: { ref: string } } | undefined)?.lab.ref).toBe("fixable");
+    const twice = await cli(["rollout", WS, "--abort"]);
+    expect(twice.code).toBe(1);
+    expect(twice.stderr).toContain(`workshop ${WS} has no rollout running`);
   });
 });
 

@@ -114,6 +114,17 @@ describe("stage names", () => {
       expect(r.stderr).toContain("expected one of: provision, deploy, wait, publish");
       expect(r.stderr).toContain(flag.slice(2));
     }
+    // In check mode 2 means "would change": usage errors exit 1 there, as every other error does.
+    for (const args of [
+      ["up", "--check"],
+      ["up", "-f", file, "--check", "--bogus"],
+      ["retry", WS, "--check", "--failed-only", "--all-selected"],
+    ]) {
+      const r = await cli(...args);
+      expect(r.code, `${args.join(" ")}: ${r.stderr}`).toBe(1);
+      expect(r.stdout).toBe("");
+    }
+    expect((await cli("up")).code).toBe(2); // a usage error outside check mode keeps its code
     const none = await cli("up", "-f", file, "--skip", "provision,deploy,wait,publish");
     expect(none.code).toBe(1);
     expect(none.stderr).toContain("leaves no stage to run");

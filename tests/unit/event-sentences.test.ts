@@ -39,3 +39,24 @@ describe("the extend's sentence", () => {
     expect(eventParts(extended({ by: "Alice", expiry: "soon" }))).toEqual(["Alice extended the workshop."]);
   });
 });
+
+describe("a rollout's sentences", () => {
+  const event = (type: EventView["type"], detail: Record<string, unknown>): EventView => ({
+    id: "01J1",
+    workshop: "w",
+    type,
+    at: "2026-12-01T10:00:00.000Z",
+    hostId: "student-01",
+    runId: "run_1",
+    detail,
+  });
+
+  it("says a lab was left on its old ref because a student claimed it during the rollout, and who", () => {
+    expect(eventSentence(event("lab.update_skipped", { ref: "v2", student: "Dee Noether" }))).toBe(
+      "student-01 was left on its old ref (not updated to v2): Dee Noether claimed it during the rollout.",
+    );
+    expect(eventSentence(event("lab.update_skipped", {}))).toBe(
+      "student-01 was left on its old ref: a student claimed it during the rollout.",
+    );
+  });
+});

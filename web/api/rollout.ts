@@ -26,7 +26,16 @@ const RolloutHost = z
     fromRef: nullable(z.string()).meta({ description: "the ref the lab was at (null: the default branch)" }),
     toRef: z.string(),
     gate: nullable(z.enum(["passed", "failed"])).meta({ description: "lab.health on the new lab" }),
-    student: nullable(z.string()).meta({ description: "the student's name, when the lab was claimed" }),
+    student: nullable(z.string()).meta({
+      description: "the student's name, when the lab was claimed (at the start, or during the rollout)",
+    }),
+    reason: nullable(z.string()).meta({
+      description:
+        "why the rollout left the lab alone (state skipped): a student claimed it during the rollout without includeClaimed, or it was no longer ready",
+    }),
+    needsAttention: z.boolean().meta({
+      description: "a bring-your-own host an earlier rollout left needing attention, updated in place again",
+    }),
     error: nullable(z.string()),
     logTail: nullable(z.string()).meta({ description: "the end of a failed setup's log, redacted" }),
     startedAt: nullable(z.string()),

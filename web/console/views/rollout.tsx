@@ -147,7 +147,10 @@ export function rolloutStage(h: RolloutHostView): { label: string; style: string
     case "failed":
       return { label: h.gate === "failed" ? "gate failed" : "build failed", style: "failed" };
     case "skipped":
-      return { label: "skipped", style: "pending" };
+      return {
+        label: h.reason?.startsWith("claimed by") ? "left alone: claimed during the rollout" : "left alone",
+        style: "pending",
+      };
     case "aborted":
       return { label: "stopped by abort", style: "aborted" };
   }
@@ -163,6 +166,7 @@ export function RolloutRegion(props: { base: string; csrf: string; rollout?: Rol
   if (!r) return null;
   const done = r.hosts.filter((h) => h.state === "promoted" || h.state === "updated").length;
   const failed = r.hosts.filter((h) => h.state === "failed");
+  const leftAlone = r.hosts.filter((h) => h.state === "skipped");
   const from = r.fromRef ?? "the default branch";
   return (
     <section class="rollout" aria-labelledby="rollout-h" data-state={r.state} data-rollout={r.id}>
@@ -176,6 +180,7 @@ export function RolloutRegion(props: { base: string; csrf: string; rollout?: Rol
         </li>
         <li>
           {done}/{r.hosts.length} labs on {r.ref}
+          {leftAlone.length ? `, ${plural(leftAlone.length, "lab")} left alone` : ""}
         </li>
         <li>From {from}</li>
         <li>
@@ -247,6 +252,15 @@ export function RolloutRegion(props: { base: string; csrf: string; rollout?: Rol
           </tbody>
         </table>
       </div>
+      {leftAlone.length ? (
+        <ul id="rollout-left-alone">
+          {leftAlone.map((h) => (
+            <li data-left-alone={h.hostId}>
+              {h.hostId} was left as it was: {h.reason ?? "the rollout did not update it"}
+            </li>
+          ))}
+        </ul>
+      ) : null}
       {r.hosts
         .filter((h) => h.state === "failed" && (h.error || h.logTail))
         .map((h) => (
