@@ -321,7 +321,7 @@ export const COMMANDS: readonly CommandSpec[] = [
     name: "status",
     group: "workshops",
     summary:
-      "re-read the hosts, then show the workshop with its claims and time left, while labs build when every lab will be ready (the estimate, with what it stands on), each host's state, phase, claimant and error, and recent runs",
+      "re-read the hosts, then show the workshop with its claims and time left, while labs build when every lab will be ready (the estimate, with what it stands on), each host's state (and an enrolled host's agent: online, or unreachable and when last seen; drained, disabled), phase, claimant and error, and recent runs",
     usage: [[`status ${W}`, "re-read the hosts; phases, errors and runs"]],
     options: ["file", ...SELECT, "output"],
     examples: [

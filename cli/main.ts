@@ -15,6 +15,7 @@ import {
 import { knownCommand, overview, showHelp } from "./help.ts";
 import {
   block,
+  type Cell,
   clean,
   detailLines,
   duration,
@@ -24,6 +25,7 @@ import {
   ProgressView,
   paint,
   phaseText,
+  relative,
   runLine,
   stdoutOutput,
   timeLeftText,
@@ -187,6 +189,23 @@ export function jsonOutput(args: Args): boolean {
   throw new CliError(`--output must be text or json, got ${o}`, 2);
 }
 
+/**
+ * An enrolled host's agent as `status` shows it: `online`, or `unreachable, last seen 4 min ago`, then `drained`
+ * and `disabled` when the instructor set them.
+ */
+export function agentCell(out: Output, h: WorkshopStatus["hostList"][number]): Cell {
+  if (h.reachable === undefined) return "";
+  const parts = [
+    h.reachable === "unreachable"
+      ? `unreachable${h.lastSeenAt ? `, last seen ${relative(h.lastSeenAt)}` : ""}`
+      : "online",
+    ...(h.drained ? ["drained"] : []),
+    ...(h.disabled ? ["disabled"] : []),
+  ];
+  const text = parts.join(", ");
+  return h.reachable === "unreachable" || h.disabled ? paint(out, "failed", text) : text;
+}
+
 export function statusDocument(s: WorkshopStatus) {
   return {
     workshop: s.name,
@@ -202,6 +221,11 @@ export function statusDocument(s: WorkshopStatus) {
       readyAt: h.readyAt ?? null,
       hostKey: h.hostKey ?? null,
       health: h.health ?? null,
+      // Enrolled hosts' agents (null and false for hosts that do not call in).
+      reachable: h.reachable ?? null,
+      lastSeenAt: h.lastSeenAt ?? null,
+      drained: h.drained ?? false,
+      disabled: h.disabled ?? false,
     })),
     runs: s.runs,
   };
@@ -494,15 +518,19 @@ async function cmdStatus(args: Args, out: Output): Promise<number> {
   const claims = portal
     ? ` · ${portal.claims.length} claimed · ${portal.labs.filter((l) => l.status === "free").length} free`
     : "";
+  const silent = s.hostList.filter((h) => h.reachable === "unreachable");
   out.write(
-    `${clean(s.name)}: ${clean(s.state)} · ${s.hosts.ready}/${s.hosts.total} ready${claims}${s.expiry ? ` · ${timeLeftText(s.expiry)}` : ""}\n`,
+    `${clean(s.name)}: ${clean(s.state)} · ${s.hosts.ready}/${s.hosts.total} ready${claims}${silent.length ? ` · ${silent.length} unreachable` : ""}${s.expiry ? ` · ${timeLeftText(s.expiry)}` : ""}\n`,
   );
   const line = estimate ? estimateLine(estimate) : "";
   if (line) out.write(`${line}\n`);
+  // Enrolled hosts get a column of their own: whether their agent calls in, and their controls.
+  const agents = s.hostList.some((h) => h.reachable !== undefined);
   writeTable(
     s.hostList.map((h) => [
       h.id,
       paint(out, h.state),
+      ...(agents ? [agentCell(out, h)] : []),
       phaseText(h),
       duration(h.elapsedSeconds),
       claimant.get(h.id) ?? "",
@@ -512,6 +540,12 @@ async function cmdStatus(args: Args, out: Output): Promise<number> {
   );
   const failed = s.hostList.filter((h) => h.state === "failed");
   for (const h of failed) out.write(`\n${clean(h.id)}: ${block(h.error ?? "")}\n`);
+  for (const h of silent)
+    out.write(
+      `\n${paint(out, "failed", `${h.id} is unreachable`)}: its agent has not called in since ${h.lastSeenAt ? when(h.lastSeenAt) : "it joined"}; ` +
+        "its lab takes no new claims and commands for it fail at once. It is back by itself when the agent calls in again " +
+        `(on the machine: bash ~/.labfleet-agent/agent.sh run ${clean(s.name)}).\n`,
+    );
   for (const h of s.hostList.filter((h) => h.state === "ready" && h.health?.state === "failing"))
     out.write(
       `\n${paint(out, "failed", `${h.id} is failing its health check`)} (lab.health, while in use): ${block(h.health?.error ?? "")}\n` +

@@ -4,22 +4,17 @@ import { isConditionalFailure } from "../fleet/runs.ts";
 import { useDeps } from "../runtime/deps.ts";
 import { log } from "../runtime/logger.ts";
 import type { HostItem } from "../store/entities.ts";
+import { CHECK_IN_SECONDS, MISSED_CHECK_INS, missedCheckIns } from "./reachability.ts";
 
 /**
  * Enrolled hosts call in: every signed poll or result is a check-in. An agent's long poll is held at most
  * LONG_POLL_SECONDS and the agent polls again at once, so a live agent checks in at least every
  * CHECK_IN_SECONDS. A host whose last check-in is more than MISSED_CHECK_INS of those ago is `unreachable` (its
- * labs are free for nobody, its claims told), and `online` again at its next call.
+ * labs are free for nobody, its claims told), and `online` again at its next call. Readers judge it against the
+ * clock themselves (shared/agent/reachability.ts), so it shows at once; the mark here adds the events.
  */
 export const LONG_POLL_SECONDS = 20;
-export const CHECK_IN_SECONDS = 30;
-export const MISSED_CHECK_INS = 3;
-
-/** Whether a host last seen at `lastSeenAt` has missed MISSED_CHECK_INS check-ins at `now`. */
-export function missedCheckIns(lastSeenAt: string | undefined, now: Date): boolean {
-  if (!lastSeenAt) return false;
-  return now.getTime() - Date.parse(lastSeenAt) > MISSED_CHECK_INS * CHECK_IN_SECONDS * 1000;
-}
+export { CHECK_IN_SECONDS, MISSED_CHECK_INS, missedCheckIns };
 
 /** Records a check-in: `lastSeenAt` now, and `online` again (with `host.reachable`) when it was unreachable. */
 export async function checkIn(host: HostItem): Promise<void> {

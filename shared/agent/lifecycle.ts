@@ -3,6 +3,7 @@ import { useDeps } from "../runtime/deps.ts";
 import { errorMessage, VisibleError } from "../runtime/errors.ts";
 import { log } from "../runtime/logger.ts";
 import type { HostItem, WorkshopItem } from "../store/entities.ts";
+import { reachableAt } from "./reachability.ts";
 
 /**
  * What happens to an enrolled host after it is approved (at join with a token that approves automatically, or by
@@ -27,15 +28,18 @@ const UP_STATES: ReadonlySet<WorkshopItem["state"]> = new Set([
   "failed",
 ]);
 
-/** An approved enrolled host that no run has deployed yet: it joined, and nothing has happened to it since. */
-function waitingForDeploy(h: HostItem): boolean {
+/**
+ * An approved enrolled host that no run has deployed yet: it joined, and nothing has happened to it since. One
+ * that is drained, disabled or not calling in (judged at `now`) waits.
+ */
+function waitingForDeploy(h: HostItem, now: Date): boolean {
   return (
     h.provider === "enrolled" &&
     h.enrollment === "approved" &&
     h.state === "pending" &&
     !h.drained &&
     !h.disabled &&
-    h.reachable !== "unreachable"
+    reachableAt(h, now) !== "unreachable"
   );
 }
 
@@ -45,12 +49,12 @@ function waitingForDeploy(h: HostItem): boolean {
  * is busy: a later pass tries again). Never throws for a busy or ended workshop.
  */
 export async function deployWaitingHosts(workshop: string): Promise<string[]> {
-  const { store } = useDeps();
+  const { store, clock } = useDeps();
   const w = (await store.workshop.get({ name: workshop }).go({ consistent: true })).data;
   if (!w || !UP_STATES.has(w.state) || w.activeRunId) return [];
   const hosts = (await store.host.query.byWorkshop({ workshop }).go({ pages: "all", consistent: true })).data;
   const ids = hosts
-    .filter(waitingForDeploy)
+    .filter((h) => waitingForDeploy(h, clock.now()))
     .map((h) => h.hostId)
     .sort();
   if (ids.length === 0) return [];

@@ -4,6 +4,7 @@
  * estimate. One read each of the workshop, its hosts, claims, check results, waiting line, the run building and
  * the lab's recorded builds, however many labs there are.
  */
+import { reachableAt, takesNewClaims } from "../agent/reachability.ts";
 import { waitingCount } from "../portal/queue.ts";
 import { assertActor } from "../runtime/actor.ts";
 import { useDeps } from "../runtime/deps.ts";
@@ -39,6 +40,16 @@ export interface FleetLab {
   error: string | null;
   /** Seconds it still needs by the estimate; null when it is not building or there is no estimate. */
   remainingSeconds: number | null;
+  /**
+   * An enrolled host's agent: `unreachable` once it missed three check-ins, judged against the clock at this read
+   * (shared/agent/reachability.ts); null for hosts that do not call in (local, SSH, EC2).
+   */
+  reachable: "online" | "unreachable" | null;
+  /** When an enrolled host's agent last called in; null for other hosts. */
+  lastSeenAt: string | null;
+  /** An enrolled host's controls: drained (no new work, no new claims), disabled (sent nothing). */
+  drained: boolean;
+  disabled: boolean;
 }
 
 export interface FleetCounts {
@@ -47,8 +58,10 @@ export interface FleetCounts {
   ready: number;
   failed: number;
   claimed: number;
-  /** Ready, healthy and unclaimed. */
+  /** Ready, healthy and unclaimed (and, for enrolled hosts, neither drained, disabled nor unreachable). */
   free: number;
+  /** Enrolled hosts whose agent stopped calling in (three missed check-ins). */
+  unreachable: number;
   /** Students in the waiting line. */
   waiting: number;
 }
@@ -171,6 +184,10 @@ export async function fleetView(name: string, page: FleetPageOptions = {}): Prom
       endedAt: h.state === "ready" ? (h.readyAt ?? null) : h.state === "failed" ? h.updatedAt : null,
       error: h.error ?? null,
       remainingSeconds: estimate.kind === "estimated" ? (estimate.hosts[h.hostId] ?? null) : null,
+      reachable: reachableAt(h, now) ?? null,
+      lastSeenAt: h.lastSeenAt ?? null,
+      drained: h.drained ?? false,
+      disabled: h.disabled ?? false,
     };
   });
   const ready = hosts.filter((h) => h.state === "ready");
@@ -184,7 +201,9 @@ export async function fleetView(name: string, page: FleetPageOptions = {}): Prom
       ready: ready.length,
       failed: hosts.filter((h) => h.state === "failed").length,
       claimed: hosts.filter((h) => claimOf.has(h.hostId)).length,
-      free: ready.filter((h) => h.health !== "failing" && !claimOf.has(h.hostId)).length,
+      free: ready.filter((h) => h.health !== "failing" && !claimOf.has(h.hostId) && takesNewClaims(h, now))
+        .length,
+      unreachable: hosts.filter((h) => reachableAt(h, now) === "unreachable").length,
       waiting,
     },
     estimate:

@@ -1,3 +1,4 @@
+import { leftOutOfRuns } from "../agent/left-out.ts";
 import { openWhenReady } from "../portal/portal.ts";
 import { serveQueueAfter } from "../portal/queue.ts";
 import { forgetStudentReads } from "../portal/reads.ts";
@@ -620,7 +621,7 @@ export async function pollFleet(workshop: string, runId: string, deadline: strin
   // opens nothing and hands no lab to the waiting line: the run that publishes does.
   const publish = stagesOf(await getRun(workshop, runId)).includes("publish");
   if (publish && spec.portal.enabled) {
-    const all = (await listHosts(workshop)).filter((h) => h.state !== "torn_down");
+    const all = inService(await listHosts(workshop));
     await openWhenReady(spec, all.filter((h) => h.state === "ready").length, all.length);
   }
   // A lab that became ready (a first deploy, a rebuild, a scale-up) goes to the first in line, whether the
@@ -673,7 +674,7 @@ export async function applyPushedReading(
   await withActor({ type: "system", id: "push" }, async () => {
     const hosts = state === "ready" ? await listHosts(workshop) : [];
     if (state === "ready" && stages.includes("publish")) {
-      const all = hosts.filter((h) => h.state !== "torn_down");
+      const all = inService(hosts);
       if (spec.portal.enabled)
         await openWhenReady(spec, all.filter((h) => h.state === "ready").length, all.length);
       forgetStudentReads(workshop);
@@ -737,18 +738,26 @@ async function hostEvent(workshop: string, hostId: string, state: "ready" | "fai
 
 /** The workshop is ready when every one of its hosts is, whatever the last run selected. */
 async function fleetReady(workshop: string): Promise<boolean> {
-  const hosts = (await listHosts(workshop)).filter((h) => h.state !== "torn_down");
+  const hosts = inService(await listHosts(workshop));
   return hosts.length > 0 && hosts.every((h) => h.state === "ready");
 }
 
-/** The hosts a run acts on: its selection (deploy, retry), or every host of the workshop. */
+/**
+ * The workshop's labs: its hosts not torn down, less the enrolled hosts runs leave out (waiting for approval,
+ * drained or disabled: shared/agent/left-out.ts).
+ */
+function inService(hosts: readonly HostItem[]): HostItem[] {
+  return hosts.filter((h) => h.state !== "torn_down" && !leftOutOfRuns(h));
+}
+
+/** The hosts a run acts on: its selection (deploy, retry), or every host of the workshop (of those in service). */
 async function runHosts(workshop: string, runId: string): Promise<HostItem[]> {
   return runHostsOf(await getRun(workshop, runId), await listHosts(workshop));
 }
 
 function runHostsOf(run: RunItem, hosts: readonly HostItem[]): HostItem[] {
   const wanted = run.selection?.length ? new Set(run.selection) : undefined;
-  return hosts.filter((h) => h.state !== "torn_down" && (!wanted || wanted.has(h.hostId)));
+  return inService(hosts).filter((h) => !wanted || wanted.has(h.hostId));
 }
 
 /** The deadline passed: every lab not yet ready fails with the reason, its setup stopped. */
@@ -800,7 +809,7 @@ export async function finishUp(workshop: string, runId: string): Promise<{ state
   const good = (h: HostItem) => h.state === "ready" || (!waited && h.state !== "failed");
   const allReady = hosts.length > 0 && hosts.every(good);
   const state = allReady ? "succeeded" : "failed";
-  const live = (await listHosts(workshop)).filter((h) => h.state !== "torn_down");
+  const live = inService(await listHosts(workshop));
   const ready = live.length > 0 && live.every((h) => h.state === "ready");
   if (publish && !waited) await publishReady(workshop, live);
   // With provider.student_access: open, the lab UIs are opened to the internet once every lab of the

@@ -1,3 +1,4 @@
+import { reachableAt } from "../agent/reachability.ts";
 import { serveQueueAfter } from "../portal/queue.ts";
 import { forgetStudentReads } from "../portal/reads.ts";
 import { hostIdsOf, type PlanItem, type Provider } from "../providers/types.ts";
@@ -40,6 +41,15 @@ export interface HostView {
   health?: { state: "ok" | "failing"; checkedAt: string | null; error: string | null };
   /** The SSH host keys trusted for it (workshop status only): how they were obtained, and their fingerprints. */
   hostKey?: { origin: KeyOrigin; fingerprints: string[] };
+  /**
+   * An enrolled host's agent (only for machines that joined with a join token): `unreachable` once it missed three
+   * check-ins, judged against the clock at this read (shared/agent/reachability.ts), and when it last called in.
+   */
+  reachable?: "online" | "unreachable";
+  lastSeenAt?: string | null;
+  /** An enrolled host's controls: drained (no new work, no new claims), disabled (sent nothing). */
+  drained?: boolean;
+  disabled?: boolean;
 }
 
 export interface RunView {
@@ -260,6 +270,14 @@ export function hostView(h: HostItem, now: Date): HostView {
     hasAccess: Boolean(h.access),
     ...(h.health
       ? { health: { state: h.health, checkedAt: h.healthCheckedAt ?? null, error: h.healthError ?? null } }
+      : {}),
+    ...(h.provider === "enrolled"
+      ? {
+          reachable: reachableAt(h, now) ?? "online",
+          lastSeenAt: h.lastSeenAt ?? null,
+          drained: h.drained ?? false,
+          disabled: h.disabled ?? false,
+        }
       : {}),
   };
 }

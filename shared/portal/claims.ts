@@ -1,4 +1,5 @@
 import { randomBytes, randomInt } from "node:crypto";
+import { reachableAt } from "../agent/reachability.ts";
 import { recordEvent } from "../fleet/events.ts";
 import { trustedHostKeys } from "../fleet/host-key-records.ts";
 import { isConditionalFailure } from "../fleet/runs.ts";
@@ -402,7 +403,7 @@ export interface LabPage {
   build: "waiting" | "building" | "ready" | "failed";
   /** The phase the build reports, while building. */
   phase: string | null;
-  /** An enrolled machine that stopped calling in (shared/agent/check-in.ts), with its last call. */
+  /** An enrolled machine that stopped calling in (judged now: shared/agent/reachability.ts), with its last call. */
   unreachable: boolean;
   lastSeenAt: string | null;
 }
@@ -456,7 +457,7 @@ export async function labForLink(token: string): Promise<LabPage | undefined> {
     update: host.data?.notice ?? null,
     build: buildOf(host.data ?? undefined),
     phase: host.data?.state === "deploying" ? (host.data.phase ?? null) : null,
-    unreachable: host.data?.reachable === "unreachable",
+    unreachable: host.data ? reachableAt(host.data, clock.now()) === "unreachable" : false,
     lastSeenAt: host.data?.provider === "enrolled" ? (host.data.lastSeenAt ?? null) : null,
   };
 }

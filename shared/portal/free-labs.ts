@@ -1,12 +1,27 @@
+import { takesNewClaims } from "../agent/reachability.ts";
 import { useDeps } from "../runtime/deps.ts";
 
 /**
  * Which free labs students may have: every ready lab without a claim, lowest number first, except the
  * `portal.spares` highest-numbered of them, kept off the board for swaps. A lab failing its in-use health check
- * (shared/fleet/health.ts) is free for nobody until a check passes again. Free labs fill the spares first;
- * only the rest go to claims and to the waiting line. Used by the claim, the line and the board alike.
+ * (shared/fleet/health.ts) is free for nobody until a check passes again, and so is an enrolled host that is
+ * drained, disabled or not calling in: its reachability is judged at `now` from its last check-in
+ * (shared/agent/reachability.ts), so a host that went silent is left out at once, before any sweep marks it.
+ * Free labs fill the spares first; only the rest go to claims and to the waiting line. Used by the claim, the
+ * line and the board alike.
  */
 export const byNumber = (a: string, b: string) => a.localeCompare(b, undefined, { numeric: true });
+
+/** The host attributes freeLabs reads: what the portal's shared read of a workshop's labs projects. */
+export const FREE_LAB_ATTRIBUTES = [
+  "hostId",
+  "state",
+  "health",
+  "drained",
+  "disabled",
+  "reachable",
+  "lastSeenAt",
+] as const;
 
 export function freeLabs(
   hosts: readonly {
@@ -15,16 +30,17 @@ export function freeLabs(
     health?: string;
     drained?: boolean;
     disabled?: boolean;
-    reachable?: string;
+    reachable?: "online" | "unreachable";
+    lastSeenAt?: string;
   }[],
   claims: readonly { hostId: string }[],
   spares: number,
+  now: Date = useDeps().clock.now(),
 ): { forStudents: string[]; spares: string[] } {
   const taken = new Set(claims.map((c) => c.hostId));
   const free = hosts
     .filter((h) => h.state === "ready" && h.health !== "failing" && !taken.has(h.hostId))
-    // Enrolled hosts that are drained, disabled or not calling in take no new claims.
-    .filter((h) => !h.drained && !h.disabled && h.reachable !== "unreachable")
+    .filter((h) => takesNewClaims(h, now))
     .map((h) => h.hostId)
     .sort(byNumber);
   const kept = Math.min(Math.max(0, spares), free.length);

@@ -1,6 +1,7 @@
 import { shortCache } from "../runtime/concurrency.ts";
 import { useDeps } from "../runtime/deps.ts";
 import { STUDENT_READ_TTL_MS } from "./constants.ts";
+import { FREE_LAB_ATTRIBUTES } from "./free-labs.ts";
 
 /**
  * The reads every student page makes, shared for STUDENT_READ_TTL_MS: a classroom types the same code and
@@ -27,7 +28,8 @@ export const labStates = shortCache({
     (
       await useDeps()
         .store.host.query.byWorkshop({ workshop })
-        .go({ pages: "all", attributes: ["hostId", "state", "health"] })
+        // What choosing a free lab reads (drained, disabled, check-ins), not only the build state.
+        .go({ pages: "all", attributes: [...FREE_LAB_ATTRIBUTES] })
     ).data,
   ttlMs,
 });

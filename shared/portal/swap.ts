@@ -1,3 +1,4 @@
+import { takesNewClaims } from "../agent/reachability.ts";
 import { recordEvent } from "../fleet/events.ts";
 import { startRun } from "../fleet/runs.ts";
 import { assertActor } from "../runtime/actor.ts";
@@ -12,7 +13,8 @@ import { forgetStudentReads } from "./reads.ts";
 /**
  * A swap moves a student off a broken lab without changing anything they hold: the claim moves to another lab
  * with the same personal link, PIN and name, so the link and the lab cookie they already have now open the new
- * lab. The target is the highest-numbered free ready lab that is not failing its health check: the spares
+ * lab. The target is the highest-numbered free ready lab that is not failing its health check (nor an enrolled
+ * host that is drained, disabled or not calling in): the spares
  * (`portal.spares`) are the highest-numbered free labs, so a spare when there is one, while claims take the
  * lowest. The old lab is then marked failed and rebuilt in the background (a retry run with force on that
  * host, as `labfleet retry` does); it returns to the pool when it is ready again.
@@ -64,6 +66,7 @@ export async function swapLab(workshop: string, target: SwapTarget): Promise<Swa
         (h) =>
           h.state === "ready" &&
           h.health !== "failing" &&
+          takesNewClaims(h, useDeps().clock.now()) &&
           h.hostId !== old.hostId &&
           !taken.has(h.hostId) &&
           !tried.has(h.hostId),

@@ -2,6 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CHECK_IN_SECONDS, MISSED_CHECK_INS } from "../../shared/agent/check-in.ts";
 import { commandOutcome, queueCommand } from "../../shared/agent/commands.ts";
 import { recordEnrolledHost } from "../../shared/agent/enrolled-hosts.ts";
+import { ROTATION_GRACE_SECONDS } from "../../shared/agent/host-secrets.ts";
+import { ROTATE_EVERY_SECONDS } from "../../shared/agent/poll.ts";
 import { signedHeaders } from "../../shared/agent/signing.ts";
 import { listEvents } from "../../shared/fleet/events.ts";
 import { submitWorkshop } from "../../shared/fleet/workshops.ts";
@@ -10,7 +12,8 @@ import { movableClock, removeDir, testRuntime } from "../harness/runtime.ts";
 
 /**
  * The agent's signed routes on the local runtime, playing the host with signedHeaders: who gets work, what a
- * replayed or tampered call changes (nothing), and check-ins: unreachable after three missed, back at the next.
+ * replayed or tampered call changes (nothing), check-ins: unreachable after three missed, back at the next, and the
+ * scheduled rotation of a host's secret.
  */
 type Runtime = Awaited<ReturnType<typeof testRuntime>>;
 let rt: Runtime;
@@ -219,5 +222,41 @@ describe("check-ins", () => {
     expect((await poll("ci", hostId, secret)).status).toBe(200);
     expect((await rt.store.host.get({ workshop: "ci", hostId }).go()).data?.reachable).toBe("online");
     expect((await events()).sort()).toEqual(["host.reachable", "host.unreachable"]);
+  });
+});
+
+describe("scheduled rotation", () => {
+  it("tells the agent to rotate once its secret is ROTATE_EVERY_SECONDS old; the old secret works during its grace only", async () => {
+    const { hostId, secret } = await recordEnrolledHost({
+      workshop: "rot",
+      name: "aging",
+      facts: {},
+      enrollment: "approved",
+    });
+    expect((await poll("rot", hostId, secret)).body.rotate).toBe(false);
+    // Just short of the schedule: not yet.
+    clock.advance(ROTATE_EVERY_SECONDS * 1000 - 60_000);
+    expect((await poll("rot", hostId, secret)).body).toMatchObject({ rotate: false });
+    clock.advance(61_000);
+    const due = await poll("rot", hostId, secret, 20);
+    expect(due).toMatchObject({ status: 200, body: { rotate: true, forget: false } });
+
+    const rotated = await call(signed("rot", hostId, secret, "/agent/v1/rotate", "{}"), "/agent/v1/rotate");
+    expect(rotated.status).toBe(200);
+    const fresh = rotated.body.secret as string;
+    expect(fresh).toMatch(/^[0-9a-f]{64}$/);
+    expect(fresh).not.toBe(secret);
+    // The new secret signs, and the schedule starts again from the rotation.
+    expect(await poll("rot", hostId, fresh)).toMatchObject({ status: 200, body: { rotate: false } });
+    // The old one still passes during its grace (calls already in flight)...
+    clock.advance((ROTATION_GRACE_SECONDS - 30) * 1000);
+    expect(await poll("rot", hostId, secret)).toMatchObject({ status: 200, body: { rotate: false } });
+    // ...and is refused after it.
+    clock.advance(31_000);
+    expect(await poll("rot", hostId, secret)).toMatchObject({
+      status: 401,
+      body: { error: { code: "agent.bad_signature" } },
+    });
+    expect(await poll("rot", hostId, fresh)).toMatchObject({ status: 200, body: { rotate: false } });
   });
 });

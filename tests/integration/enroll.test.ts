@@ -1,3 +1,6 @@
+import { createHash } from "node:crypto";
+import { ScanCommand } from "@aws-sdk/client-dynamodb";
+import { unmarshall } from "@aws-sdk/util-dynamodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { approveHosts, listPendingHosts, rejectHosts } from "../../shared/agent/enrollment.ts";
 import { type SignedCall, verifySignedCall } from "../../shared/agent/host-secrets.ts";
@@ -262,6 +265,33 @@ describe("pending hosts", () => {
     expect((await newestEvents("appr", 5)).find((e) => e.type === "host.rejected")).toMatchObject({
       hostId: "stranger",
     });
+  });
+
+  it("stores a token hashed: the table holds its SHA-256 and never the token, before and after a machine joins", async () => {
+    const t = await token("byo", { uses: 2 });
+    const everything = async () => {
+      const items = [];
+      let start: Record<string, unknown> | undefined;
+      do {
+        const page = await rt.store.client.send(
+          new ScanCommand({ TableName: rt.table, ...(start ? { ExclusiveStartKey: start as never } : {}) }),
+        );
+        items.push(...(page.Items ?? []).map((i) => unmarshall(i)));
+        start = page.LastEvaluatedKey;
+      } while (start);
+      return items;
+    };
+    const secretPart = t.token.slice(-43);
+    const stored = (await everything()).filter((i) => JSON.stringify(i).includes(t.info.id));
+    // The token's own item is found by its hash, and holds nothing of the token itself.
+    const item = stored.find((i) => i.hash === createHash("sha256").update(t.token).digest("hex"));
+    expect(item).toMatchObject({ workshop: "byo", tokenId: t.info.id, uses: 2, remaining: 2 });
+    expect(JSON.stringify(await everything())).not.toContain(secretPart);
+    const a = await join({ token: t.token, name: "hashed", facts: GOOD });
+    expect(a.status).toBe(201);
+    const after = JSON.stringify(await everything());
+    expect(after).not.toContain(secretPart);
+    expect(after).toContain(createHash("sha256").update(t.token).digest("hex"));
   });
 
   it("never writes a join token or a host secret into a log line", async () => {

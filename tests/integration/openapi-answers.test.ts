@@ -229,6 +229,19 @@ const CALLS: Call[] = [
       await recordEnrolledHost({ workshop: WS, name: "pc-1", facts: {}, enrollment: "approved" });
     },
   },
+  // The status and the fleet view with an enrolled host (drained): its agent's fields are in the document too.
+  {
+    op: "GET /api/workshops/{name}",
+    status: 200,
+    after: (b) =>
+      expect(b.hostList.find((h: { id: string }) => h.id === "pc-1")).toMatchObject({ drained: true }),
+  },
+  {
+    op: "GET /api/workshops/{name}/fleet",
+    status: 200,
+    after: (b) =>
+      expect(b.labs.find((l: { id: string }) => l.id === "pc-1")).toMatchObject({ drained: true }),
+  },
   { op: "POST /api/workshops/{name}/hosts/{hostId}/control", status: 400, body: { action: "drain" } },
   { op: "POST /api/workshops/{name}/hosts/{hostId}/control", status: 400, body: { action: "explode" } },
   {

@@ -28,6 +28,10 @@ const lab = (over: Partial<FleetLab>): FleetLab => ({
   endedAt: null,
   error: null,
   remainingSeconds: null,
+  reachable: null,
+  lastSeenAt: null,
+  drained: false,
+  disabled: false,
   ...over,
 });
 

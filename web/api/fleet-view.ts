@@ -77,6 +77,16 @@ const FleetLab = z
       .meta({ description: "where its timeline ends: ready, or its failure recorded; null while building" }),
     error: z.string().nullable(),
     remainingSeconds: z.number().nullable().meta({ description: "by the estimate, while building" }),
+    reachable: z.enum(["online", "unreachable"]).nullable().meta({
+      description:
+        "an enrolled host's agent: unreachable once it missed three check-ins (90 s without a call), judged against the clock at this read; null for hosts that do not call in",
+    }),
+    lastSeenAt: z
+      .string()
+      .nullable()
+      .meta({ description: "when an enrolled host's agent last called in; null for other hosts" }),
+    drained: z.boolean().meta({ description: "an enrolled host drained: no new work and no new claims" }),
+    disabled: z.boolean().meta({ description: "an enrolled host disabled: labfleet sends it nothing" }),
   })
   .meta({ id: "FleetLab" });
 
@@ -91,7 +101,14 @@ export const FleetViewSchema = z
       ready: z.number().int(),
       failed: z.number().int(),
       claimed: z.number().int(),
-      free: z.number().int().meta({ description: "ready, healthy and unclaimed" }),
+      free: z.number().int().meta({
+        description:
+          "ready, healthy and unclaimed (and, for enrolled hosts, neither drained, disabled nor unreachable)",
+      }),
+      unreachable: z
+        .number()
+        .int()
+        .meta({ description: "enrolled hosts whose agent stopped calling in (three missed check-ins)" }),
       waiting: z.number().int().meta({ description: "students in the waiting line" }),
     }),
     estimate: Estimate,

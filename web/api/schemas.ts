@@ -203,6 +203,23 @@ export const HostView = z
         description:
           "workshop status: the SSH host keys trusted for this host and how they were obtained (see GET .../host-keys)",
       }),
+    reachable: z.enum(["online", "unreachable"]).optional().meta({
+      description:
+        "enrolled hosts only: unreachable once its agent missed three check-ins (90 s without a call), judged against the clock at this read; online again at its next call",
+    }),
+    lastSeenAt: z
+      .string()
+      .nullable()
+      .optional()
+      .meta({ description: "enrolled hosts only: when its agent last called in (ISO 8601)" }),
+    drained: z
+      .boolean()
+      .optional()
+      .meta({ description: "enrolled hosts only: drained, so no new work and no new claims" }),
+    disabled: z
+      .boolean()
+      .optional()
+      .meta({ description: "enrolled hosts only: disabled, so labfleet sends it nothing" }),
   })
   .meta({ id: "Host" });
 

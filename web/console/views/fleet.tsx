@@ -49,6 +49,8 @@ export function FleetSummary(props: { fleet: FleetView }) {
     ["claimed", c.claimed],
     ["free", c.free],
     ["waiting", c.waiting],
+    // Only when some enrolled host went silent: a fleet without agents shows no such count.
+    ...(c.unreachable > 0 ? [["unreachable", c.unreachable] as [string, number]] : []),
   ];
   return (
     <>
@@ -182,6 +184,44 @@ export const FLEET_COLUMNS = [
   "Last error",
 ];
 
+/**
+ * Beside an enrolled host's state: `unreachable` with when its agent last called in (once it missed three
+ * check-ins), `drained` and `disabled` when the instructor set them. Nothing for an online host or one that does
+ * not call in.
+ */
+export function AgentBadges(props: { lab: FleetLab; now: Date }) {
+  const { lab } = props;
+  if (lab.reachable === null) return null;
+  return (
+    <>
+      {lab.reachable === "unreachable" ? (
+        <span class="agent" data-agent="unreachable">
+          {" "}
+          <State state="failed" label="unreachable" />
+          {lab.lastSeenAt ? (
+            <span class="hint">
+              {" "}
+              last seen <Time at={lab.lastSeenAt} show="relative" now={props.now} />
+            </span>
+          ) : null}
+        </span>
+      ) : null}
+      {lab.drained ? (
+        <span class="agent" data-agent="drained">
+          {" "}
+          <State state="pending" label="drained" />
+        </span>
+      ) : null}
+      {lab.disabled ? (
+        <span class="agent" data-agent="disabled">
+          {" "}
+          <State state="failed" label="disabled" />
+        </span>
+      ) : null}
+    </>
+  );
+}
+
 /** One row per lab: what the fleet view's table shows, for the page and its live updates. */
 export function FleetRows(props: { fleet: FleetView }) {
   const { fleet } = props;
@@ -196,10 +236,16 @@ export function FleetRows(props: { fleet: FleetView }) {
   return (
     <>
       {fleet.labs.map((l) => (
-        <tr id={`host-${l.id}`} data-state={l.state} data-phase={l.phase}>
+        <tr
+          id={`host-${l.id}`}
+          data-state={l.state}
+          data-phase={l.phase}
+          {...(l.reachable ? { "data-reachable": l.reachable } : {})}
+        >
           <th scope="row">{l.id}</th>
           <td>
             <State state={l.state} />
+            <AgentBadges lab={l} now={now} />
           </td>
           <td class="num">
             <progress
