@@ -170,6 +170,10 @@ try {
     build,
     secrets: { AccessKey: randomBytes(32).toString("base64"), InstructorToken: token },
     timing: { waitMs: WAIT_MS, retryMs: 100 },
+    // The account's On-Demand vCPU quota raised to fit the workshop (m7i.large: 2 vCPUs), as an operator would
+    // ask Service Quotas before a large workshop; at 256 the quota check refuses more than 128 hosts.
+    vcpuQuota: Math.max(256, 2 * HOSTS),
+    ec2: { vcpuLimit: Math.max(256, 2 * HOSTS) },
   });
   const aws = account;
   const consumed: Consumed[] = [];
@@ -203,7 +207,7 @@ try {
     setup: `. "$LABFLEET_SECRETS"
 test -n "$DB_TOKEN"
 echo '{"phase":"install","state":"running"}' >> "$LABFLEET_STATUS"
-while [ ! -e "$HOME/release-gate" ]; do sleep 0.5; done
+while [ ! -e "$HOME/release-gate" ]; do sleep 2; done
 echo '{"phase":"install","state":"done"}' >> "$LABFLEET_STATUS"
 printf '{"urls":{"ui":"https://%s.example.test/"}}' "$LABFLEET_HOST_ID" > "$LABFLEET_ACCESS"
 touch built`,
