@@ -1,5 +1,5 @@
 import { randomBytes, randomInt } from "node:crypto";
-import { reachableAt } from "../agent/reachability.ts";
+import { reachableAt, takesNewClaims } from "../agent/reachability.ts";
 import { recordEvent } from "../fleet/events.ts";
 import { trustedHostKeys } from "../fleet/host-key-records.ts";
 import { isConditionalFailure } from "../fleet/runs.ts";
@@ -86,7 +86,11 @@ export async function accessValid(access: CodeAccess): Promise<boolean> {
   return Boolean(p && p.codeVersion === access.codeVersion);
 }
 
-export type LabStatus = "free" | "claimed" | "building" | "failed";
+/**
+ * A lab's place on the student board. `unavailable`: ready, unclaimed, but taking no claim now (an enrolled host
+ * that is drained, disabled or not calling in).
+ */
+export type LabStatus = "free" | "claimed" | "building" | "failed" | "unavailable";
 
 export interface BoardLab {
   lab: string;
@@ -113,13 +117,15 @@ export async function board(workshop: string): Promise<{
     workshopRecord(workshop),
   ]);
   const claimed = new Map(claims.map((c) => [c.hostId, c]));
-  const kept = new Set(freeLabs(hosts, claims, sparesOf(w?.spec)).spares);
+  const now = useDeps().clock.now();
+  const kept = new Set(freeLabs(hosts, claims, sparesOf(w?.spec), now).spares);
   const labs = hosts
     .filter((h) => h.state !== "torn_down" && !kept.has(h.hostId))
     .map((h): BoardLab => {
       const c = claimed.get(h.hostId);
       if (c) return { lab: h.hostId, status: "claimed", firstName: firstName(c.name) };
-      if (h.state === "ready" && h.health !== "failing") return { lab: h.hostId, status: "free" };
+      if (h.state === "ready" && h.health !== "failing")
+        return { lab: h.hostId, status: takesNewClaims(h, now) ? "free" : "unavailable" };
       if (h.state === "ready") return { lab: h.hostId, status: "failed" }; // failing its health check
       return { lab: h.hostId, status: h.state === "failed" ? "failed" : "building" };
     })

@@ -5,8 +5,9 @@ import { controlHost } from "../../shared/agent/host-controls.ts";
 import { signedHeaders } from "../../shared/agent/signing.ts";
 import { fleetView } from "../../shared/fleet/fleet-view.ts";
 import { submitWorkshop, workshopStatus } from "../../shared/fleet/workshops.ts";
-import { claimLab } from "../../shared/portal/claims.ts";
+import { board, claimLab } from "../../shared/portal/claims.ts";
 import { openPortal } from "../../shared/portal/portal.ts";
+import { forgetStudentReads } from "../../shared/portal/reads.ts";
 import { withActor } from "../../shared/runtime/actor.ts";
 import { runCli } from "../harness/cli.ts";
 import { ConsoleClient, pageText } from "../harness/console-client.ts";
@@ -116,10 +117,15 @@ describe("a host that stops calling in", () => {
     expect(pageText(page.text)).toContain("1 unreachable");
 
     expect(await claimError("live", "ada@example.test")).toBe("portal.no_lab_free");
+    // The student board does not offer it as free either, and says why not.
+    forgetStudentReads("live");
+    expect((await board("live")).labs).toEqual([{ lab: hostId, status: "unavailable" }]);
 
     // It calls in again: online everywhere, and its lab is claimable.
     expect(await poll("live", hostId, secret)).toBe(200);
     expect((await asInstructor(() => fleetView("live"))).labs[0]).toMatchObject({ reachable: "online" });
+    forgetStudentReads("live");
+    expect((await board("live")).labs).toEqual([{ lab: hostId, status: "free" }]);
     const back = await browser.get("/console/w/live");
     expect(back.text).toMatch(new RegExp(`<tr id="host-${hostId}"[^>]*data-reachable="online"`));
     expect(back.text).not.toContain('data-agent="unreachable"');
@@ -150,6 +156,11 @@ describe("drained and disabled hosts", () => {
     expect(page.text).toMatch(new RegExp(`id="host-${b.hostId}"[\\s\\S]*?data-agent="disabled"`));
     expect(page.text).not.toMatch(new RegExp(`id="host-${c.hostId}"[^]*?data-agent=`));
 
+    expect((await board("ctl")).labs.map((l) => [l.lab, l.status])).toEqual([
+      [a.hostId, "unavailable"],
+      [b.hostId, "unavailable"],
+      [c.hostId, "free"],
+    ]);
     // The lowest-numbered labs are drained and disabled: the claim goes past them, and then there is none.
     expect(await claimError("ctl", "one@example.test")).toBe(`claimed ${c.hostId}`);
     expect(await claimError("ctl", "two@example.test")).toBe("portal.no_lab_free");

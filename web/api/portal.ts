@@ -113,7 +113,7 @@ const PortalView = z
 const BoardLab = z
   .object({
     lab: z.string(),
-    status: z.enum(["free", "claimed", "building", "failed"]),
+    status: z.enum(["free", "claimed", "building", "failed", "unavailable"]),
     firstName: z.string().optional().meta({ description: "the claimant's first name only" }),
   })
   .meta({ id: "BoardLab" });

@@ -25,7 +25,7 @@ ul.board li { padding: 0.6rem 0.75rem; border-radius: 6px; border: 2px solid #cc
 ul.board .lab { display: block; font-weight: 600; }
 ul.board .free { border-color: #0a6b2d; }
 ul.board .free .status { color: #0a6b2d; }
-ul.board .claimed .status { color: #444; }
+ul.board .claimed .status, ul.board .unavailable .status { color: #444; }
 ul.board .building .status { color: #6b4e00; }
 ul.board .failed .status { color: #8a0016; }
 dl { display: grid; grid-template-columns: minmax(6rem, max-content) 1fr; gap: 0.4rem 1rem; margin: 0; }
@@ -64,7 +64,7 @@ footer { max-width: 40rem; margin: 0 auto; padding: 1rem; border-top: 1px solid 
   body { background: #121212; color: #eee; }
   a { color: #8ab4f8; }
   input, ul.board li { background: #1e1e1e; color: #eee; border-color: #888; }
-  .hint, ul.board .claimed .status { color: #bbb; }
+  .hint, ul.board .claimed .status, ul.board .unavailable .status { color: #bbb; }
   .alert { background: #3a1117; color: #ffb3bd; }
   .field-error { color: #ffb3bd; }
   .notice { background: #10243f; }

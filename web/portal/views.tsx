@@ -135,6 +135,7 @@ const BOARD_STATES = [
   "claimed",
   "building",
   "failed",
+  "unavailable",
 ] as const satisfies readonly BoardLab["status"][];
 
 const statusText: Record<BoardLab["status"], string> = {
@@ -142,6 +143,7 @@ const statusText: Record<BoardLab["status"], string> = {
   claimed: "claimed",
   building: "still building",
   failed: "failed",
+  unavailable: "not available now",
 };
 
 export type FieldErrors = Partial<Record<"name" | "email" | "pin", string>>;

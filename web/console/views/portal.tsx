@@ -131,6 +131,7 @@ const boardText: Record<BoardLab["status"], string> = {
   claimed: "claimed",
   building: "still building",
   failed: "failed",
+  unavailable: "not available now",
 };
 
 export function BoardItems(props: { labs: BoardLab[] }) {
