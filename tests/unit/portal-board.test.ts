@@ -20,10 +20,14 @@ describe("the portal's board", () => {
   it("shows one tile per lab up to a room's size, each with its state", async () => {
     const html = await page(BOARD_TILES_MAX);
     expect(html).toContain('aria-label="Labs"');
-    expect(html.match(/<li class="(free|claimed|building|failed|unavailable)"/g)).toHaveLength(BOARD_TILES_MAX);
+    expect(html.match(/<li class="(free|claimed|building|failed|unavailable)"/g)).toHaveLength(
+      BOARD_TILES_MAX,
+    );
     expect(html).toContain("claimed by Ada");
     // A lab that is ready but takes no claim now (a drained or silent host) is not offered as free.
-    expect(html).toMatch(/<li class="unavailable"><span class="lab">student-012<\/span>[\s\S]*?not available now/);
+    expect(html).toMatch(
+      /<li class="unavailable"><span class="lab">student-012<\/span>[\s\S]*?not available now/,
+    );
   });
 
   it("past that, one tile per state with its count, and the page stays small at 500 labs", async () => {
