@@ -197,7 +197,9 @@ try {
     return res.body as { run?: { id: string }; state?: string };
   };
 
-  // The lab: the operator secret read from $LABFLEET_SECRETS, progress lines, then the gate the bench opens.
+  // The lab: the operator secret read from $LABFLEET_SECRETS, progress lines, then the gate the bench opens,
+  // looked for every 2 s without starting a process (read -t on a pipe nobody writes): hundreds of instances
+  // waiting on one machine would otherwise fork a sleep each, every time.
   const yaml = awsWorkshopYaml({
     name: W,
     source: `git:${git.url("quick.git")}`,
@@ -207,7 +209,8 @@ try {
     setup: `. "$LABFLEET_SECRETS"
 test -n "$DB_TOKEN"
 echo '{"phase":"install","state":"running"}' >> "$LABFLEET_STATUS"
-while [ ! -e "$HOME/release-gate" ]; do sleep 2; done
+exec 9<> <(:)
+while [ ! -e "$HOME/release-gate" ]; do read -r -t 2 -u 9 || :; done
 echo '{"phase":"install","state":"done"}' >> "$LABFLEET_STATUS"
 printf '{"urls":{"ui":"https://%s.example.test/"}}' "$LABFLEET_HOST_ID" > "$LABFLEET_ACCESS"
 touch built`,

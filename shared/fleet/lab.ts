@@ -144,11 +144,12 @@ d="$1"; labdir="$2"
 export LABFLEET_WORKSHOP="$3" LABFLEET_HOST_ID="$4"
 echo $$ > "$d/pid"
 ${PUSH_FUNCTIONS}
-# Heartbeat without a child sleep (read -t on a pipe nobody writes). It ends by itself when the wrapper is
-# gone, even killed with SIGKILL (its parent is then another process), and when the folder is gone.
+# Heartbeat without a child process (the time from printf, the wait from read -t on a pipe nobody writes): a
+# machine running hundreds of sandbox hosts forks nothing for them while their labs run. It ends by itself when
+# the wrapper is gone, even killed with SIGKILL (its parent is then another process), and when the folder is gone.
 # /proc/PID/stat is "pid (comm) state ppid pgrp ...": the fields after comm's ")" give the parent.
 ( exec 9<> <(:)
-  while date +%s 2>/dev/null > "$d/heartbeat"; do
+  while printf '%(%s)T\\n' -1 2>/dev/null > "$d/heartbeat"; do
     read -r -t 5 -u 9 || :
     read -r st < "/proc/$BASHPID/stat" || exit 0
     st=\${st##*) }; st=\${st#* }
