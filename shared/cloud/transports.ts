@@ -6,7 +6,7 @@ import { AgentTransport } from "../transports/agent.ts";
 import { lazyTransport } from "../transports/lazy.ts";
 import { publicKeyLine, type SshIdentity } from "../transports/ssh-identity.ts";
 import { SsmTransport } from "../transports/ssm.ts";
-import type { Transport } from "../transports/types.ts";
+import { OUTPUT_CAP_BYTES, type Transport } from "../transports/types.ts";
 
 /** What messages call the managed key in the cloud: the secret's name, never its content. */
 export const MANAGED_KEY_LABEL = "the managed key (secret SshPrivateKey)";
@@ -63,7 +63,7 @@ export function cloudTransportFactory(opts: {
           `${host.hostId}: identity_file names a file on your machine, which the cloud deployment cannot read: remove it and authorize labfleet's managed key on the host (labfleet hosts pubkey)`,
         );
       }
-      return lazyTransport(async () => sshTransport(host, opts.sshIdentity()));
+      return lazyTransport(async () => sshTransport(host, opts.sshIdentity()), OUTPUT_CAP_BYTES);
     }
     throw new VisibleError(
       "input",

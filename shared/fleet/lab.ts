@@ -373,11 +373,26 @@ export async function runHealth(
 }
 
 /**
- * Bytes of a host file one command reads. A page comes back base64-encoded (exact bytes, whatever the
- * encoding, and a length that can be checked): 12 KiB is 16.6 KB of base64 lines, under what every transport
- * returns whole (SSM: at most 24,000 characters of stdout; labfleet's SSM wrapper keeps the last 20,000 bytes).
+ * Bytes of a host file one command reads, on a transport that does not say how much output it returns whole.
+ * A page comes back base64-encoded (exact bytes, whatever the encoding, and a length that can be checked):
+ * 12 KiB is 16.6 KB of base64 lines, under what every transport returns whole (SSM: at most 24,000 characters
+ * of stdout; labfleet's SSM wrapper keeps the last 20,000 bytes).
  */
 export const HOST_PAGE_BYTES = 12 * 1024;
+/** The largest page, whatever the transport returns: a page is held in memory twice (base64 and bytes). */
+export const HOST_PAGE_MAX_BYTES = 512 * 1024;
+
+/**
+ * Bytes of a host file one command reads on `t`: as many as fit its output bound once base64-encoded (4/3,
+ * plus a newline every 76 characters, with margin), in whole 4 KiB, between HOST_PAGE_BYTES and
+ * HOST_PAGE_MAX_BYTES. Over SSM 12 KiB; over local, SSH and agent hosts far larger pages, so reading a 2 MiB
+ * log takes a few commands instead of 171.
+ */
+export function pageBytesFor(t: Transport): number {
+  if (!t.outputBytes) return HOST_PAGE_BYTES;
+  const fits = Math.floor(t.outputBytes / 1.4 / 4096) * 4096;
+  return Math.min(HOST_PAGE_MAX_BYTES, Math.max(HOST_PAGE_BYTES, fits));
+}
 
 /** Bytes [offset, offset + length) of a file in the lab's state folder, as base64. */
 export function pageScript(workshop: string, file: string, offset: number, length: number): string {
@@ -398,7 +413,7 @@ export function decodePage(r: ExecResult, length: number): Buffer | string {
 }
 
 /**
- * Reads the lab's access file in pages (see HOST_PAGE_BYTES), so no read is cut on its way back. Undefined
+ * Reads the lab's access file in pages (see pageBytesFor), so no read is cut on its way back. Undefined
  * when the lab wrote none; a file over ACCESS_MAX_BYTES, or that is not JSON, fails the lab with the reason.
  */
 export async function readAccess(t: Transport, workshop: string): Promise<string | undefined> {
@@ -421,8 +436,9 @@ export async function readAccess(t: Transport, workshop: string): Promise<string
     );
   }
   const pages: Buffer[] = [];
-  for (let offset = 0; offset < size; offset += HOST_PAGE_BYTES) {
-    const length = Math.min(HOST_PAGE_BYTES, size - offset);
+  const pageBytes = pageBytesFor(t);
+  for (let offset = 0; offset < size; offset += pageBytes) {
+    const length = Math.min(pageBytes, size - offset);
     const page = decodePage(
       await t.exec(pageScript(workshop, "access.json", offset, length), { timeoutMs: 30_000, step }),
       length,

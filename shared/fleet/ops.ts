@@ -16,6 +16,7 @@ import {
   HOST_PAGE_BYTES,
   judge,
   lastLines,
+  pageBytesFor,
   pageScript,
   parsePhases,
   parseVerdict,
@@ -383,7 +384,7 @@ export interface Diagnosis {
   };
 }
 
-/** Bytes of a host file one command of diagnose reads (see HOST_PAGE_BYTES). */
+/** Bytes of a host file one command of diagnose reads on a transport that does not give its output bound (see pageBytesFor). */
 export const DIAGNOSE_PAGE_BYTES = HOST_PAGE_BYTES;
 /** diagnose keeps at most the last this many bytes of the lab log. */
 export const DIAGNOSE_LOG_CAP_BYTES = 2 * 1024 * 1024;
@@ -455,7 +456,7 @@ function checkedOutput(r: ExecResult): string | undefined {
 }
 
 /**
- * Reads the last `cap` bytes of a host file in pages of DIAGNOSE_PAGE_BYTES, newest first (so a host whose
+ * Reads the last `cap` bytes of a host file in pages (as large as the transport returns whole), newest first (so a host whose
  * time runs out still gives the end of its log), and returns them in order. A page that fails, comes back
  * cut or is not as long as asked ends the reading, said in `error`; what was read before is kept.
  */
@@ -470,6 +471,7 @@ async function readHostFile(
   const end = size ?? 0;
   const start = Math.max(0, end - cap);
   const pages: Buffer[] = [];
+  const pageBytes = pageBytesFor(t);
   let from = end;
   let error: string | undefined;
   while (from > start) {
@@ -477,7 +479,7 @@ async function readHostFile(
       error = `diagnose spends at most ${budget.ms / 1000} s on a host: bytes ${start} to ${from} were not read`;
       break;
     }
-    const offset = Math.max(start, from - DIAGNOSE_PAGE_BYTES);
+    const offset = Math.max(start, from - pageBytes);
     const length = from - offset;
     const where = `bytes ${offset} to ${from}`;
     let r: ExecResult;

@@ -5,7 +5,7 @@ import { LocalTransport } from "../transports/local.ts";
 import type { TransportPool } from "../transports/pool.ts";
 import { SshTransport } from "../transports/ssh.ts";
 import { loadSshIdentity, publicKeyLine, type SshIdentity } from "../transports/ssh-identity.ts";
-import type { Transport } from "../transports/types.ts";
+import { OUTPUT_CAP_BYTES, type Transport } from "../transports/types.ts";
 import { storePins } from "./host-key-records.ts";
 
 /**
@@ -44,9 +44,9 @@ export function transportFactory(opts: {
       return new AgentTransport({ workshop: host.workshop, hostId: host.hostId });
     if (host.transport === "ssh") {
       const make = async () => sshTransport(host, await identityFor(host.ssh?.identityFile));
-      if (!opts.pool) return lazyTransport(make);
+      if (!opts.pool) return lazyTransport(make, OUTPUT_CAP_BYTES);
       const { workshop, hostId, ...shape } = host;
-      return opts.pool.lease({ workshop, hostId, shape: JSON.stringify(shape) }, make);
+      return opts.pool.lease({ workshop, hostId, shape: JSON.stringify(shape) }, make, OUTPUT_CAP_BYTES);
     }
     throw new Error(`no ${host.transport} transport in this runtime`);
   };

@@ -2,6 +2,7 @@ import { CHECK_IN_SECONDS, MISSED_CHECK_INS, missedCheckIns } from "../agent/che
 import {
   AGENT_SCRIPT_MAX,
   AGENT_STDIN_MAX,
+  AGENT_STDOUT_MAX,
   cancelQueued,
   commandOutcome,
   deleteCommand,
@@ -46,6 +47,7 @@ export interface AgentTransportOptions {
  *   A lab's setup is started detached and followed by the workflow's polls, never waited for.
  */
 export class AgentTransport implements Transport {
+  readonly outputBytes = AGENT_STDOUT_MAX;
   private readonly defaultTimeoutMs: number;
   private readonly takeWithinMs: number;
   private readonly pollIntervalMs: number;

@@ -10,6 +10,7 @@ import { type ExecOptions, type ExecResult, OUTPUT_CAP_BYTES, type Transport } f
  * a fork of itself per command; a command fed from a stream, or one when no helper runs, is spawned here.
  */
 export class LocalTransport implements Transport {
+  readonly outputBytes = OUTPUT_CAP_BYTES;
   constructor(readonly home: string) {}
 
   exec(command: string, options: ExecOptions = {}): Promise<ExecResult> {

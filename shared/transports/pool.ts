@@ -53,8 +53,11 @@ export class TransportPool {
     return this.entries.size;
   }
 
-  /** The transport for `key`, made with `make` the first time (or after it was closed). */
-  lease(key: PoolKey, make: () => Promise<Transport>): Transport {
+  /**
+   * The transport for `key`, made with `make` the first time (or after it was closed). `outputBytes` is the
+   * output bound of the transport `make` builds.
+   */
+  lease(key: PoolKey, make: () => Promise<Transport>, outputBytes?: number): Transport {
     const id = entryId(key);
     const pool = this;
     const entry = (): Entry => {
@@ -75,6 +78,7 @@ export class TransportPool {
       return e;
     };
     return {
+      ...(outputBytes ? { outputBytes } : {}),
       async exec(command: string, options?: ExecOptions): Promise<ExecResult> {
         const e = entry();
         e.busy++;

@@ -21,6 +21,7 @@ import {
   type ExecOptions,
   type ExecResult,
   envExports,
+  OUTPUT_CAP_BYTES,
   shq,
   type Transport,
 } from "./types.ts";
@@ -135,6 +136,7 @@ interface Hop {
  * One connection per transport, opened on the first exec and reused by every later exec until close().
  */
 export class SshTransport implements Transport {
+  readonly outputBytes = OUTPUT_CAP_BYTES;
   readonly target: SshAddress;
   readonly bastion?: SshAddress;
   private readonly connectTimeoutMs: number;

@@ -91,6 +91,7 @@ const UNDELIVERED = new Set(["Undeliverable", "Terminated", "DeliveryTimedOut"])
  *   labfleet, the workshop, the host and the step.
  */
 export class SsmTransport implements Transport {
+  readonly outputBytes = SSM_STDOUT_TAIL;
   readonly home: string;
   private readonly pollIntervalMs: number;
   private readonly maxPollIntervalMs: number;

@@ -30,6 +30,11 @@ export interface ExecResult {
 export interface Transport {
   /** Runs `command` with bash on the host, in the login user's home. */
   exec(command: string, options?: ExecOptions): Promise<ExecResult>;
+  /**
+   * The most stdout (bytes) this transport returns whole; a longer output is cut. Reads of host files size their
+   * pages to it (shared/fleet/lab.ts pageBytesFor). Unset: as small as the smallest transport's (SSM's).
+   */
+  readonly outputBytes?: number;
   close?(): Promise<void>;
 }
 

@@ -67,8 +67,9 @@ function world(): E2e {
 
 async function signedIn(viewport: { width: number; height: number }, path: string): Promise<Page> {
   const context = await world().newContext({ viewport });
-  // 30 labs build on the same machine as the browser: a page may take longer than the usual 8 s to load.
-  context.setDefaultTimeout(20_000);
+  // 30 labs build on the same machine as the browser (each starting its own web server, two CPU cores shared
+  // with another test file): a page may take far longer than the usual 8 s to load.
+  context.setDefaultTimeout(45_000);
   const p = await context.newPage();
   await p.goto(`/console#token=${encodeURIComponent(world().rt.token)}`);
   await p.getByRole("heading", { level: 1, name: "Workshops" }).waitFor();
@@ -107,9 +108,10 @@ afterAll(async () => {
 
 describe("the fleet view", () => {
   it("shows 30 labs mid-build with counts, timelines and the ready estimate, and follows them live", async () => {
+    // The instructor has the workshop's page open when the 30 labs start.
     await world().api("POST", "", { yaml: yaml(WS, COUNT, true) });
-    await world().api("POST", `/${WS}/up`);
     const p = await signedIn({ width: 1280, height: 900 }, `/console/w/${WS}`);
+    await world().api("POST", `/${WS}/up`);
     let seen = "";
     await waitFor(
       "30 labs with some building, on the page",

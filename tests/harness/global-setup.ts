@@ -8,15 +8,17 @@ import type { TestProject } from "vitest/node";
 import { type DynamoLocal, startDynamoLocal } from "../../cli/local/dynamodb.ts";
 import { buildLambdas } from "../../scripts/build-lambdas.ts";
 
-/** One in-memory DynamoDB Local for the whole run; each test file uses its own table. */
-let ddb: DynamoLocal | undefined;
-let bundles: string | undefined;
+/**
+ * One in-memory DynamoDB Local per test project (vitest.config.ts: the suite, then the tests that run alone);
+ * each test file uses its own table.
+ */
+const started: { ddb: DynamoLocal; bundles: string }[] = [];
 
 export async function setup(project: TestProject) {
-  bundles = mkdtempSync(join(tmpdir(), "labfleet-lambdas-"));
-  // The Lambda bundles, built once per run as SST builds them, for the tests of the cloud path on the AWS double.
-  const [db, build] = await Promise.all([startDynamoLocal(), buildLambdas({ outDir: bundles })]);
-  ddb = db;
+  const bundles = mkdtempSync(join(tmpdir(), "labfleet-lambdas-"));
+  // The Lambda bundles, built once per project as SST builds them, for the tests of the cloud path on the AWS double.
+  const [ddb, build] = await Promise.all([startDynamoLocal(), buildLambdas({ outDir: bundles })]);
+  started.push({ ddb, bundles });
   project.provide("dynamoEndpoint", ddb.endpoint);
   project.provide(
     "lambdaBuild",
@@ -25,8 +27,10 @@ export async function setup(project: TestProject) {
 }
 
 export async function teardown() {
-  await ddb?.stop();
-  if (bundles) rmSync(bundles, { recursive: true, force: true });
+  for (const { ddb, bundles } of started.splice(0)) {
+    await ddb.stop();
+    rmSync(bundles, { recursive: true, force: true });
+  }
 }
 
 declare module "vitest" {

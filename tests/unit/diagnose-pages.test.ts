@@ -2,7 +2,8 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "nod
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { WRAPPER } from "../../shared/fleet/lab.ts";
+import { AGENT_STDOUT_MAX } from "../../shared/agent/commands.ts";
+import { HOST_PAGE_MAX_BYTES, pageBytesFor, WRAPPER } from "../../shared/fleet/lab.ts";
 import {
   DIAGNOSE_LOG_CAP_BYTES,
   DIAGNOSE_PAGE_BYTES,
@@ -13,7 +14,12 @@ import { redactor } from "../../shared/fleet/secrets.ts";
 import type { HostItem } from "../../shared/store/entities.ts";
 import { LocalTransport } from "../../shared/transports/local.ts";
 import { SSM_STDOUT_TAIL } from "../../shared/transports/ssm.ts";
-import type { ExecOptions, ExecResult, Transport } from "../../shared/transports/types.ts";
+import {
+  type ExecOptions,
+  type ExecResult,
+  OUTPUT_CAP_BYTES,
+  type Transport,
+} from "../../shared/transports/types.ts";
 
 const SSM_STDOUT_CHARS = 24_000;
 const SECRET = "tok-5b1e0c9a77d2";
@@ -233,6 +239,57 @@ describe("diagnose reads host files in pages", () => {
       log.subarray(read.fromByte).toString("utf8").split(SECRET).join("[redacted]"),
     );
     expect(summary.collected["wrapper.txt"]).toMatchObject({ complete: true });
+  });
+
+  it("sizes pages to each transport's output bound: 12 KiB over SSM, far larger where more comes back whole", () => {
+    const bounds = [
+      { name: "ssm", bytes: SSM_STDOUT_TAIL },
+      { name: "agent", bytes: AGENT_STDOUT_MAX },
+      { name: "local and ssh", bytes: OUTPUT_CAP_BYTES },
+    ];
+    const sizes = bounds.map(({ name, bytes }) => {
+      const page = pageBytesFor({
+        exec: async () => ({ exitCode: 0, stdout: "", stderr: "" }),
+        outputBytes: bytes,
+      });
+      // What `base64` prints for a page: 4 characters per 3 bytes, a newline every 76.
+      const encoded = Buffer.alloc(page, 0xff).toString("base64");
+      expect(encoded.length + Math.ceil(encoded.length / 76), name).toBeLessThanOrEqual(bytes);
+      return page;
+    });
+    expect(sizes[0]).toBe(DIAGNOSE_PAGE_BYTES);
+    expect(sizes[1]).toBeGreaterThan(4 * DIAGNOSE_PAGE_BYTES);
+    expect(sizes[2]).toBe(HOST_PAGE_MAX_BYTES);
+    expect(pageBytesFor(new SsmLikeTransport(root))).toBe(DIAGNOSE_PAGE_BYTES);
+  });
+
+  it("reads the last 2 MiB of a local host's log whole, in four pages", async () => {
+    const log = bigLog(3 * 1024 * 1024);
+    const home = hostFolder("local3m", log, statusLines(3));
+    let execs = 0;
+    const local = new LocalTransport(home);
+    const t: Transport = {
+      outputBytes: local.outputBytes,
+      exec: (command, options) => {
+        execs++;
+        return local.exec(command, options);
+      },
+    };
+    const { files, summary } = await collect("local3m", t);
+    expect(files["lab.log.tail"]).toBe(
+      log
+        .subarray(log.length - DIAGNOSE_LOG_CAP_BYTES)
+        .toString("utf8")
+        .split(SECRET)
+        .join("[redacted]"),
+    );
+    expect(summary.collected["lab.log.tail"]).toMatchObject({
+      complete: true,
+      cutByCap: true,
+      pages: DIAGNOSE_LOG_CAP_BYTES / HOST_PAGE_MAX_BYTES,
+    });
+    // one probe, wrapper, setup and status, then the log's pages
+    expect(execs).toBe(1 + 3 + DIAGNOSE_LOG_CAP_BYTES / HOST_PAGE_MAX_BYTES);
   });
 
   it("collects empty and missing files without a command", async () => {
