@@ -6,6 +6,7 @@ import { AgentTransport } from "../transports/agent.ts";
 import { lazyTransport } from "../transports/lazy.ts";
 import { publicKeyLine, type SshIdentity } from "../transports/ssh-identity.ts";
 import { SsmTransport } from "../transports/ssm.ts";
+import { SsmSendBatcher } from "../transports/ssm-batch.ts";
 import { OUTPUT_CAP_BYTES, type Transport } from "../transports/types.ts";
 
 /** What messages call the managed key in the cloud: the secret's name, never its content. */
@@ -38,12 +39,14 @@ export function secretSshIdentity(read: () => string | undefined): () => SshIden
  * The cloud's transports: EC2 hosts (provider aws) over SSM Run Command, bring-your-own hosts (provider
  * static) over SSH with the managed key from the secret and host keys pinned in the table, enrolled hosts
  * through their agents' command queue (in the table). There are no
- * local sandboxes in the cloud, and no key files: `identity_file` is refused with the remedy.
+ * local sandboxes in the cloud, and no key files: `identity_file` is refused with the remedy. The SSM transports
+ * share one batcher: a command a fan-out sends to many instances at once goes as one SendCommand per 50.
  */
 export function cloudTransportFactory(opts: {
   ssm: SSMClient;
   sshIdentity: () => SshIdentity;
 }): (host: HostAddress) => Transport {
+  const batcher = new SsmSendBatcher(opts.ssm);
   return (host) => {
     if (host.transport === "ssm") {
       return new SsmTransport({
@@ -51,6 +54,7 @@ export function cloudTransportFactory(opts: {
         hostId: host.hostId,
         instanceId: host.address,
         client: opts.ssm,
+        batcher,
       });
     }
     if (host.transport === "agent")

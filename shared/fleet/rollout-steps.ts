@@ -29,7 +29,7 @@ import { clearNotice, discardNew, latestRollout, rolloutHosts, stopUnpromoted } 
 import { checkSecrets, getRun, isConditionalFailure, recordTransitions, releaseWorkshop } from "./runs.ts";
 import { publishSecretParameter, removeSecretParameter, secretRedactor } from "./secrets.ts";
 import { timePhases } from "./timeline.ts";
-import { boundConcurrency, loadWorkshop, POLL_CONCURRENCY, POLL_MIN_HOST_MS } from "./up.ts";
+import { boundConcurrency, fanOutWidth, loadWorkshop, POLL_MIN_HOST_MS } from "./up.ts";
 import { getWorkshop, listHosts } from "./workshops.ts";
 
 /**
@@ -452,7 +452,7 @@ export async function pollRollout(workshop: string, runId: string, deadline: str
   );
   const redact = await secretRedactor(spec);
   const late = clock.now().toISOString() >= deadline;
-  const outcomes = await mapLimit(building, POLL_CONCURRENCY, async (rh) => {
+  const outcomes = await mapLimit(building, fanOutWidth(provider), async (rh) => {
     if (timeLeft() < POLL_MIN_HOST_MS) return "building";
     const host = (await store.host.get({ workshop, hostId: rh.hostId }).go()).data;
     if (!host) return "building";

@@ -12,6 +12,7 @@ import { releaseConnections, useDeps } from "../runtime/deps.ts";
 import { errorMessage, VisibleError } from "../runtime/errors.ts";
 import { log } from "../runtime/logger.ts";
 import type { HostItem, RunItem } from "../store/entities.ts";
+import { SSM_SEND_MAX_TARGETS } from "../transports/ssm-batch.ts";
 import type { ExecResult, Transport } from "../transports/types.ts";
 import { deployBatches, deployBatchSize, INLINE_MAP_MAX_CONCURRENCY } from "../workshop/limits.ts";
 import type { Workshop } from "../workshop/schema.ts";
@@ -49,6 +50,15 @@ import { getWorkshop, listHosts } from "./workshops.ts";
  */
 
 export const POLL_CONCURRENCY = 16;
+
+/**
+ * How many of a provider's hosts a fan-out step (a poll, stopping labs) works on at once: POLL_CONCURRENCY, or
+ * for hosts reached through SSM, one SendCommand's worth (50): those hosts' identical commands share one
+ * SendCommand (shared/transports/ssm-batch.ts), and each waits on AWS, not on this process.
+ */
+export function fanOutWidth(provider: Pick<Provider, "transport">): number {
+  return provider.transport === "ssm" ? SSM_SEND_MAX_TARGETS : POLL_CONCURRENCY;
+}
 /** Per-host records written at once by the steps that write one per host (provision, teardown). */
 export const HOST_WRITE_CONCURRENCY = 16;
 /** A poll starts checking a host only with at least this much of its time left (a probe, health, access). */
@@ -276,7 +286,7 @@ async function removeDroppedHosts(spec: Workshop, provider: Provider, existing: 
 export async function removeHosts(spec: Workshop, provider: Provider, dropped: HostItem[]): Promise<void> {
   if (dropped.length === 0) return;
   const toStop = provider.deprovisionEndsLabs ? [] : dropped.filter((h) => h.address);
-  await mapLimit(toStop, POLL_CONCURRENCY, async (h) => {
+  await mapLimit(toStop, fanOutWidth(provider), async (h) => {
     const t = transportFor(spec, provider, h);
     try {
       await stopLab(t, spec.name).catch(() => undefined);
@@ -599,7 +609,7 @@ export async function pollFleet(workshop: string, runId: string, deadline: strin
   const hosts = [...runs].sort((a, b) => a.updatedAt.localeCompare(b.updatedAt));
   const redact = await secretRedactor(spec);
   let becameReady = 0;
-  const states = await mapLimit(hosts, POLL_CONCURRENCY, async (h) => {
+  const states = await mapLimit(hosts, fanOutWidth(provider), async (h) => {
     if (h.state !== "deploying") return h.state;
     if (timeLeft() < POLL_MIN_HOST_MS) return h.state;
     const { state, changed } = await checkHostOnce(spec, provider, h, redact);
@@ -770,7 +780,7 @@ export async function failUnfinished(
   const hosts = (await runHosts(workshop, runId)).filter((h) =>
     ["deploying", "pending", "provisioning"].includes(h.state),
   );
-  await mapLimit(hosts, POLL_CONCURRENCY, async (h) => {
+  await mapLimit(hosts, fanOutWidth(provider), async (h) => {
     // Stopping the setup is best effort, within the step's time; the host fails either way.
     const t = transportFor(spec, provider, h);
     try {

@@ -2,11 +2,11 @@ import {
   CancelCommandCommand,
   GetCommandInvocationCommand,
   type GetCommandInvocationCommandOutput,
-  SendCommandCommand,
   type SSMClient,
   SSMServiceException,
 } from "@aws-sdk/client-ssm";
 import { VisibleError } from "../runtime/errors.ts";
+import { NoCommandIdError, type SsmSend, type SsmSendBatcher, sendRunShellScript } from "./ssm-batch.ts";
 import {
   type ExecOptions,
   type ExecResult,
@@ -22,6 +22,11 @@ export interface SsmTransportOptions {
   /** The EC2 instance (a managed node, SSM agent online). */
   instanceId: string;
   client: SSMClient;
+  /**
+   * Shared by the transports of a fleet (one per SSM client): the same command sent to many instances at once
+   * goes as one SendCommand per 50 of them (ssm-batch.ts). Without it, each exec is a SendCommand of its own.
+   */
+  batcher?: SsmSendBatcher;
   /** The home commands run in and see as `$HOME` (the lab contract's login user's home). Default `/root`. */
   home?: string;
   /** The first wait between polls of GetCommandInvocation; it doubles up to `maxPollIntervalMs`. Default 500. */
@@ -136,24 +141,19 @@ export class SsmTransport implements Transport {
   async close(): Promise<void> {}
 
   private async send(script: string, timeoutMs: number, step: string): Promise<string> {
-    const { workshop, hostId, instanceId, client } = this.options;
+    const { workshop, hostId, instanceId, client, batcher } = this.options;
+    const s: SsmSend = {
+      instanceId,
+      script,
+      executionTimeoutS: Math.ceil(timeoutMs / 1000) + EXECUTION_GRACE_S,
+      deliveryTimeoutS: DELIVERY_TIMEOUT_S,
+      comment: `labfleet ${workshop} ${hostId}: ${step}`,
+      sharedComment: `labfleet ${workshop}: ${step}`,
+    };
     try {
-      const out = await client.send(
-        new SendCommandCommand({
-          DocumentName: "AWS-RunShellScript",
-          InstanceIds: [instanceId],
-          Parameters: {
-            commands: [script],
-            executionTimeout: [String(Math.ceil(timeoutMs / 1000) + EXECUTION_GRACE_S)],
-          },
-          TimeoutSeconds: DELIVERY_TIMEOUT_S,
-          Comment: `labfleet ${workshop} ${hostId}: ${step}`.slice(0, 100),
-        }),
-      );
-      const id = out.Command?.CommandId;
-      if (!id) throw this.unreachable(step, "SendCommand returned no command id");
-      return id;
+      return batcher ? await batcher.send(s) : await sendRunShellScript(client, s, [instanceId], s.comment);
     } catch (err) {
+      if (err instanceof NoCommandIdError) throw this.unreachable(step, err.message);
       throw this.awsError(err, step);
     }
   }

@@ -1,4 +1,5 @@
 import type { RunInstancesCommandInput, TerminateInstancesCommandInput } from "@aws-sdk/client-ec2";
+import type { SendCommandCommandInput } from "@aws-sdk/client-ssm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FUNCTIONS, type FunctionName } from "../../infra/permissions.ts";
 import { awsWorkshopYaml, type Cloud, startCloud } from "../harness/aws/cloud.ts";
@@ -10,7 +11,8 @@ import { waitFor } from "../harness/runtime.ts";
  * always on (tests/harness/aws/rate-limits.ts, from AWS's published token buckets), with the Lambda bundles as
  * SST builds them and an instant lab: Provision launches one instance per host at EC2's refill rate, so no host
  * fails on RequestLimitExceeded; every lab gets ready; each function's longest invocation stays under half its
- * timeout; the teardown terminates the instances in one request and leaves nothing behind.
+ * timeout; the polls probe many instances per SendCommand; the teardown terminates the instances in one request
+ * and leaves nothing behind.
  */
 
 const W = "cloud-rates";
@@ -64,6 +66,17 @@ describe("a fleet past EC2's RunInstances burst on the AWS double", { timeout: 6
       server.calls.filter((c) => c.outcome.includes("AccessDenied") || c.outcome === "UnauthorizedOperation"),
     ).toEqual([]);
     expect(server.failures).toEqual([]);
+
+    // The polls' probes went to many instances per SendCommand (at most 50, SSM's limit), each instance with
+    // its own invocation: fewer commands than probes.
+    const probes = server.inputs<SendCommandCommandInput>("ssm", "SendCommand", "Poll");
+    const probed = probes.reduce((n, p) => n + (p.InstanceIds?.length ?? 0), 0);
+    expect(probed).toBeGreaterThanOrEqual(HOSTS);
+    for (const p of probes) expect(p.InstanceIds?.length).toBeLessThanOrEqual(50);
+    expect(probes.length).toBeLessThan(probed / 2);
+    expect(
+      probes.filter((p) => (p.InstanceIds?.length ?? 0) > 1).every((p) => !p.Comment?.includes("student-")),
+    ).toBe(true);
 
     // Each function's longest invocation stayed under half its timeout.
     const byDeployed = new Map(
