@@ -62,6 +62,29 @@ export function sampleOf(h: HostItem, runId: string, place?: BuildPlace): BuildS
   };
 }
 
+/**
+ * Drops a lab's recorded builds beyond the newest LAB_TIMINGS_KEPT. The builds a poll records at once (50 labs
+ * ready together) share one trim in flight (per store) instead of each deleting the same old records again.
+ */
+const trimsInFlight = new WeakMap<object, Map<string, Promise<void>>>();
+
+function trimBuilds(identity: string): Promise<void> {
+  const { store } = useDeps();
+  const inFlight = trimsInFlight.get(store) ?? new Map<string, Promise<void>>();
+  trimsInFlight.set(store, inFlight);
+  const pending = inFlight.get(identity);
+  if (pending) return pending;
+  const trim = (async () => {
+    const newest = await store.labTiming.query
+      .byIdentity({ identity })
+      .go({ order: "desc", limit: LAB_TIMINGS_KEPT + 50 });
+    for (const old of newest.data.slice(LAB_TIMINGS_KEPT))
+      await store.labTiming.delete({ identity, finishedAt: old.finishedAt, hostId: old.hostId }).go();
+  })().finally(() => inFlight.delete(identity));
+  inFlight.set(identity, trim);
+  return trim;
+}
+
 /** Records a host's finished build under its lab's identity, then drops what is beyond LAB_TIMINGS_KEPT. */
 export async function recordBuild(
   spec: Workshop,
@@ -88,12 +111,7 @@ export async function recordBuild(
       expiresAt: Math.floor(clock.now().getTime() / 1000) + LAB_TIMING_RETENTION_DAYS * 86_400,
     })
     .go();
-  const newest = await store.labTiming.query
-    .byIdentity({ identity })
-    .go({ order: "desc", limit: LAB_TIMINGS_KEPT + 50 });
-  const beyond = newest.data.slice(LAB_TIMINGS_KEPT);
-  for (const old of beyond)
-    await store.labTiming.delete({ identity, finishedAt: old.finishedAt, hostId: old.hostId }).go();
+  await trimBuilds(identity);
   log.debug("build timed", {
     workshop: spec.name,
     hostId: h.hostId,
