@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { defineConfig } from "vitest/config";
 
 /** Test files that run after the others, one at a time. */
-const ALONE = ["tests/integration/scale-local.test.ts"];
+const ALONE = ["tests/integration/scale-local.test.ts", "tests/integration/scale-cloud.test.ts"];
 
 export default defineConfig({
   test: {

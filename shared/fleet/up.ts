@@ -584,10 +584,12 @@ async function checkHostOnce(
   provider: Provider,
   host: HostItem,
   redact: (text: string) => string,
+  probed?: Promise<LabProbe>,
 ): Promise<{ state: HostItem["state"]; changed: boolean }> {
   const t = transportFor(spec, provider, host);
   try {
-    return await judgeHost(spec, host, transportReading(t, spec, host.hostId), redact);
+    const reading = transportReading(t, spec, host.hostId);
+    return await judgeHost(spec, host, probed ? { ...reading, probe: () => probed } : reading, redact);
   } catch (err) {
     // An unreachable host is not yet a failed lab: the next poll tries again, the deadline bounds it.
     await patchHost(spec.name, host.hostId, { error: `last poll: ${errorMessage(err)}`.slice(0, 2000) });
@@ -609,10 +611,25 @@ export async function pollFleet(workshop: string, runId: string, deadline: strin
   const hosts = [...runs].sort((a, b) => a.updatedAt.localeCompare(b.updatedAt));
   const redact = await secretRedactor(spec);
   let becameReady = 0;
-  const states = await mapLimit(hosts, fanOutWidth(provider), async (h) => {
-    if (h.state !== "deploying") return h.state;
-    if (timeLeft() < POLL_MIN_HOST_MS) return h.state;
-    const { state, changed } = await checkHostOnce(spec, provider, h, redact);
+  // First every deploying host's probe, side by side (over SSM, the probes of 50 hosts share one SendCommand);
+  // then each host is judged from its probe, its health and access read only where its setup has ended.
+  const width = fanOutWidth(provider);
+  const probes = await mapLimit(hosts, width, async (h) => {
+    if (h.state !== "deploying" || timeLeft() < POLL_MIN_HOST_MS) return undefined;
+    const t = transportFor(spec, provider, h);
+    const probe = probeLab(t, workshop).finally(() => t.close?.());
+    // A failed probe is judged in the second pass, which records its error even when the time is up.
+    const failed = await probe.then(
+      () => false,
+      () => true,
+    );
+    return { probe, failed };
+  });
+  const states = await mapLimit(hosts, width, async (h, i) => {
+    const probed = probes[i];
+    if (h.state !== "deploying" || !probed) return h.state;
+    if (timeLeft() < POLL_MIN_HOST_MS && !probed.failed) return h.state;
+    const { state, changed } = await checkHostOnce(spec, provider, h, redact, probed.probe);
     // A host whose pushed progress got there first (shared/agent/progress.ts) had its event and build time then.
     if (changed && (state === "ready" || state === "failed"))
       await hostEvent(workshop, h.hostId, state, runId);

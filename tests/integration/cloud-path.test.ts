@@ -223,15 +223,19 @@ describe("the cloud path on the AWS double: bundled functions, IAM on every call
       },
     });
 
-    // Every command: the SSM wrapper, on this workshop's instances; the first deploy waited for cloud-init.
+    // Every command: the SSM wrapper, on this workshop's instances, named for its host (or, sent to both, for the
+    // workshop: the polls' probes share one); the first deploy waited for cloud-init.
     const sent = aws.server.inputs<SendCommandCommandInput>("ssm", "SendCommand");
     const ours = new Set([host("student-01").id, host("student-02").id]);
     for (const input of sent) {
       expect(input.DocumentName).toBe("AWS-RunShellScript");
-      expect(ours.has(input.InstanceIds?.[0] as string)).toBe(true);
-      expect(input.Comment).toMatch(new RegExp(`^labfleet ${W} student-0[12]: `));
+      for (const id of input.InstanceIds ?? []) expect(ours.has(id)).toBe(true);
+      if ((input.InstanceIds?.length ?? 0) > 1) expect(input.Comment).toBe(`labfleet ${W}: probe lab`);
+      else expect(input.Comment).toMatch(new RegExp(`^labfleet ${W} student-0[12]: `));
     }
-    const steps = sent.filter((s) => s.InstanceIds?.[0] === host("student-01").id).map((s) => s.Comment);
+    const steps = sent
+      .filter((s) => s.InstanceIds?.length === 1 && s.InstanceIds[0] === host("student-01").id)
+      .map((s) => s.Comment);
     expect(steps.indexOf(`labfleet ${W} student-01: wait for the first boot`)).toBeLessThan(
       steps.indexOf(`labfleet ${W} student-01: fetch operator secrets`),
     );

@@ -1,8 +1,7 @@
 import type { RunInstancesCommandInput, TerminateInstancesCommandInput } from "@aws-sdk/client-ec2";
 import type { SendCommandCommandInput } from "@aws-sdk/client-ssm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { FUNCTIONS, type FunctionName } from "../../infra/permissions.ts";
-import { awsWorkshopYaml, type Cloud, startCloud } from "../harness/aws/cloud.ts";
+import { awsWorkshopYaml, type Cloud, invocationsSince, startCloud } from "../harness/aws/cloud.ts";
 import { EC2_REQUEST_BUCKETS } from "../harness/aws/rate-limits.ts";
 import { waitFor } from "../harness/runtime.ts";
 
@@ -69,7 +68,9 @@ describe("a fleet past EC2's RunInstances burst on the AWS double", { timeout: 6
 
     // The polls' probes went to many instances per SendCommand (at most 50, SSM's limit), each instance with
     // its own invocation: fewer commands than probes.
-    const probes = server.inputs<SendCommandCommandInput>("ssm", "SendCommand", "Poll");
+    const probes = server
+      .inputs<SendCommandCommandInput>("ssm", "SendCommand", "Poll")
+      .filter((p) => p.Comment?.endsWith(": probe lab"));
     const probed = probes.reduce((n, p) => n + (p.InstanceIds?.length ?? 0), 0);
     expect(probed).toBeGreaterThanOrEqual(HOSTS);
     for (const p of probes) expect(p.InstanceIds?.length).toBeLessThanOrEqual(50);
@@ -79,19 +80,8 @@ describe("a fleet past EC2's RunInstances burst on the AWS double", { timeout: 6
     ).toBe(true);
 
     // Each function's longest invocation stayed under half its timeout.
-    const byDeployed = new Map(
-      (Object.keys(FUNCTIONS) as FunctionName[]).map((fn) => [cloud.account.deployed.functionName(fn), fn]),
-    );
-    const longest = new Map<string, { ms: number; timeoutMs: number }>();
-    for (const inv of cloud.account.lambda.invocations.filter((i) => i.start >= since)) {
-      expect(inv.outcome, `${inv.functionName} ${inv.requestId}`).toBe("ok");
-      const config = cloud.account.lambda.config(inv.functionName);
-      if (!config) continue;
-      const name = byDeployed.get(inv.functionName) ?? inv.functionName;
-      const seen = longest.get(name);
-      if (!seen || inv.durationMs > seen.ms)
-        longest.set(name, { ms: inv.durationMs, timeoutMs: cloud.account.lambda.timeoutOf(config) });
-    }
+    const { longest, notOk } = invocationsSince(cloud.account, since);
+    expect(notOk).toEqual([]);
     expect([...longest.keys()]).toEqual(expect.arrayContaining(["Provision", "DeployHost", "Poll"]));
     for (const [name, { ms, timeoutMs }] of longest) expect(ms, name).toBeLessThan(timeoutMs / 2);
 

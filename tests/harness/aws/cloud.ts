@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import { afterAll, beforeAll, inject } from "vitest";
 import { localClient } from "../../../cli/local/dynamodb.ts";
+import { FUNCTIONS, type FunctionName } from "../../../infra/permissions.ts";
 import type { LambdaBuild } from "../../../scripts/build-lambdas.ts";
 import { ensureTable } from "../../../shared/store/table.ts";
 import { type FixtureRepo, type GitHttpServer, makeFixtureRepo, startGitHttp } from "../git-http.ts";
@@ -172,4 +173,29 @@ export function cloudForTests(
       return started[key as keyof Cloud];
     },
   });
+}
+
+/**
+ * Each function's longest invocation since `since` (epoch ms), by its name in infra/permissions.ts, with its
+ * timeout; and the invocations that did not end ok (`function requestId outcome`).
+ */
+export function invocationsSince(
+  account: FakeAwsAccount,
+  since: number,
+): { longest: Map<string, { ms: number; timeoutMs: number }>; notOk: string[] } {
+  const byDeployed = new Map(
+    (Object.keys(FUNCTIONS) as FunctionName[]).map((fn) => [account.deployed.functionName(fn), fn]),
+  );
+  const longest = new Map<string, { ms: number; timeoutMs: number }>();
+  const notOk: string[] = [];
+  for (const inv of account.lambda.invocations.filter((i) => i.start >= since)) {
+    if (inv.outcome !== "ok") notOk.push(`${inv.functionName} ${inv.requestId} ${inv.outcome}`);
+    const config = account.lambda.config(inv.functionName);
+    if (!config) continue;
+    const name = byDeployed.get(inv.functionName) ?? inv.functionName;
+    const seen = longest.get(name);
+    if (!seen || inv.durationMs > seen.ms)
+      longest.set(name, { ms: inv.durationMs, timeoutMs: account.lambda.timeoutOf(config) });
+  }
+  return { longest, notOk };
 }
