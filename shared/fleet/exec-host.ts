@@ -64,7 +64,12 @@ if [ -e "$d/pid" ]; then
   p=$(cat "$d/pid")
   pkill -TERM -s "$p" 2>/dev/null || kill -TERM -- "-$p" 2>/dev/null
   for _ in $(seq 20); do pgrep -s "$p" > /dev/null 2>&1 || break; sleep 0.1; done
-  pkill -KILL -s "$p" 2>/dev/null || kill -KILL -- "-$p" 2>/dev/null
+  # Again until none is left: a process forked while pkill read the process list escapes one round.
+  for _ in $(seq 20); do
+    pkill -KILL -s "$p" 2>/dev/null || kill -KILL -- "-$p" 2>/dev/null || break
+    pgrep -s "$p" > /dev/null 2>&1 || break
+    sleep 0.1
+  done
 fi
 rm -rf "$d"; exit 0
 `;
