@@ -19,7 +19,7 @@ export interface SsmSend {
 }
 
 interface Group {
-  first: SsmSend;
+  /** In order of arrival; the first one's script and timeouts are the group's. */
   waiters: { send: SsmSend; resolve: (id: string) => void; reject: (err: unknown) => void }[];
   timer?: ReturnType<typeof setTimeout>;
 }
@@ -54,7 +54,7 @@ export class SsmSendBatcher {
         group = undefined;
       }
       if (!group) {
-        const g: Group = { first: s, waiters: [] };
+        const g: Group = { waiters: [] };
         g.timer = setTimeout(() => this.flush(key, g), this.opts.windowMs ?? SSM_BATCH_WINDOW_MS);
         this.open.set(key, g);
         group = g;
@@ -71,7 +71,9 @@ export class SsmSendBatcher {
   }
 
   private async dispatch(group: Group): Promise<void> {
-    const { waiters, first } = group;
+    const { waiters } = group;
+    const first = waiters[0]?.send;
+    if (!first) return;
     const one = waiters.length === 1;
     try {
       const id = await sendRunShellScript(
