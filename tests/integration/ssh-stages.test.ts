@@ -7,7 +7,7 @@ import type { CheckReport } from "../../shared/fleet/check.ts";
 import { listHosts } from "../../shared/fleet/workshops.ts";
 import { loadSshIdentity, publicKeyLine } from "../../shared/transports/ssh-identity.ts";
 import { bootstrapAuth, createApp } from "../../web/app.ts";
-import { fixturesDir, removeDir, tempDir, testRuntime } from "../harness/runtime.ts";
+import { fixturesDir, removeDir, tempDir, testRuntime, waitFor } from "../harness/runtime.ts";
 import { type FakeHosts, startFakeHosts } from "../harness/ssh-hosts.ts";
 
 /**
@@ -77,6 +77,23 @@ async function snapshot(): Promise<{ items: string; files: string }> {
   };
 }
 
+/**
+ * Once no lab wrapper runs on either host: a wrapper goes on after the poll has seen its lab ready (it runs
+ * health for its own push, then removes its output), and a snapshot taken meanwhile would see that as a change.
+ */
+function wrappersDone(): Promise<true> {
+  const running = (pid: number) => {
+    try {
+      return readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("wrapper.sh");
+    } catch {
+      return false; // gone meanwhile
+    }
+  };
+  return waitFor("every lab wrapper on the hosts to end", () =>
+    fleet.hosts.every((h) => !h.processes().some(running)) ? true : undefined,
+  );
+}
+
 beforeAll(async () => {
   const data = tempDir("labfleet-ssh-stages-");
   const home = join(data, "operator-home");
@@ -136,6 +153,7 @@ describe("stages and check mode over SSH", { timeout: 180_000 }, () => {
     expect(second["byo-42"]).not.toBe(first["byo-42"]);
 
     await rt.store.host.patch({ workshop: WS, hostId: "byo-41" }).set({ state: "failed" }).go();
+    await wrappersDone();
     const before = await snapshot();
     const retry = await check({ command: "retry" });
     expect(retry.items.map((i) => [i.hostId, i.stage, i.action, i.detail])).toEqual([

@@ -8,7 +8,7 @@ import { claimLab } from "../../shared/portal/claims.ts";
 import { getPortal } from "../../shared/portal/portal.ts";
 import { runCli } from "../harness/cli.ts";
 import { type FixtureRepo, makeFixtureRepo } from "../harness/git-http.ts";
-import { fixturesDir, removeDir, tempDir, testRuntime, waitFor } from "../harness/runtime.ts";
+import { fixturesDir, processesUnder, removeDir, tempDir, testRuntime, waitFor } from "../harness/runtime.ts";
 
 /**
  * Stages of up (`--only`/`--skip`: provision, deploy, wait, publish) and check mode (`--check` on up, deploy and
@@ -279,6 +279,9 @@ describe("stages and check mode, one workshop through its life", () => {
 
   it("a claimed lab is skipped without --force, rebuilt with it; none of the checks changed anything", async () => {
     expect((await claimLab(WS, ADA, "127.0.0.1")).lab).toBe("student-01");
+    // A lab's wrapper goes on after its lab is ready (health for its own push, then it removes that output).
+    const hosts = join(rt.dataDir, "hosts");
+    await waitFor("every lab wrapper to end", () => processesUnder(hosts).length === 0);
     const before = await snapshot();
     const retry = await check("retry", WS, "--all-selected");
     expect(retry.code).toBe(2);
