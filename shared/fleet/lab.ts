@@ -476,10 +476,18 @@ export function accessText(bytes: Buffer): string {
  */
 export function stopScript(workshop: string): string {
   const d = stateDir(workshop);
+  // In bash alone (no head, tr or grep): a deploy of a fleet stops every lab it rebuilds, and each process this
+  // script started would be one more on every host.
   return `d=${d}
-pid=$(head -c 16 "$d/pid" 2>/dev/null | tr -cd '0-9')
+pid=; { read -r -n 16 pid < "$d/pid"; } 2>/dev/null; pid=\${pid//[!0-9]/}
 [ -n "$pid" ] || exit 0
-if [ -r "/proc/$pid/cmdline" ] && tr '\\0' '\\n' < "/proc/$pid/cmdline" | grep -qxF "$d/wrapper.sh"; then
+# Whether a NUL-separated file (/proc/PID/cmdline or environ) holds one of the given strings as a whole entry.
+lf_holds() {
+  local f=$1 a w; shift
+  while IFS= read -r -d '' a; do for w in "$@"; do [ "$a" = "$w" ] && return 0; done; done < "$f"
+  return 1
+} 2> /dev/null
+if lf_holds "/proc/$pid/cmdline" "$d/wrapper.sh"; then
   kill -KILL -- -"$pid" 2>/dev/null; exit 0
 fi
 [ -f "$d/rc" ] && exit 0
@@ -488,8 +496,7 @@ for s in /proc/[0-9]*/stat; do
   st=\${st##*) }; st=\${st#* * }
   [ "\${st%% *}" = "$pid" ] || continue
   p=\${s%/stat}
-  if tr '\\0' '\\n' < "$p/cmdline" 2>/dev/null | grep -qxF -e "$d/wrapper.sh" -e "$d/setup.sh" ||
-    tr '\\0' '\\n' < "$p/environ" 2>/dev/null | grep -qxF "LABFLEET_STATUS=$d/status.jsonl"; then
+  if lf_holds "$p/cmdline" "$d/wrapper.sh" "$d/setup.sh" || lf_holds "$p/environ" "LABFLEET_STATUS=$d/status.jsonl"; then
     kill -KILL -- -"$pid" 2>/dev/null; break
   fi
 done
@@ -522,7 +529,7 @@ git -C "$dir" reset --quiet --hard "$t"`,
     );
   } else {
     r = await t.exec(
-      `set -e; dir=${dir}; rm -rf "$dir.sync"; mkdir -p "$dir.sync"; tar -x -f - -C "$dir.sync"; rm -rf "$dir"; mv "$dir.sync" "$dir"`,
+      `set -e; dir=${dir}; [ ! -e "$dir.sync" ] || rm -rf "$dir.sync"; mkdir -p "$dir.sync"; tar -x -f - -C "$dir.sync"; rm -rf "$dir"; mv "$dir.sync" "$dir"`,
       { stdin: await sourceArchive(src), timeoutMs: STEP_TIMEOUT_MS, step: "sync lab source" },
     );
   }
@@ -645,9 +652,17 @@ export async function startLab(
   const parts = [WRAPPER, spec.lab.setup, push?.env ?? "", push?.health ?? "", files.secrets ?? ""];
   const stdin = `${parts.map((x) => Buffer.byteLength(x)).join(" ")}\n${parts.join("")}.`;
   const keepSecrets = files.secrets === undefined && spec.lab.operator_secrets.length > 0;
+  // The private files this start writes, each from its part of the input (see labfleet_parts).
+  const privates = [
+    ...(push ? [["push.env", "$pushenv"]] : []),
+    ...(push?.health !== undefined ? [["health.sh", "$health"]] : []),
+    ...(files.secrets !== undefined ? [["secrets.env", "$secrets"]] : []),
+  ].map(([file, part]) => `\n  printf '%s' "${part}" > "$d/${file}"`);
   const r = await t.exec(
     `set -e; d=${d}; mkdir -p "$d"; chmod 700 "$d"
-rm -f "$d/pid" "$d/rc" "$d/rc.tmp" "$d/status.jsonl" "$d/access.json" "$d/heartbeat" "$d/run"${keepSecrets ? "" : ` "$d/secrets.env"`}
+rm -f "$d/pid" "$d/rc" "$d/rc.tmp" "$d/status.jsonl" "$d/access.json" "$d/heartbeat" "$d/run" "$d/log"${
+      files.push !== undefined ? ` "$d/push.env" "$d/health.sh"` : ""
+    }${keepSecrets ? "" : ` "$d/secrets.env"`}
 labfleet_parts() {
   local LC_ALL=C input n
   input=$(cat); n=\${input%%$'\n'*}; input=\${input#*$'\n'}
@@ -661,21 +676,13 @@ labfleet_parts() {
   [ "$input" = . ] || { echo "the start command's input is not as long as its lengths line says" >&2; return 3; }
 }
 labfleet_parts
-# Written as 0600 through a temporary file in the 0700 folder.
-labfleet_put() { ( umask 077; printf '%s' "$2" > "$d/$1.tmp" ); mv "$d/$1.tmp" "$d/$1"; }
 printf '%s\n' "$wrapper" > "$d/wrapper.sh"
 printf '%s\n' "$setup" > "$d/setup.sh"
-${
-  push
-    ? `labfleet_put push.env "$pushenv"
-${push.health === undefined ? 'rm -f "$d/health.sh"' : 'labfleet_put health.sh "$health"'}`
-    : files.push === "off"
-      ? `rm -f "$d/push.env" "$d/health.sh"`
-      : ""
-}
-${files.secrets !== undefined ? `labfleet_put secrets.env "$secrets"` : ""}
+# The private files, removed above, are created anew as 0600 in the 0700 folder: one subshell for all of them
+# (the umask stays its own), not one per file.
+( umask 077
+  : > "$d/log"${privates.join("")} )
 unset pushenv health secrets
-: > "$d/log"; chmod 600 "$d/log"
 printf '%(%s)T\\n' -1 > "$d/started"
 printf '%s\n' ${shq(runId)} > "$d/run"
 # A background job of a shell without job control is not a group leader, so setsid execs in place and

@@ -93,22 +93,33 @@ function neededCommands(spec: Workshop): string[] {
 }
 
 /**
- * What doctor runs on a host (with bash, as every transport runs commands). Files are read with bash's own `read`
- * and ids from `$EUID`: a doctor over a fleet starts a few processes per host (id, sudo, nproc, df), not a dozen.
+ * What doctor runs on a host (with bash, as every transport runs commands). Files are read with bash's own `read`,
+ * the user's name from the prompt escape `\\u`, ids from `$EUID` and the usable CPUs from Cpus_allowed_list: a
+ * doctor over a fleet starts `df` on each host, and `sudo -n true` where it logs in as another user than root.
  */
 export function doctorScript(commands: string[]): string {
   const list = commands.map((c) => c.replace(/[^\w.+-]/g, "")).join(" ");
-  return `echo "user=$(id -un)"
+  return `lf_user='\\u'; lf_user=\${lf_user@P}; [ -n "$lf_user" ] && [ "$lf_user" != '\\u' ] || lf_user=$(id -un)
+echo "user=$lf_user"
 echo "uid=$EUID"
 if [ "$EUID" = 0 ]; then echo sudo=root; elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then echo sudo=yes; else echo sudo=no; fi
 if [ -r /etc/os-release ]; then . /etc/os-release; fi
 echo "os=\${PRETTY_NAME:-$(uname -s)}"
 lf_kernel=; { read -r lf_kernel < /proc/sys/kernel/osrelease; } 2>/dev/null || lf_kernel=$(uname -r)
 echo "kernel=$lf_kernel"
-echo "cpus=$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN)"
+lf_list=; { while read -r lf_f lf_v; do [ "$lf_f" = Cpus_allowed_list: ] && lf_list=$lf_v && break; done < /proc/self/status; } 2>/dev/null
+lf_cpus=0
+for lf_r in \${lf_list//,/ }; do
+  if [[ $lf_r =~ ^([0-9]+)-([0-9]+)$ ]]; then lf_cpus=$(( lf_cpus + BASH_REMATCH[2] - BASH_REMATCH[1] + 1 ));
+  elif [[ $lf_r =~ ^[0-9]+$ ]]; then lf_cpus=$(( lf_cpus + 1 )); fi
+done
+[ "$lf_cpus" -gt 0 ] || lf_cpus=$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN)
+echo "cpus=$lf_cpus"
 lf_mem=; { while read -r lf_f lf_v _; do [ "$lf_f" = MemTotal: ] && lf_mem=$lf_v && break; done < /proc/meminfo; } 2>/dev/null
 echo "mem_kib=$lf_mem"
-echo "disk_free_kib=$(df -Pk "$HOME" 2>/dev/null | awk 'NR==2 {print $4}')"
+lf_df=$(df -Pk "$HOME" 2>/dev/null); lf_free=
+[[ $lf_df == *$'\\n'* ]] && read -r _ _ _ lf_free _ <<< "\${lf_df#*$'\\n'}"
+echo "disk_free_kib=$lf_free"
 if [ -c /dev/kvm ] && [ -r /dev/kvm ] && [ -w /dev/kvm ]; then echo kvm=yes; elif [ -e /dev/kvm ]; then echo kvm=no-access; else echo kvm=absent; fi
 lf_nested=; for lf_f in /sys/module/kvm_intel/parameters/nested /sys/module/kvm_amd/parameters/nested; do { [ -r "$lf_f" ] && read -r lf_nested < "$lf_f"; } 2>/dev/null && break; done
 echo "nested=$lf_nested"

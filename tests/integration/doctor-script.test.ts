@@ -41,19 +41,20 @@ function runCounted(script: string): { out: Record<string, string>; started: str
 }
 
 describe("the doctor script", () => {
-  it("reports the host's facts while starting at most four processes (id, nproc, df and its awk)", () => {
+  it("reports the host's facts while starting one process (df), and sudo only as another user than root", () => {
     const { out, started } = runCounted(doctorScript(["bash", "tar", "nosuch-command"]));
     expect(out.user).toBe(userInfo().username);
     expect(out.uid).toBe(String(process.getuid?.()));
     expect(out.kernel).toBe(release());
-    expect(Number(out.cpus)).toBeGreaterThanOrEqual(1);
+    // the CPUs this process may use, as nproc counts them (its affinity), not every CPU of the machine
+    expect(out.cpus).toBe(execFileSync("nproc").toString().trim());
     expect(Number(out.cpus)).toBeLessThanOrEqual(cpus().length);
     const memTotal = /^MemTotal:\s+(\d+)/m.exec(readFileSync("/proc/meminfo", "utf8"))?.[1];
     expect(out.mem_kib).toBe(memTotal);
-    expect(Number(out.disk_free_kib)).toBeGreaterThan(0);
+    expect(out.disk_free_kib).toMatch(/^[1-9]\d*$/);
     expect(out["cmd:bash"]).toBe("yes");
     expect(out["cmd:nosuch-command"]).toBe("no");
     // root needs no sudo check; anyone else adds one `sudo -n true`
-    expect(started.filter((c) => c !== "sudo").sort()).toEqual(["awk", "df", "id", "nproc"]);
+    expect(started.filter((c) => c !== "sudo")).toEqual(["df"]);
   });
 });
