@@ -11,7 +11,6 @@ import {
   runHealth,
   type StartFiles,
   startLab,
-  stopLab,
   syncSource,
 } from "./lab.ts";
 import { secretsForStart } from "./secrets.ts";
@@ -49,9 +48,9 @@ export interface SetupStart {
 }
 
 /**
- * Starts a lab's setup on a host: what an earlier setup left running is stopped, the host's first boot waited
- * for, then the lab source at the ref, and one command that writes the operator secrets and push settings and
- * starts the detached setup (shared/fleet/lab.ts).
+ * Starts a lab's setup on a host: the host's first boot waited for, then one command that stops what an earlier
+ * setup left running and puts the lab source at the ref, and one that writes the operator secrets and push
+ * settings and starts the detached setup (shared/fleet/lab.ts).
  */
 export async function startSetup(
   t: Transport,
@@ -59,11 +58,10 @@ export async function startSetup(
   provider: Provider,
   s: SetupStart,
 ): Promise<void> {
-  if (s.stop) await stopLab(t, spec.name);
   await waitForBoot(t, provider, s.what);
   const push = await s.beforeSecrets?.();
   const secrets = await secretsForStart(t, spec, provider.transport);
-  await syncSource(t, spec, s.ref);
+  await syncSource(t, spec, s.ref, { stopFirst: s.stop });
   await startLab(t, spec, s.hostId, s.runId, {
     ...(push ? { push } : {}),
     ...(secrets !== undefined ? { secrets } : {}),

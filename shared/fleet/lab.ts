@@ -475,33 +475,44 @@ export function accessText(bytes: Buffer): string {
  * service it left running.
  */
 export function stopScript(workshop: string): string {
+  return `${stopFunction(workshop)}
+labfleet_stop
+exit 0
+`;
+}
+
+/**
+ * stopScript's work as the bash function `labfleet_stop` (it always returns 0), for a command that stops the lab
+ * and then goes on in the same session (syncSource's stopFirst). In bash alone (no head, tr or grep): a deploy of
+ * a fleet stops every lab it rebuilds, and each process this started would be one more on every host.
+ */
+function stopFunction(workshop: string): string {
   const d = stateDir(workshop);
-  // In bash alone (no head, tr or grep): a deploy of a fleet stops every lab it rebuilds, and each process this
-  // script started would be one more on every host.
-  return `d=${d}
-pid=; { read -r -n 16 pid < "$d/pid"; } 2>/dev/null; pid=\${pid//[!0-9]/}
-[ -n "$pid" ] || exit 0
+  return `labfleet_stop() {
+  local d=${d} pid= s st p
+  { read -r -n 16 pid < "$d/pid"; } 2>/dev/null; pid=\${pid//[!0-9]/}
+  [ -n "$pid" ] || return 0
+  if labfleet_holds "/proc/$pid/cmdline" "$d/wrapper.sh"; then
+    kill -KILL -- -"$pid" 2>/dev/null; return 0
+  fi
+  [ -f "$d/rc" ] && return 0
+  for s in /proc/[0-9]*/stat; do
+    read -r st < "$s" 2>/dev/null || continue
+    st=\${st##*) }; st=\${st#* * }
+    [ "\${st%% *}" = "$pid" ] || continue
+    p=\${s%/stat}
+    if labfleet_holds "$p/cmdline" "$d/wrapper.sh" "$d/setup.sh" || labfleet_holds "$p/environ" "LABFLEET_STATUS=$d/status.jsonl"; then
+      kill -KILL -- -"$pid" 2>/dev/null; break
+    fi
+  done
+  return 0
+}
 # Whether a NUL-separated file (/proc/PID/cmdline or environ) holds one of the given strings as a whole entry.
-lf_holds() {
+labfleet_holds() {
   local f=$1 a w; shift
   while IFS= read -r -d '' a; do for w in "$@"; do [ "$a" = "$w" ] && return 0; done; done < "$f"
   return 1
-} 2> /dev/null
-if lf_holds "/proc/$pid/cmdline" "$d/wrapper.sh"; then
-  kill -KILL -- -"$pid" 2>/dev/null; exit 0
-fi
-[ -f "$d/rc" ] && exit 0
-for s in /proc/[0-9]*/stat; do
-  read -r st < "$s" 2>/dev/null || continue
-  st=\${st##*) }; st=\${st#* * }
-  [ "\${st%% *}" = "$pid" ] || continue
-  p=\${s%/stat}
-  if lf_holds "$p/cmdline" "$d/wrapper.sh" "$d/setup.sh" || lf_holds "$p/environ" "LABFLEET_STATUS=$d/status.jsonl"; then
-    kill -KILL -- -"$pid" 2>/dev/null; break
-  fi
-done
-exit 0
-`;
+} 2> /dev/null`;
 }
 
 export async function stopLab(t: Transport, workshop: string): Promise<void> {
@@ -509,10 +520,19 @@ export async function stopLab(t: Transport, workshop: string): Promise<void> {
   if (r.exitCode !== 0) throw new LabStepError(`stopping the lab setup failed: ${lastLines(r)}`);
 }
 
-/** Puts `lab.source` into `lab.dir`: a git clone/fetch + hard reset, or a local folder sent as a tar stream. */
-export async function syncSource(t: Transport, spec: Workshop, ref?: string): Promise<void> {
+/**
+ * Puts `lab.source` into `lab.dir`: a git clone/fetch + hard reset, or a local folder sent as a tar stream. With
+ * `stopFirst`, the same command first stops the lab's setup as stopLab does (one session on the host, not two).
+ */
+export async function syncSource(
+  t: Transport,
+  spec: Workshop,
+  ref?: string,
+  opts: { stopFirst?: boolean } = {},
+): Promise<void> {
   const dir = labDir(spec, t);
   const src = spec.lab.source;
+  const stop = opts.stopFirst ? `${stopFunction(spec.name)}\nlabfleet_stop\n` : "";
   let r: ExecResult;
   if (src.startsWith("git:")) {
     const url = shq(src.slice(4));
@@ -521,7 +541,7 @@ export async function syncSource(t: Transport, spec: Workshop, ref?: string): Pr
       ? `t=$(git -C "$dir" rev-parse --verify -q ${shq(`origin/${want}^{commit}`)} || git -C "$dir" rev-parse --verify -q ${shq(`${want}^{commit}`)}) || { echo "ref ${want.replace(/[^\w./-]/g, "")} not found" >&2; exit 3; }`
       : `t=$(git -C "$dir" rev-parse --verify -q origin/HEAD || git -C "$dir" rev-parse HEAD)`;
     r = await t.exec(
-      `set -e; dir=${dir}
+      `${stop}set -e; dir=${dir}
 if [ -d "$dir/.git" ]; then git -C "$dir" fetch --quiet --tags origin; else rm -rf "$dir"; git clone --quiet ${url} "$dir"; fi
 ${target}
 git -C "$dir" reset --quiet --hard "$t"`,
@@ -529,7 +549,7 @@ git -C "$dir" reset --quiet --hard "$t"`,
     );
   } else {
     r = await t.exec(
-      `set -e; dir=${dir}; [ ! -e "$dir.sync" ] || rm -rf "$dir.sync"; mkdir -p "$dir.sync"; tar -x -f - -C "$dir.sync"; rm -rf "$dir"; mv "$dir.sync" "$dir"`,
+      `${stop}set -e; dir=${dir}; [ ! -e "$dir.sync" ] || rm -rf "$dir.sync"; mkdir -p "$dir.sync"; tar -x -f - -C "$dir.sync"; rm -rf "$dir"; mv "$dir.sync" "$dir"`,
       { stdin: await sourceArchive(src), timeoutMs: STEP_TIMEOUT_MS, step: "sync lab source" },
     );
   }
