@@ -13,7 +13,8 @@ import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync 
 import { availableParallelism, loadavg } from "node:os";
 import { join } from "node:path";
 import { startLocalRuntime } from "../cli/local/runtime.ts";
-import { doctor, refreshHosts, startDeploy } from "../shared/fleet/ops.ts";
+import { withTransport } from "../shared/fleet/hosts.ts";
+import { doctor, refreshHosts, selected, startDeploy } from "../shared/fleet/ops.ts";
 import { startRun } from "../shared/fleet/runs.ts";
 import { listHosts, submitWorkshop } from "../shared/fleet/workshops.ts";
 import { withActor } from "../shared/runtime/actor.ts";
@@ -146,7 +147,9 @@ async function deployDispatch(key: string, name: string, n: number): Promise<voi
   for (let i = 1; labsStarted < n; i++) {
     // A failed host is looked for now and then (every 250 ms), not on each turn.
     if (i % 25 === 0) {
-      const failed = (await listHosts(name)).find((h) => h.state === "failed" && (h.updatedAt ?? "") >= since);
+      const failed = (await listHosts(name)).find(
+        (h) => h.state === "failed" && (h.updatedAt ?? "") >= since,
+      );
       if (failed) throw new Error(`a host failed: ${failed.error}`);
     }
     await new Promise((r) => setTimeout(r, 10));
@@ -191,6 +194,16 @@ try {
     await rt.connections.release(name);
     await measure("status_cold", () => refreshHosts(name, {}, jobs));
     await measure("status_warm", () => refreshHosts(name, {}, jobs));
+    // Latency, not throughput: one host, commands one after another on its open connection.
+    const one = await selected(name, {});
+    const first = one.hosts[0];
+    if (!first) throw new Error("no host");
+    const rounds = 100;
+    await measure("sequential", () =>
+      withTransport(one.spec, one.provider, first, async (t) => {
+        for (let i = 0; i < rounds; i++) await t.exec("true", { timeoutMs: 10_000 });
+      }),
+    );
     await rt.connections.release(name);
 
     console.log(`${size} hosts, -j ${jobs}  |    cold |    warm | CPU cold | CPU warm | target`);
@@ -210,6 +223,9 @@ try {
     row("  instant, no push", "nopush", "");
     row("doctor", "doctor", "< 1.0 s cold, < 0.4 s warm");
     row("status refresh", "status", "");
+    console.log(
+      `one host, ${rounds} commands one after another on one connection: ${((figures.sequential ?? 0) / rounds).toFixed(1)} ms each`,
+    );
     console.log(`\nCPU during deploy dispatch (the machine's ${availableParallelism()} cores):`);
     console.log("                   | machine | control plane | DynamoDB Local | hosts (the rest)");
     for (const [what, key] of [
@@ -247,5 +263,5 @@ try {
 }
 const s = (k: string) => ((figures[k] ?? 0) / 1000).toFixed(2);
 console.log(
-  `\nfanout hosts=${size} jobs=${jobs} installing_cold_s=${s("installing_cold")} installing_warm_s=${s("installing_warm")} deploy_cold_s=${s("deploy_cold")} deploy_warm_s=${s("deploy_warm")} nopush_cold_s=${s("nopush_cold")} nopush_warm_s=${s("nopush_warm")} doctor_cold_s=${s("doctor_cold")} doctor_warm_s=${s("doctor_warm")} status_cold_s=${s("status_cold")} status_warm_s=${s("status_warm")}${wide > 0 ? ` doctor${wide}_cold_s=${s("doctor_wide_cold")}` : ""} load=${load()}`,
+  `\nfanout hosts=${size} jobs=${jobs} installing_cold_s=${s("installing_cold")} installing_warm_s=${s("installing_warm")} deploy_cold_s=${s("deploy_cold")} deploy_warm_s=${s("deploy_warm")} nopush_cold_s=${s("nopush_cold")} nopush_warm_s=${s("nopush_warm")} doctor_cold_s=${s("doctor_cold")} doctor_warm_s=${s("doctor_warm")} status_cold_s=${s("status_cold")} status_warm_s=${s("status_warm")} sequential_ms=${((figures.sequential ?? 0) / 100).toFixed(1)}${wide > 0 ? ` doctor${wide}_cold_s=${s("doctor_wide_cold")}` : ""} load=${load()}`,
 );
