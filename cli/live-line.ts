@@ -38,10 +38,7 @@ export async function readLive(client: ApiClient, name: string): Promise<LiveFac
   const [s, portal, info] = await Promise.all([
     client.status(name),
     client
-      .call<{ labs: { status: string }[]; claims: unknown[]; waiting: unknown[] }>(
-        "GET",
-        `${path}/portal/status`,
-      )
+      .call<{ labs: { status: string }[]; waiting: unknown[] }>("GET", `${path}/portal/status`)
       .catch(() => undefined),
     client.call<{ code: string; state: string }>("GET", `${path}/portal/info`).catch(() => undefined),
   ]);
@@ -52,7 +49,9 @@ export async function readLive(client: ApiClient, name: string): Promise<LiveFac
     total: live.length,
     ...(portal
       ? {
-          claimed: portal.claims.length,
+          // Both from the board, which judges each lab against one read of the claims: the response's claim
+          // list is read apart from it, and a claim landing between the two reads would count twice.
+          claimed: portal.labs.filter((l) => l.status === "claimed").length,
           free: portal.labs.filter((l) => l.status === "free").length,
           waiting: portal.waiting.length,
         }
