@@ -516,7 +516,7 @@ async function cmdStatus(args: Args, out: Output): Promise<number> {
     .catch(() => undefined);
   const claimant = new Map((portal?.claims ?? []).map((c) => [c.lab, c.name]));
   const claims = portal
-    ? ` · ${portal.claims.length} claimed · ${portal.labs.filter((l) => l.status === "free").length} free`
+    ? ` · ${portal.labs.filter((l) => l.status === "claimed").length} claimed · ${portal.labs.filter((l) => l.status === "free").length} free`
     : "";
   const silent = s.hostList.filter((h) => h.reachable === "unreachable");
   out.write(

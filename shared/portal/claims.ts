@@ -8,7 +8,7 @@ import { open, seal } from "../runtime/crypto.ts";
 import { useDeps } from "../runtime/deps.ts";
 import { VisibleError } from "../runtime/errors.ts";
 import { controlCharProblem } from "../runtime/text.ts";
-import type { ClaimItem, HostItem } from "../store/entities.ts";
+import type { ClaimItem, HostItem, PortalItem } from "../store/entities.ts";
 import type { Workshop } from "../workshop/schema.ts";
 import { codeHash, emailHash, linkHash } from "./codes.ts";
 import { MAX_PIN_FAILURES } from "./constants.ts";
@@ -103,21 +103,41 @@ function firstName(name: string): string {
   return name.trim().split(/\s+/)[0] ?? "";
 }
 
-export async function board(workshop: string): Promise<{
+/** The student board: every lab but the kept spares, with its place and its claimant's first name. */
+export interface Board {
   open: boolean;
   labs: BoardLab[];
   expiry: string | null;
   /** Free ready labs kept off the board for swaps (`portal.spares`). */
   spares: number;
-}> {
+}
+
+/** The board as the student pages show it, from the portal's shared student reads (shared/portal/reads.ts). */
+export async function board(workshop: string): Promise<Board> {
   const [hosts, claims, portal, w] = await Promise.all([
     labStates(workshop),
     claimRows(workshop),
     portalRecord(workshop),
     workshopRecord(workshop),
   ]);
+  return boardOf({ hosts, claims, portal, workshop: w }, useDeps().clock.now());
+}
+
+/**
+ * The board from one read of a workshop's labs, claims, portal and record: the instructor's status builds it
+ * from the same claims it lists, so the two always agree.
+ */
+export function boardOf(
+  read: {
+    hosts: Parameters<typeof freeLabs>[0];
+    claims: readonly { hostId: string; name: string }[];
+    portal: Pick<PortalItem, "state" | "paused" | "mode"> | undefined;
+    workshop: { spec?: unknown; expiry?: string | null } | null | undefined;
+  },
+  now: Date,
+): Board {
+  const { hosts, claims, portal, workshop: w } = read;
   const claimed = new Map(claims.map((c) => [c.hostId, c]));
-  const now = useDeps().clock.now();
   const kept = new Set(freeLabs(hosts, claims, sparesOf(w?.spec), now).spares);
   const labs = hosts
     .filter((h) => h.state !== "torn_down" && !kept.has(h.hostId))

@@ -6,7 +6,7 @@ import { open, seal } from "../runtime/crypto.ts";
 import { useDeps } from "../runtime/deps.ts";
 import { VisibleError } from "../runtime/errors.ts";
 import { controlCharProblem } from "../runtime/text.ts";
-import type { PortalItem } from "../store/entities.ts";
+import type { ClaimEmailItem, ClaimItem, PortalItem } from "../store/entities.ts";
 import type { Workshop } from "../workshop/schema.ts";
 import { forgetChecks } from "./checks.ts";
 import { codeHash, emailHash, generateCode, linkHash } from "./codes.ts";
@@ -173,13 +173,25 @@ export interface ClaimRow {
 /** Every claim with its email (decrypted for the instructor only). */
 export async function listClaims(workshop: string): Promise<ClaimRow[]> {
   assertActor("instructor", "system");
-  const { store, accessKey } = useDeps();
+  const [claims, emails] = await readClaims(workshop);
+  return claimRowsOf(claims, emails);
+}
+
+/** A workshop's claims and their emails' records, one query each. */
+export async function readClaims(workshop: string): Promise<[ClaimItem[], ClaimEmailItem[]]> {
+  const { store } = useDeps();
   const [claims, emails] = await Promise.all([
     store.claim.query.byWorkshop({ workshop }).go({ pages: "all" }),
     store.claimEmail.query.byWorkshop({ workshop }).go({ pages: "all" }),
   ]);
-  const locked = new Set(emails.data.filter((e) => e.locked).map((e) => e.emailHash));
-  return claims.data
+  return [claims.data, emails.data];
+}
+
+/** The instructor's rows of claims read once, by lab number, with each email opened and its lock. */
+export function claimRowsOf(claims: readonly ClaimItem[], emails: readonly ClaimEmailItem[]): ClaimRow[] {
+  const locked = new Set(emails.filter((e) => e.locked).map((e) => e.emailHash));
+  const { accessKey } = useDeps();
+  return claims
     .map((c) => ({
       lab: c.hostId,
       name: c.name,

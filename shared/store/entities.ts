@@ -1218,6 +1218,7 @@ export type ExecResultItem = EntityItem<Entities["execResult"]>;
 export type ScheduleItem = EntityItem<Entities["schedule"]>;
 export type PortalItem = EntityItem<Entities["portal"]>;
 export type ClaimItem = EntityItem<Entities["claim"]>;
+export type ClaimEmailItem = EntityItem<Entities["claimEmail"]>;
 export type QueueEntryItem = EntityItem<Entities["queueEntry"]>;
 export type CheckResultItem = EntityItem<Entities["checkResult"]>;
 export type SessionItem = EntityItem<Entities["session"]>;

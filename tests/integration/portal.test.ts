@@ -19,6 +19,7 @@ import {
   rotateCode,
   unlockEmail,
 } from "../../shared/portal/portal.ts";
+import { portalStatus } from "../../shared/portal/portal-status.ts";
 import { recordWrongCode } from "../../shared/portal/rate-limit.ts";
 import { scaleDownUnclaimed } from "../../shared/portal/scale-down.ts";
 import { withActor } from "../../shared/runtime/actor.ts";
@@ -250,6 +251,35 @@ describe("instructor operations", () => {
     ).toBe("student-01");
     expect(emailHash("ops", "Bob@Example.test ")).toBe(emailHash("ops", "bob@example.test"));
     expect((await asInstructor(() => portalInfo("ops"))).state).toBe("open");
+  });
+});
+
+describe("the instructor's portal status", () => {
+  it("reads the board and the claims once: a claim ended by another process is gone from both at once", async () => {
+    await workshopWithLabs("agree", 2);
+    await claimLab("agree", { name: "Ann Lee", email: "ann@example.test", pin: "503917" }, "10.6.0.1");
+    // A student page in this process has just read the board, with Ann's claim in it.
+    expect((await board("agree")).labs.map((l) => l.status)).toEqual(["claimed", "free"]);
+    // Another process (a Lambda, another dev server) releases the lab: this process's student reads are not told.
+    await rt.store.claim.delete({ workshop: "agree", hostId: "student-01" }).go();
+    const s = await asInstructor(() => portalStatus("agree"));
+    expect(s.claims).toEqual([]);
+    expect(s.board.labs.map((l) => l.status)).toEqual(["free", "free"]);
+    expect(s.hosts.map((h) => h.hostId).sort()).toEqual(["student-01", "student-02"]);
+    // A new claim is in the board and the claim list of the same answer, with the claimant's first name.
+    const bo = await claimLab(
+      "agree",
+      { name: "Bo Ek", email: "bo@example.test", pin: "503917" },
+      "10.6.0.1",
+    );
+    const after = await asInstructor(() => portalStatus("agree"));
+    expect(after.claims.map((c) => [c.lab, c.email])).toEqual([[bo.lab, "bo@example.test"]]);
+    expect(after.board.labs.find((l) => l.lab === bo.lab)).toEqual({
+      lab: bo.lab,
+      status: "claimed",
+      firstName: "Bo",
+    });
+    expect(after.board.labs.filter((l) => l.status === "claimed")).toHaveLength(1);
   });
 });
 

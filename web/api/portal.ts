@@ -2,15 +2,13 @@ import { createRoute, z } from "@hono/zod-openapi";
 import { type Context, Hono } from "hono";
 import { html, raw } from "hono/html";
 import { studentsWaiting } from "../../shared/fleet/scale.ts";
-import { getWorkshop, hostAccess, listHosts, workshopStatus } from "../../shared/fleet/workshops.ts";
+import { getWorkshop, hostAccess, workshopStatus } from "../../shared/fleet/workshops.ts";
 import { checksMatrix } from "../../shared/portal/checks.ts";
-import { board } from "../../shared/portal/claims.ts";
 import {
   checkAdminLink,
   closePortal,
   exportClaims,
   inviteRoster,
-  listClaims,
   newAdminLink,
   openPortal,
   portalInfo,
@@ -21,6 +19,7 @@ import {
   rotateCode,
   unlockEmail,
 } from "../../shared/portal/portal.ts";
+import { portalStatus } from "../../shared/portal/portal-status.ts";
 import { listQueue, unqueueEmail } from "../../shared/portal/queue.ts";
 import { HeldAddress, heldBack, unblock } from "../../shared/portal/rate-limit.ts";
 import { scaleDownUnclaimed } from "../../shared/portal/scale-down.ts";
@@ -490,12 +489,10 @@ export const portalApi = apiRouter()
   .openapi(statusRoute, async (c) => {
     const { name } = c.req.valid("param");
     const { code: _code, ...portal } = await portalInfo(name); // the code only where asked for: info
-    const [b, claims, waiting, held, hosts] = await Promise.all([
-      board(name),
-      listClaims(name),
+    const [{ board: b, claims, hosts }, waiting, held] = await Promise.all([
+      portalStatus(name),
       listQueue(name),
       heldBack(),
-      listHosts(name),
     ]);
     const health = hosts.flatMap((h) =>
       h.health && h.state === "ready"
@@ -632,10 +629,9 @@ export const adminPage = new Hono().get("/:workshop/:token", async (c) => {
   if (!Name.safeParse(workshop).success || !(await checkAdminLink(workshop, c.req.param("token"))))
     return c.html(notFound(), 404);
   return withActor({ type: "instructor", id: `admin-link:${workshop}`, name: "admin link" }, async () => {
-    const [status, claims, b] = await Promise.all([
+    const [status, { claims, board: b }] = await Promise.all([
       workshopStatus(workshop),
-      listClaims(workshop),
-      board(workshop),
+      portalStatus(workshop),
     ]);
     const byLab = new Map(claims.map((cl) => [cl.lab, cl]));
     const hosts = status.hostList.filter((h) => h.state !== "torn_down");

@@ -5,8 +5,8 @@ export const CONSOLE_FLEET_PAGE = 100;
 
 import { getWorkshop, listHosts, listWorkshops, workshopStatus } from "../../shared/fleet/workshops.ts";
 import { checksMatrix } from "../../shared/portal/checks.ts";
-import { board } from "../../shared/portal/claims.ts";
 import { type ClaimRow, listClaims, portalInfo } from "../../shared/portal/portal.ts";
+import { portalStatus } from "../../shared/portal/portal-status.ts";
 import { listQueue } from "../../shared/portal/queue.ts";
 import { heldBack } from "../../shared/portal/rate-limit.ts";
 import { useDeps } from "../../shared/runtime/deps.ts";
@@ -69,10 +69,8 @@ export async function portalData(name: string): Promise<PortalData> {
     if (err instanceof VisibleError && err.code === "portal.not_found") return undefined;
     throw err;
   });
-  const [b, claims, hosts, held, waiting, checks] = await Promise.all([
-    board(name),
-    listClaims(name),
-    listHosts(name),
+  const [{ board: b, claims, hosts }, held, waiting, checks] = await Promise.all([
+    portalStatus(name),
     heldBack(),
     listQueue(name),
     checksMatrix(name),
