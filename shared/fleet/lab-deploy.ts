@@ -10,8 +10,7 @@ import {
   readAccess,
   runHealth,
   type StartFiles,
-  startLab,
-  syncSource,
+  syncAndStartLab,
 } from "./lab.ts";
 import { secretsForStart } from "./secrets.ts";
 
@@ -49,8 +48,8 @@ export interface SetupStart {
 
 /**
  * Starts a lab's setup on a host: the host's first boot waited for, then one command that stops what an earlier
- * setup left running and puts the lab source at the ref, and one that writes the operator secrets and push
- * settings and starts the detached setup (shared/fleet/lab.ts).
+ * setup left running, puts the lab source at the ref, writes the operator secrets and push settings and starts
+ * the detached setup (syncAndStartLab, shared/fleet/lab.ts).
  */
 export async function startSetup(
   t: Transport,
@@ -61,10 +60,12 @@ export async function startSetup(
   await waitForBoot(t, provider, s.what);
   const push = await s.beforeSecrets?.();
   const secrets = await secretsForStart(t, spec, provider.transport);
-  await syncSource(t, spec, s.ref, { stopFirst: s.stop });
-  await startLab(t, spec, s.hostId, s.runId, {
-    ...(push ? { push } : {}),
-    ...(secrets !== undefined ? { secrets } : {}),
+  await syncAndStartLab(t, spec, provider.transport, {
+    ref: s.ref,
+    stopFirst: s.stop,
+    hostId: s.hostId,
+    runId: s.runId,
+    files: { ...(push ? { push } : {}), ...(secrets !== undefined ? { secrets } : {}) },
   });
 }
 

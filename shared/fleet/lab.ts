@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { SHELL_SIGNER } from "../agent/signing.ts";
 import { localLabDir } from "../providers/local.ts";
 import { LocalTransport } from "../transports/local.ts";
-import { type ExecResult, shq, type Transport } from "../transports/types.ts";
+import { type ExecResult, shq, type Transport, type TransportName } from "../transports/types.ts";
 import type { Workshop } from "../workshop/schema.ts";
 
 /**
@@ -532,30 +532,45 @@ export async function syncSource(
   ref?: string,
   opts: { stopFirst?: boolean } = {},
 ): Promise<void> {
+  const sync = await syncScript(spec, t, ref, opts);
+  const r = await t.exec(sync.script, {
+    ...(sync.archive ? { stdin: sync.archive } : {}),
+    timeoutMs: STEP_TIMEOUT_MS,
+    step: "sync lab source",
+  });
+  if (r.exitCode !== 0) throw new LabStepError(`syncing the lab source failed: ${lastLines(r)}`);
+}
+
+/**
+ * syncSource's command: for a local folder, also its archive, which the command reads from the rest of its stdin
+ * (tar reads to the end of it).
+ */
+async function syncScript(
+  spec: Workshop,
+  t: Transport,
+  ref: string | undefined,
+  opts: { stopFirst?: boolean },
+): Promise<{ script: string; archive?: Buffer }> {
   const dir = labDir(spec, t);
   const src = spec.lab.source;
   const stop = opts.stopFirst ? `${stopFunction(spec.name)}\nlabfleet_stop\n` : "";
-  let r: ExecResult;
   if (src.startsWith("git:")) {
     const url = shq(src.slice(4));
     const want = ref ?? spec.lab.ref;
     const target = want
       ? `t=$(git -C "$dir" rev-parse --verify -q ${shq(`origin/${want}^{commit}`)} || git -C "$dir" rev-parse --verify -q ${shq(`${want}^{commit}`)}) || { echo "ref ${want.replace(/[^\w./-]/g, "")} not found" >&2; exit 3; }`
       : `t=$(git -C "$dir" rev-parse --verify -q origin/HEAD || git -C "$dir" rev-parse HEAD)`;
-    r = await t.exec(
-      `${stop}set -e; dir=${dir}
+    return {
+      script: `${stop}set -e; dir=${dir}
 if [ -d "$dir/.git" ]; then git -C "$dir" fetch --quiet --tags origin; else rm -rf "$dir"; git clone --quiet ${url} "$dir"; fi
 ${target}
 git -C "$dir" reset --quiet --hard "$t"`,
-      { timeoutMs: STEP_TIMEOUT_MS },
-    );
-  } else {
-    r = await t.exec(
-      `${stop}set -e; dir=${dir}; [ ! -e "$dir.sync" ] || rm -rf "$dir.sync"; mkdir -p "$dir.sync"; tar -x -f - -C "$dir.sync"; rm -rf "$dir"; mv "$dir.sync" "$dir"`,
-      { stdin: await sourceArchive(src), timeoutMs: STEP_TIMEOUT_MS, step: "sync lab source" },
-    );
+    };
   }
-  if (r.exitCode !== 0) throw new LabStepError(`syncing the lab source failed: ${lastLines(r)}`);
+  return {
+    script: `${stop}set -e; dir=${dir}; [ ! -e "$dir.sync" ] || rm -rf "$dir.sync"; mkdir -p "$dir.sync"; tar -x -f - -C "$dir.sync"; rm -rf "$dir"; mv "$dir.sync" "$dir"`,
+    archive: await sourceArchive(src),
+  };
 }
 
 export const SOURCE_TAR_LIMIT_BYTES = 256 * 1024 * 1024;
@@ -658,9 +673,7 @@ export interface StartFiles {
 /**
  * Writes the wrapper, setup and the StartFiles and starts the wrapper detached; returns once it has recorded its
  * pid. The same command records which run started it (`run`), so a resumed run knows the setups it started itself.
- * Stdin is a line of byte lengths, then the parts back to back (cut apart with bash's own string slicing, in the C
- * locale so a length is bytes), then a final "." that keeps `$(cat)` from eating the last part's newlines. Its
- * errors carry the exit code and the command's stderr, never its stdout; the command prints none of its parts.
+ * Its errors carry the exit code and the command's stderr, never its stdout; the command prints none of its parts.
  */
 export async function startLab(
   t: Transport,
@@ -669,10 +682,75 @@ export async function startLab(
   runId: string,
   files: StartFiles = {},
 ): Promise<void> {
+  const start = startScript(spec, t, hostId, runId, files);
+  const r = await t.exec(`set -e\n${PARTS_FUNCTION}\nlabfleet_parts\n${start.script}`, {
+    stdin: start.input,
+    timeoutMs: START_TIMEOUT_MS,
+    step: "start lab setup",
+  });
+  if (r.exitCode !== 0)
+    throw new LabStepError(`starting the lab setup failed: ${lastLines({ ...r, stdout: "" })}`);
+}
+
+const START_TIMEOUT_MS = 60_000;
+/** What the sync-and-start command prints between its two halves: a failure before it is the sync's. */
+const SYNCED = "labfleet: lab source synced";
+
+/**
+ * syncSource and startLab as one command, one session on the host instead of two (a fleet's deploy dispatch
+ * pays for each session on every host): the start's parts come first on stdin, then the lab folder's archive
+ * for tar. A failure names the half that failed, as the two commands' do. Where stdin travels inside the
+ * request (SSM, the agent: a few tens of KiB in all), a lab folder keeps its own command, so its archive has
+ * that whole budget.
+ */
+export async function syncAndStartLab(
+  t: Transport,
+  spec: Workshop,
+  via: TransportName,
+  s: { ref: string | undefined; stopFirst: boolean; hostId: string; runId: string; files: StartFiles },
+): Promise<void> {
+  if (!spec.lab.source.startsWith("git:") && (via === "ssm" || via === "agent")) {
+    await syncSource(t, spec, s.ref, { stopFirst: s.stopFirst });
+    return startLab(t, spec, s.hostId, s.runId, s.files);
+  }
+  const sync = await syncScript(spec, t, s.ref, { stopFirst: s.stopFirst });
+  const start = startScript(spec, t, s.hostId, s.runId, s.files);
+  const r = await t.exec(
+    `set -e\n${PARTS_FUNCTION}\nlabfleet_parts\n${sync.script}\necho '${SYNCED}'\n${start.script}`,
+    {
+      stdin: sync.archive ? Buffer.concat([Buffer.from(start.input), sync.archive]) : start.input,
+      timeoutMs: STEP_TIMEOUT_MS + START_TIMEOUT_MS,
+      step: "sync lab source and start setup",
+    },
+  );
+  if (r.exitCode === 0) return;
+  if (!r.stdout.includes(SYNCED))
+    throw new LabStepError(`syncing the lab source failed: ${lastLines({ ...r, stdout: "" })}`);
+  throw new LabStepError(`starting the lab setup failed: ${lastLines({ ...r, stdout: "" })}`);
+}
+
+/**
+ * startLab's command, to run once `labfleet_parts` (PARTS_FUNCTION) has read `input` from the head of stdin: a
+ * line of byte lengths, then the parts back to back, read with bash's `read -N` (exactly that many bytes, in the
+ * C locale, leaving the rest of stdin to what follows) and cut apart with bash's own string slicing. A part with
+ * a NUL byte is refused here: bash's `read` drops NULs, and would read on into what follows.
+ */
+function startScript(
+  spec: Workshop,
+  t: Transport,
+  hostId: string,
+  runId: string,
+  files: StartFiles,
+): { script: string; input: string } {
   const d = stateDir(spec.name);
   const push = files.push === "off" ? undefined : files.push;
   const parts = [WRAPPER, spec.lab.setup, push?.env ?? "", push?.health ?? "", files.secrets ?? ""];
-  const stdin = `${parts.map((x) => Buffer.byteLength(x)).join(" ")}\n${parts.join("")}.`;
+  const nul = parts.findIndex((x) => x.includes("\0"));
+  if (nul >= 0)
+    throw new LabStepError(
+      `starting the lab setup failed: ${["the wrapper", "lab.setup", "the push settings", "lab.health", "the operator secrets"][nul]} holds a NUL byte, which a shell script cannot`,
+    );
+  const input = `${parts.map((x) => Buffer.byteLength(x)).join(" ")}\n${parts.join("")}`;
   const keepSecrets = files.secrets === undefined && spec.lab.operator_secrets.length > 0;
   // The private files this start writes, each from its part of the input (see labfleet_parts).
   const privates = [
@@ -680,24 +758,10 @@ export async function startLab(
     ...(push?.health !== undefined ? [["health.sh", "$health"]] : []),
     ...(files.secrets !== undefined ? [["secrets.env", "$secrets"]] : []),
   ].map(([file, part]) => `\n  printf '%s' "${part}" > "$d/${file}"`);
-  const r = await t.exec(
-    `set -e; d=${d}; mkdir -p "$d"; chmod 700 "$d"
+  const script = `d=${d}; mkdir -p "$d"; chmod 700 "$d"
 rm -f "$d/pid" "$d/rc" "$d/rc.tmp" "$d/status.jsonl" "$d/push.mark" "$d/access.json" "$d/heartbeat" "$d/run" "$d/log"${
-      files.push !== undefined ? ` "$d/push.env" "$d/health.sh"` : ""
-    }${keepSecrets ? "" : ` "$d/secrets.env"`}
-labfleet_parts() {
-  local LC_ALL=C input n
-  input=$(cat); n=\${input%%$'\n'*}; input=\${input#*$'\n'}
-  set -- $n
-  [ "$#" = 5 ] || { echo "the start command's input has no lengths line" >&2; return 3; }
-  wrapper=\${input:0:$1}; input=\${input:$1}
-  setup=\${input:0:$2}; input=\${input:$2}
-  pushenv=\${input:0:$3}; input=\${input:$3}
-  health=\${input:0:$4}; input=\${input:$4}
-  secrets=\${input:0:$5}; input=\${input:$5}
-  [ "$input" = . ] || { echo "the start command's input is not as long as its lengths line says" >&2; return 3; }
-}
-labfleet_parts
+    files.push !== undefined ? ` "$d/push.env" "$d/health.sh"` : ""
+  }${keepSecrets ? "" : ` "$d/secrets.env"`}
 printf '%s\n' "$wrapper" > "$d/wrapper.sh"
 printf '%s\n' "$setup" > "$d/setup.sh"
 # The private files, removed above, are created anew as 0600 in the 0700 folder: one subshell for all of them
@@ -710,12 +774,25 @@ printf '%s\n' ${shq(runId)} > "$d/run"
 # A background job of a shell without job control is not a group leader, so setsid execs in place and
 # $! is the wrapper's own pid: recorded before this command returns, with no wait.
 setsid bash "$d/wrapper.sh" "$d" ${labDir(spec, t)} ${shq(spec.name)} ${shq(hostId)} > /dev/null 2>&1 < /dev/null &
-echo "$!" > "$d/pid"`,
-    { stdin, timeoutMs: 60_000, step: "start lab setup" },
-  );
-  if (r.exitCode !== 0)
-    throw new LabStepError(`starting the lab setup failed: ${lastLines({ ...r, stdout: "" })}`);
+echo "$!" > "$d/pid"`;
+  return { script, input };
 }
+
+/** Reads startScript's input from the head of stdin into $wrapper, $setup, $pushenv, $health and $secrets. */
+const PARTS_FUNCTION = `labfleet_parts() {
+  local LC_ALL=C input= n total
+  IFS= read -r n || { echo "the start command's input has no lengths line" >&2; return 3; }
+  set -- $n
+  [ "$#" = 5 ] || { echo "the start command's input has no lengths line" >&2; return 3; }
+  total=$(( $1 + $2 + $3 + $4 + $5 ))
+  [ "$total" = 0 ] || IFS= read -r -d '' -N "$total" input || true
+  [ "\${#input}" = "$total" ] || { echo "the start command's input is not as long as its lengths line says" >&2; return 3; }
+  wrapper=\${input:0:$1}; input=\${input:$1}
+  setup=\${input:0:$2}; input=\${input:$2}
+  pushenv=\${input:0:$3}; input=\${input:$3}
+  health=\${input:0:$4}; input=\${input:$4}
+  secrets=\${input:0:$5}
+}`;
 
 export function lastLines(r: ExecResult, n = 5): string {
   const text = (r.stderr.trim() || r.stdout.trim()).split("\n").slice(-n).join("\n");

@@ -1,0 +1,163 @@
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { LabStepError, syncAndStartLab } from "../../shared/fleet/lab.ts";
+import { LocalTransport } from "../../shared/transports/local.ts";
+import type { ExecOptions, Transport } from "../../shared/transports/types.ts";
+import { parseWorkshopYaml } from "../../shared/workshop/load.ts";
+import { removeDir, tempDir, waitFor } from "../harness/runtime.ts";
+
+/**
+ * A deploy's one command per host: the lab source synced and the setup started in one session, with the start's
+ * files read from the head of stdin and the lab folder's archive from the rest. Run with real bash and tar on
+ * a local host folder.
+ */
+let work: string;
+let folder: string;
+let repo: string;
+
+// Multi-byte text, a quote and a `$(...)`: each part must arrive byte for byte.
+const SETUP = `printf '%s\\n' "héllo wörld 'q' \\$(not run)" > made.txt`;
+const SECRETS = "API_TOKEN='t0k€n'\nOTHER='x'\n\n";
+
+/** A local transport that records each command it runs. */
+function recorded(home: string): Transport & { sent: { command: string; options: ExecOptions }[] } {
+  const inner = new LocalTransport(home);
+  const sent: { command: string; options: ExecOptions }[] = [];
+  return {
+    sent,
+    exec: (command: string, options: ExecOptions = {}) => {
+      sent.push({ command, options });
+      return inner.exec(command, options);
+    },
+  };
+}
+
+const specFor = (source: string, extra = "") =>
+  parseWorkshopYaml(`name: one
+lab:
+  source: ${source}
+  setup: ${JSON.stringify(SETUP)}
+${extra}provider:
+  type: local
+  count: 1
+  ttl_hours: 4
+`);
+
+const start = (t: Transport, source: string, via: "local" | "ssm" = "local", ref?: string) =>
+  syncAndStartLab(t, specFor(source), via, {
+    ref,
+    stopFirst: false,
+    hostId: "student-01",
+    runId: "run-1",
+    files: { secrets: SECRETS, push: "off" },
+  });
+
+const rejection = async (p: Promise<unknown>) => {
+  try {
+    await p;
+  } catch (err) {
+    return err as Error;
+  }
+  throw new Error("expected a failure");
+};
+
+beforeAll(() => {
+  work = tempDir("labfleet-lab-start-");
+  folder = join(work, "lab");
+  mkdirSync(join(folder, "sub"), { recursive: true });
+  writeFileSync(join(folder, "sub", "data.bin"), Buffer.from([0, 1, 2, 255, 10, 0]));
+  writeFileSync(join(folder, "README"), "the lab\n");
+  repo = join(work, "repo");
+  mkdirSync(repo);
+  const git = (...args: string[]) => execFileSync("git", ["-C", repo, ...args], { stdio: "pipe" });
+  git("init", "-q", "-b", "main");
+  writeFileSync(join(repo, "README"), "from git\n");
+  git("add", "README");
+  git("-c", "user.name=t", "-c", "user.email=t@example.test", "commit", "-q", "-m", "one");
+});
+
+afterAll(() => {
+  if (work) removeDir(work);
+});
+
+describe("syncAndStartLab", () => {
+  it("syncs a lab folder and starts its setup in one command, every part byte for byte", async () => {
+    const home = join(work, "h1");
+    mkdirSync(home);
+    const t = recorded(home);
+    await start(t, folder);
+    expect(t.sent).toHaveLength(1);
+    // The secrets travel on stdin, never on the command line.
+    expect(t.sent[0]?.command).not.toContain("t0k");
+    const state = join(home, ".labfleet", "one");
+    expect(readFileSync(join(home, "lab", "sub", "data.bin"))).toEqual(Buffer.from([0, 1, 2, 255, 10, 0]));
+    expect(readFileSync(join(state, "setup.sh"), "utf8")).toBe(`${SETUP}\n`);
+    expect(readFileSync(join(state, "secrets.env"), "utf8")).toBe(SECRETS);
+    expect(statSync(join(state, "secrets.env")).mode & 0o777).toBe(0o600);
+    expect(readFileSync(join(state, "run"), "utf8")).toBe("run-1\n");
+    await waitFor("the setup to end", () => existsSync(join(state, "rc")) || undefined);
+    expect(readFileSync(join(state, "rc"), "utf8").trim()).toBe("0");
+    expect(readFileSync(join(home, "lab", "made.txt"), "utf8")).toBe("héllo wörld 'q' $(not run)\n");
+  });
+
+  it("syncs a git source at its ref in the same command", async () => {
+    const home = join(work, "h2");
+    mkdirSync(home);
+    const t = recorded(home);
+    await start(t, `git:${repo}`, "local", "main");
+    expect(t.sent).toHaveLength(1);
+    expect(readFileSync(join(home, "lab", "README"), "utf8")).toBe("from git\n");
+    expect(readFileSync(join(home, ".labfleet", "one", "setup.sh"), "utf8")).toBe(`${SETUP}\n`);
+  });
+
+  it("names a failed sync as the sync's, and starts nothing", async () => {
+    const home = join(work, "h3");
+    mkdirSync(home);
+    const err = await rejection(start(recorded(home), `git:${repo}`, "local", "no-such-ref"));
+    expect(err).toBeInstanceOf(LabStepError);
+    expect(err.message).toMatch(/^syncing the lab source failed: exit code 3: ref no-such-ref not found$/);
+    expect(existsSync(join(home, ".labfleet", "one", "pid"))).toBe(false);
+  });
+
+  it("names a start that fails after the sync as the start's", async () => {
+    const home = join(work, "h4");
+    mkdirSync(home);
+    writeFileSync(join(home, ".labfleet"), "a file where the state folder goes\n");
+    const err = await rejection(start(recorded(home), folder));
+    expect(err).toBeInstanceOf(LabStepError);
+    expect(err.message).toMatch(
+      /^starting the lab setup failed: exit code 1: mkdir: cannot create directory .*\/h4\/\.labfleet.: Not a directory$/,
+    );
+    expect(readFileSync(join(home, "lab", "README"), "utf8")).toBe("the lab\n");
+  });
+
+  it("refuses a part with a NUL byte before anything is sent", async () => {
+    const t = recorded(join(work, "h5"));
+    const spec = specFor(folder);
+    const err = await rejection(
+      syncAndStartLab(t, { ...spec, lab: { ...spec.lab, setup: "echo a\0b" } }, "local", {
+        ref: undefined,
+        stopFirst: false,
+        hostId: "student-01",
+        runId: "run-1",
+        files: {},
+      }),
+    );
+    expect(err.message).toBe(
+      "starting the lab setup failed: lab.setup holds a NUL byte, which a shell script cannot",
+    );
+    expect(t.sent).toEqual([]);
+  });
+
+  it("keeps a lab folder's own command where stdin travels inside the request (SSM)", async () => {
+    const home = join(work, "h6");
+    mkdirSync(home);
+    const t = recorded(home);
+    await start(t, folder, "ssm");
+    expect(t.sent.map((s) => s.options.step)).toEqual(["sync lab source", "start lab setup"]);
+    expect(readFileSync(join(home, "lab", "README"), "utf8")).toBe("the lab\n");
+    expect(readFileSync(join(home, ".labfleet", "one", "setup.sh"), "utf8")).toBe(`${SETUP}\n`);
+  });
+});
