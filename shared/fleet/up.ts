@@ -5,7 +5,7 @@ import { forgetStudentReads } from "../portal/reads.ts";
 import { hostIdsOf, type Provider } from "../providers/types.ts";
 import { withActor } from "../runtime/actor.ts";
 import { isoNow } from "../runtime/clock.ts";
-import { mapLimit } from "../runtime/concurrency.ts";
+import { mapLimit, shortCache } from "../runtime/concurrency.ts";
 import { seal } from "../runtime/crypto.ts";
 import { timeLeft } from "../runtime/deadline.ts";
 import { releaseConnections, useDeps } from "../runtime/deps.ts";
@@ -318,6 +318,20 @@ export async function removeHosts(spec: Workshop, provider: Provider, dropped: H
   log.info("hosts removed from the workshop", { workshop: spec.name, hosts: dropped.map((h) => h.hostId) });
 }
 
+/**
+ * What every host of a run's deploy reads alike: the workshop's spec, fixed while the run owns the workshop (a
+ * change of spec starts a run of its own: startRun), and the run's git ref. Read once for the hosts a process
+ * deploys within a few seconds of each other (a fleet's Deploy Map items), not twice per host.
+ */
+const deployContext = shortCache({
+  key: (workshop: string, runId: string) => `${workshop}\0${runId}`,
+  load: async (workshop: string, runId: string) => {
+    const [{ spec, provider }, run] = await Promise.all([loadWorkshop(workshop), getRun(workshop, runId)]);
+    return { spec, provider, ref: run.ref };
+  },
+  ttlMs: 10_000,
+});
+
 export type DeployAction = "started" | "running" | "complete";
 
 /**
@@ -334,9 +348,13 @@ export async function deployHost(
   force: boolean,
 ): Promise<{ hostId: string; action: DeployAction }> {
   const { store, clock } = useDeps();
-  const { spec, provider } = await loadWorkshop(workshop);
-  const run = await getRun(workshop, runId);
-  const host = (await store.host.get({ workshop, hostId }).go()).data;
+  const [{ spec, provider, ref }, host] = await Promise.all([
+    deployContext(workshop, runId),
+    store.host
+      .get({ workshop, hostId })
+      .go()
+      .then((r) => r.data),
+  ]);
   const gitSource = spec.lab.source.startsWith("git:");
   if (!host)
     throw new VisibleError("not_found", "host.not_found", `no host ${hostId} in workshop ${workshop}`);
@@ -374,7 +392,7 @@ export async function deployHost(
           deployStartedAt: now,
           updatedAt: now,
           // The git ref it is built at: the run's --ref, else lab.ref, else HEAD (rollouts and check mode read it).
-          ...(gitSource ? { ref: run.ref ?? spec.lab.ref ?? "HEAD" } : {}),
+          ...(gitSource ? { ref: ref ?? spec.lab.ref ?? "HEAD" } : {}),
         })
         // A rebuilt lab starts with no in-use health record (shared/fleet/health.ts): no stale `failing` flag.
         .remove([
@@ -397,7 +415,7 @@ export async function deployHost(
     await startSetup(t, spec, provider, {
       hostId,
       runId,
-      ref: run.ref,
+      ref,
       stop: leftRunning(probe),
       beforeSecrets: recordDeploy,
     });

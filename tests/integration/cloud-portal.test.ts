@@ -120,7 +120,9 @@ describe("the claim portal on its own function", { timeout: 240_000 }, () => {
     expect(steps.indexOf("read the host's SSH keys")).toBeGreaterThan(
       steps.indexOf("wait for the first boot"),
     );
-    expect(steps.indexOf("start lab setup")).toBeGreaterThan(steps.indexOf("read the host's SSH keys"));
+    expect(steps.indexOf("sync lab source and start setup")).toBeGreaterThan(
+      steps.indexOf("read the host's SSH keys"),
+    );
 
     // The instructor sees the claim.
     const status = (await cloud.api(`/${W}/portal/status`)).body;
