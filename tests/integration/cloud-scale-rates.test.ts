@@ -1,9 +1,9 @@
-import type { RunInstancesCommandInput, TerminateInstancesCommandInput } from "@aws-sdk/client-ec2";
+import type { RunInstancesCommandInput } from "@aws-sdk/client-ec2";
 import type { SendCommandCommandInput } from "@aws-sdk/client-ssm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { awsWorkshopYaml, type Cloud, invocationsSince, startCloud } from "../harness/aws/cloud.ts";
+import { type Cloud, invocationsSince, startCloud } from "../harness/aws/cloud.ts";
+import { tearDownFleet, upFleet } from "../harness/aws/fleet-runs.ts";
 import { EC2_REQUEST_BUCKETS } from "../harness/aws/rate-limits.ts";
-import { waitFor } from "../harness/runtime.ts";
 
 /**
  * A fleet larger than EC2's RunInstances burst on the AWS double, whose EC2 and Parameter Store rates are
@@ -28,22 +28,13 @@ afterAll(async () => {
 
 describe("a fleet past EC2's RunInstances burst on the AWS double", { timeout: 600_000 }, () => {
   it("launches at EC2's rate, gets every lab ready within the functions' timeouts, and tears down cleanly", async () => {
-    const yaml = awsWorkshopYaml({
+    const { since } = await upFleet(cloud, {
       name: W,
-      source: cloud.lab("instant"),
       count: HOSTS,
-      pollSeconds: 5,
+      concurrency: 10,
       timeoutMinutes: 20,
-      extraLab: "concurrency: 10",
+      runTimeoutMs: 480_000,
     });
-    expect((await cloud.api("", { yaml })).status).toBe(201);
-    const since = Date.now();
-    const up = await cloud.api(`/${W}/up`, {});
-    expect(up.status, JSON.stringify(up.body)).toBe(202);
-    const run = await cloud.runToEnd(W, up.body.run.id, 480_000);
-    expect(run.state, JSON.stringify(run)).toBe("succeeded");
-    const s = (await cloud.api(`/${W}`)).body;
-    expect(s.hosts).toEqual({ total: HOSTS, ready: HOSTS, failed: 0 });
 
     // One RunInstances per host went through; none took more than EC2's burst at once.
     const server = cloud.account.server;
@@ -86,34 +77,14 @@ describe("a fleet past EC2's RunInstances burst on the AWS double", { timeout: 6
     for (const [name, { ms, timeoutMs }] of longest) expect(ms, name).toBeLessThan(timeoutMs / 2);
 
     // The teardown: one TerminateInstances for the fleet, every instance gone, nothing left.
-    const down = await cloud.api(`/${W}/teardown`, {});
-    expect(down.status, JSON.stringify(down.body)).toBe(202);
-    expect((await cloud.runToEnd(W, down.body.run.id, 240_000)).state).toBe("succeeded");
-    const terminated = server.inputs<TerminateInstancesCommandInput>(
-      "ec2",
-      "TerminateInstances",
-      "Deprovision",
-    );
+    const { terminated, receipt } = await tearDownFleet(cloud, {
+      name: W,
+      count: HOSTS,
+      runTimeoutMs: 240_000,
+      waitMs: 60_000,
+    });
     expect(terminated).toHaveLength(1);
     expect(terminated[0]?.InstanceIds).toHaveLength(HOSTS);
-    await waitFor(
-      "every instance terminated",
-      () =>
-        [...cloud.account.ec2.instances.values()].every(
-          (i) => cloud.account.ec2.stateOf(i) === "terminated",
-        ) || undefined,
-      60_000,
-    );
-    const receipt = await waitFor(
-      "the teardown's receipt",
-      async () => {
-        const r = await cloud.api(`/${W}/receipt`);
-        return r.status === 200 ? r.body.receipt : undefined;
-      },
-      60_000,
-    );
-    expect(receipt.left).toEqual([]);
-    expect(receipt.removed.filter((e: { kind: string }) => e.kind === "instance")).toHaveLength(HOSTS);
     expect(receipt.checkError).toBeUndefined();
   });
 });

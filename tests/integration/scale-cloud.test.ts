@@ -1,8 +1,7 @@
-import type { TerminateInstancesCommandInput } from "@aws-sdk/client-ec2";
 import type { SendCommandCommandInput } from "@aws-sdk/client-ssm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { awsWorkshopYaml, type Cloud, invocationsSince, startCloud } from "../harness/aws/cloud.ts";
-import { waitFor } from "../harness/runtime.ts";
+import { type Cloud, invocationsSince, startCloud } from "../harness/aws/cloud.ts";
+import { tearDownFleet, upFleet } from "../harness/aws/fleet-runs.ts";
 
 /**
  * A 500-host workshop (the most a workshop may have) in the cloud, on the AWS double with the Lambda bundles as
@@ -34,22 +33,13 @@ afterAll(async () => {
 
 describe("a 500-host workshop on the AWS double", { timeout: 2_400_000 }, () => {
   it("comes up in one run within AWS's limits, pages its fleet view, and tears down cleanly", async () => {
-    const yaml = awsWorkshopYaml({
+    const { runId, since } = await upFleet(cloud, {
       name: W,
-      source: cloud.lab("instant"),
       count: HOSTS,
-      pollSeconds: 5,
+      concurrency: 40,
       timeoutMinutes: 60,
-      extraLab: "concurrency: 40",
+      runTimeoutMs: 2_000_000,
     });
-    expect((await cloud.api("", { yaml })).status).toBe(201);
-    const since = Date.now();
-    const up = await cloud.api(`/${W}/up`, {});
-    expect(up.status, JSON.stringify(up.body)).toBe(202);
-    const run = await cloud.runToEnd(W, up.body.run.id, 2_000_000);
-    expect(run.state, JSON.stringify(run)).toBe("succeeded");
-    const s = (await cloud.api(`/${W}`)).body;
-    expect(s.hosts).toEqual({ total: HOSTS, ready: HOSTS, failed: 0 });
 
     const server = cloud.account.server;
     // No call was denied by IAM, and the double never failed.
@@ -59,7 +49,7 @@ describe("a 500-host workshop on the AWS double", { timeout: 2_400_000 }, () => 
     expect(server.failures).toEqual([]);
 
     // One execution: 100 Deploy Map items (5 hosts each), far inside the 25,000 history events it may hold.
-    const execution = [...cloud.account.sfn.executions.values()].find((e) => e.name === up.body.run.id);
+    const execution = [...cloud.account.sfn.executions.values()].find((e) => e.name === runId);
     if (!execution) throw new Error("no execution for the run");
     const figures = cloud.account.sfn.figures(execution.executionArn);
     expect(figures.status).toBe("SUCCEEDED");
@@ -111,32 +101,12 @@ describe("a 500-host workshop on the AWS double", { timeout: 2_400_000 }, () => 
     expect(pages).toBe(5);
 
     // The teardown: 100 instances per TerminateInstances, every instance gone, nothing left.
-    const down = await cloud.api(`/${W}/teardown`, {});
-    expect(down.status, JSON.stringify(down.body)).toBe(202);
-    expect((await cloud.runToEnd(W, down.body.run.id, 600_000)).state).toBe("succeeded");
-    const terminated = server.inputs<TerminateInstancesCommandInput>(
-      "ec2",
-      "TerminateInstances",
-      "Deprovision",
-    );
+    const { terminated } = await tearDownFleet(cloud, {
+      name: W,
+      count: HOSTS,
+      runTimeoutMs: 600_000,
+      waitMs: 120_000,
+    });
     expect(terminated.map((t) => t.InstanceIds?.length)).toEqual([100, 100, 100, 100, 100]);
-    await waitFor(
-      "every instance terminated",
-      () =>
-        [...cloud.account.ec2.instances.values()].every(
-          (i) => cloud.account.ec2.stateOf(i) === "terminated",
-        ) || undefined,
-      120_000,
-    );
-    const receipt = await waitFor(
-      "the teardown's receipt",
-      async () => {
-        const r = await cloud.api(`/${W}/receipt`);
-        return r.status === 200 ? r.body.receipt : undefined;
-      },
-      120_000,
-    );
-    expect(receipt.left).toEqual([]);
-    expect(receipt.removed.filter((e: { kind: string }) => e.kind === "instance")).toHaveLength(HOSTS);
   });
 });
