@@ -428,7 +428,7 @@ async function checkHost(ctx: StepContext, item: ExecResultItem): Promise<ExecHo
   const overdue = elapsed > job.timeoutSeconds * 1000 + NO_ANSWER_GRACE_MS;
   try {
     const r = await withTransport(spec, provider, host, (t) =>
-      t.exec(pollScript(job.jobId), { step: "exec", timeoutMs: HOST_COMMAND_TIMEOUT_MS }),
+      t.exec(pollScript(job.jobId), { step: "exec", timeoutMs: HOST_COMMAND_TIMEOUT_MS, brief: true }),
     );
     if (r.exitCode === POLL_RUNNING) {
       if (!overdue) return undefined;

@@ -1,4 +1,5 @@
 import { isoNow } from "../runtime/clock.ts";
+import { type ShortCache, shortCache } from "../runtime/concurrency.ts";
 import { useDeps } from "../runtime/deps.ts";
 import type { HostKeyItem } from "../store/entities.ts";
 import {
@@ -28,7 +29,12 @@ export function recordKeys(rec: HostKeyItem): KnownHostKeys {
  */
 export function storePins(workshop: string): HostKeyPins {
   return {
-    async get(hostId) {
+    async get(hostId, opts = {}) {
+      if (!opts.fresh) {
+        const known = (await workshopPins(workshop)).get(hostId);
+        if (known) return known;
+      }
+      // Not in that read (a first contact, or pinned since), or asked for now: the record itself.
       const { store } = useDeps();
       const rec = (await store.hostKey.get({ workshop, hostId }).go()).data;
       return rec ? recordKeys(rec) : undefined;
@@ -50,8 +56,44 @@ export function storePins(workshop: string): HostKeyPins {
       } catch (err) {
         if (!isConditionalFailure(err)) throw err; // pinned meanwhile: the next connection compares against it
       }
+      forgetPinReads(workshop);
     },
   };
+}
+
+/**
+ * How long one read of a workshop's pins serves the connections this process opens after it: a fleet operation
+ * connects to every host within moments, and reads the pins once instead of once per host. A pin changed in this
+ * process is read again at once (forgetPinReads); one changed by another process (the cloud's other functions)
+ * counts for connections opened up to this long after. A key that is not the one read is checked against the pin
+ * as it is now before it is refused.
+ */
+export const PIN_READ_TTL_MS = 2_000;
+
+/** Per store (a process may hold several runtimes' stores), per workshop: each host's pin, by host id. */
+const pinReads = new WeakMap<object, ShortCache<[string], Map<string, KnownHostKeys>>>();
+
+function workshopPins(workshop: string): Promise<Map<string, KnownHostKeys>> {
+  const { store } = useDeps();
+  let reads = pinReads.get(store);
+  if (!reads) {
+    reads = shortCache({
+      key: (w: string) => w,
+      load: async (w: string) => {
+        const records = (await store.hostKey.query.byWorkshop({ workshop: w }).go({ pages: "all" })).data;
+        return new Map(records.map((r) => [r.hostId, recordKeys(r)]));
+      },
+      ttlMs: PIN_READ_TTL_MS,
+      max: 1_000,
+    });
+    pinReads.set(store, reads);
+  }
+  return reads(workshop);
+}
+
+/** A pin of the workshop was made, replaced or removed here: the next connection reads the pins again. */
+export function forgetPinReads(workshop: string): void {
+  pinReads.get(useDeps().store)?.forget(workshop);
 }
 
 /** One trusted host key, as the API and the CLI show it. */

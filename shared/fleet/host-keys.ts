@@ -10,7 +10,14 @@ import { fingerprint, HOST_KEY_LINE_MAX, parseHostKeyLine } from "../transports/
 import { bastionPinId, parseSshAddress } from "../transports/ssh.ts";
 import type { Transport } from "../transports/types.ts";
 import type { Workshop } from "../workshop/schema.ts";
-import { type HostKeysView, hostKeyViews, recordKeys, view, workshopHostKeys } from "./host-key-records.ts";
+import {
+  forgetPinReads,
+  type HostKeysView,
+  hostKeyViews,
+  recordKeys,
+  view,
+  workshopHostKeys,
+} from "./host-key-records.ts";
 import { LabStepError } from "./lab.ts";
 import { isConditionalFailure } from "./runs.ts";
 import { getWorkshop } from "./workshops.ts";
@@ -192,6 +199,7 @@ export async function forgetHostKey(
  * trusted now. A bastion's pin (`bastion:...`) may carry any host of the workshop: all of them end.
  */
 async function releaseKeyed(workshop: string, pinId: string): Promise<void> {
+  forgetPinReads(workshop);
   await releaseConnections(workshop, pinId.startsWith("bastion:") ? undefined : [pinId]);
 }
 
@@ -209,6 +217,7 @@ export async function forgetAllHostKeys(workshop: string): Promise<void> {
   const { store } = useDeps();
   const keys = (await store.hostKey.query.byWorkshop({ workshop }).go({ pages: "all" })).data;
   for (const k of keys) await store.hostKey.delete({ workshop, hostId: k.hostId }).go();
+  forgetPinReads(workshop);
   await releaseConnections(workshop);
 }
 
@@ -241,7 +250,11 @@ export async function pinHostKeysThrough(
   const workshop = spec.name;
   const existing = (await store.hostKey.get({ workshop, hostId: host.hostId }).go()).data;
   if (existing?.origin === origin && existing.address === host.address) return;
-  const r = await t.exec(READ_HOST_KEYS, { step: "read the host's SSH keys", timeoutMs: 60_000 });
+  const r = await t.exec(READ_HOST_KEYS, {
+    step: "read the host's SSH keys",
+    timeoutMs: 60_000,
+    brief: true,
+  });
   if (r.exitCode !== 0) {
     throw new LabStepError(`reading the host's SSH host keys failed with exit code ${r.exitCode}`);
   }
@@ -270,6 +283,7 @@ export async function pinHostKeysThrough(
       pinnedAt: isoNow(clock),
     })
     .go();
+  forgetPinReads(workshop);
   log.info("host keys pinned", {
     workshop,
     hostId: host.hostId,

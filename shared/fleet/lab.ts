@@ -336,7 +336,11 @@ export async function probeLab(
   opts: { timeoutMs?: number } = {},
 ): Promise<LabProbe> {
   for (let attempt = 1; ; attempt++) {
-    const r = await t.exec(probeScript(workshop), { timeoutMs: opts.timeoutMs ?? 30_000, step: "probe lab" });
+    const r = await t.exec(probeScript(workshop), {
+      timeoutMs: opts.timeoutMs ?? 30_000,
+      step: "probe lab",
+      brief: true,
+    });
     if (r.exitCode !== 0) throw new LabStepError(`reading lab status failed: ${lastLines(r)}`);
     try {
       if (r.truncated) throw new ProbeCutError("reading the lab's status came back cut off by the transport");
@@ -422,10 +426,7 @@ export async function readAccess(t: Transport, workshop: string): Promise<string
   const step = "read access details";
   const sized = await t.exec(
     `f=${stateDir(workshop)}/access.json; if [ -f "$f" ]; then stat -c %s "$f"; fi`,
-    {
-      timeoutMs: 30_000,
-      step,
-    },
+    { timeoutMs: 30_000, step, brief: true },
   );
   if (sized.exitCode !== 0) throw new Error(`reading the lab's access details failed: ${lastLines(sized)}`);
   const size = Number(sized.stdout.trim());
@@ -442,7 +443,11 @@ export async function readAccess(t: Transport, workshop: string): Promise<string
   for (let offset = 0; offset < size; offset += pageBytes) {
     const length = Math.min(pageBytes, size - offset);
     const page = decodePage(
-      await t.exec(pageScript(workshop, "access.json", offset, length), { timeoutMs: 30_000, step }),
+      await t.exec(pageScript(workshop, "access.json", offset, length), {
+        timeoutMs: 30_000,
+        step,
+        brief: true,
+      }),
       length,
     );
     // A page that fails is an error to retry at the next poll (the file may be being written), not a lab state.

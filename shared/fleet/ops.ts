@@ -230,7 +230,7 @@ export async function doctor(
   return mapLimit(hosts, concurrency, async (h) => {
     try {
       const r = await withTransport(spec, provider, h, (t) =>
-        t.exec(script, { step: "doctor", timeoutMs: 60_000 }),
+        t.exec(script, { step: "doctor", timeoutMs: 60_000, brief: true }),
       );
       if (r.exitCode !== 0) {
         return {
@@ -498,6 +498,7 @@ async function readHostFile(
       r = await t.exec(pageScript(workshop, file, offset, length), {
         step: `diagnose: read ${file}`,
         timeoutMs: DIAGNOSE_EXEC_TIMEOUT_MS,
+        brief: true,
       });
     } catch (err) {
       error = `reading ${where} failed: ${errorMessage(err)}`;
@@ -578,6 +579,7 @@ export async function diagnoseHost(
       const r = await t.exec(diagnoseProbeScript(opts.workshop), {
         step: "diagnose",
         timeoutMs: DIAGNOSE_EXEC_TIMEOUT_MS,
+        brief: true,
       });
       const problem = checkedOutput(r);
       if (problem) throw new Error(`reading the lab's records failed: ${problem}`);

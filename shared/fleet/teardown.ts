@@ -8,6 +8,7 @@ import { errorMessage, VisibleError } from "../runtime/errors.ts";
 import { log } from "../runtime/logger.ts";
 import type { Workshop } from "../workshop/schema.ts";
 import { recordEvent } from "./events.ts";
+import { forgetPinReads } from "./host-key-records.ts";
 import { forgetAllHostKeys } from "./host-keys.ts";
 import { transportFor } from "./hosts.ts";
 import { stopLab } from "./lab.ts";
@@ -90,6 +91,7 @@ export async function finishTeardown(
     if (providerMade) {
       await store.host.delete({ workshop, hostId: h.hostId }).go();
       await store.hostKey.delete({ workshop, hostId: h.hostId }).go();
+      forgetPinReads(workshop);
     } else {
       await store.host
         .patch({ workshop, hostId: h.hostId })

@@ -142,7 +142,7 @@ export function hostIdsOf(spec: Workshop): string[] {
  */
 export async function answering(t: Transport, base: ProvisionedHost, step: string): Promise<ProvisionedHost> {
   try {
-    const r = await t.exec("true", { step, timeoutMs: 30_000 });
+    const r = await t.exec("true", { step, timeoutMs: 30_000, brief: true });
     return r.exitCode === 0
       ? base
       : { ...base, error: `host ${base.hostId} answered with exit code ${r.exitCode}` };

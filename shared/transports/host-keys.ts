@@ -18,8 +18,11 @@ export interface KnownHostKeys {
 
 /** Where an SSH transport keeps the host keys it trusts (the store, per workshop). */
 export interface HostKeyPins {
-  /** The keys trusted for a host, if any. */
-  get(hostId: string): Promise<KnownHostKeys | undefined>;
+  /**
+   * The keys trusted for a host, if any. A store may answer from a read of a moment ago (the connections a fleet
+   * operation opens share one); `fresh` reads it now (before refusing a key, and after pinning one).
+   */
+  get(hostId: string, opts?: { fresh?: boolean }): Promise<KnownHostKeys | undefined>;
   /** Pins a key seen for the first time (origin `tofu`). Never replaces an existing pin: that takes `forget` first. */
   pin(hostId: string, keyBase64: string): Promise<void>;
 }

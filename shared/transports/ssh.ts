@@ -340,28 +340,22 @@ export class SshTransport implements Transport {
           ...(algorithms ? { algorithms: { serverHostKey: algorithms as ServerHostKeyAlgorithm[] } } : {}),
           hostVerifier: (key: Buffer, verify: (ok: boolean) => void) => {
             const seen = key.toString("base64");
-            if (known !== undefined) {
-              const ok = known.keys.includes(seen);
-              if (!ok) changed = { known, offered: seen };
-              verify(ok);
-              return;
+            if (known?.keys.includes(seen)) return verify(true);
+            if (known?.origin === "workshop") {
+              changed = { known, offered: seen };
+              return verify(false);
             }
-            // First contact: pin, then read the pin back, so that of two racing first contacts
-            // with different keys only the first one wins.
-            this.options.pins
-              .pin(hop.pinId, seen)
-              .then(() => this.options.pins.get(hop.pinId))
-              .then(
-                (now) => {
-                  const ok = now === undefined || now.keys.includes(seen);
-                  if (now !== undefined && !ok) changed = { known: now, offered: seen };
-                  verify(ok);
-                },
-                (err) => {
-                  pinFailure = err;
-                  verify(false);
-                },
-              );
+            this.checkPin(hop.pinId, seen, known !== undefined).then(
+              (now) => {
+                const ok = now === undefined || now.keys.includes(seen);
+                if (now !== undefined && !ok) changed = { known: now, offered: seen };
+                verify(ok);
+              },
+              (err) => {
+                pinFailure = err;
+                verify(false);
+              },
+            );
           },
         });
         // TCP_NODELAY (before the socket connects): SSH sends small packets that wait for the one before to be
@@ -372,6 +366,21 @@ export class SshTransport implements Transport {
         fail(this.unreachable(step, this.hopReason(hop, describe(err))));
       }
     });
+  }
+
+  /**
+   * A key that is not the pin read before connecting: the pin as it is now (another process may have pinned or
+   * replaced it since), and on first contact (no pin now) this key pinned, then read back, so that of two racing
+   * first contacts with different keys only the first one wins. The pin the key is judged against.
+   */
+  private async checkPin(pinId: string, seen: string, hadPin: boolean): Promise<KnownHostKeys | undefined> {
+    const { pins } = this.options;
+    if (hadPin) {
+      const now = await pins.get(pinId, { fresh: true });
+      if (now !== undefined) return now;
+    }
+    await pins.pin(pinId, seen);
+    return pins.get(pinId, { fresh: true });
   }
 
   private run(conn: Connection, remote: string, options: ExecOptions, step: string): Promise<ExecResult> {
@@ -504,10 +513,10 @@ export class SshTransport implements Transport {
     });
   }
 
-  /** `exec bash` (no profile, no rc) with the env exported, under `timeout` and `sudo -n` when asked. */
+  /** `exec bash` (no profile, no rc) with the env exported, under `timeout` (unless brief) and `sudo -n` when asked. */
   private remoteCommand(command: string, options: ExecOptions): string {
     let argv = `bash --noprofile --norc -c ${shq(envExports(options.env, this.options.hostId) + command)}`;
-    if (options.timeoutMs !== undefined) {
+    if (options.timeoutMs !== undefined && !options.brief) {
       // the host kills the command a second after labfleet gives up on it, should the signal not reach it
       argv = `timeout -s KILL ${((options.timeoutMs + 1000) / 1000).toFixed(3)} ${argv}`;
     }

@@ -9,6 +9,13 @@ export interface ExecOptions {
   timeoutMs?: number;
   /** Run as root: through `sudo -n` for a non-root login (never prompting), directly for root. */
   sudo?: boolean;
+  /**
+   * labfleet's own short script that reads and reports, waits for nothing and leaves nothing running (doctor, the
+   * lab probe, page reads): it ends within moments whatever becomes of the connection, so the SSH transport starts
+   * it without the host-side `timeout` backstop, one process fewer on the host per command. `timeoutMs` still
+   * holds: labfleet ends the command through its session.
+   */
+  brief?: boolean;
   /** What the command is doing, for error messages ("sync lab source", "doctor"). */
   step?: string;
   /**

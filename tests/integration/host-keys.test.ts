@@ -2,8 +2,10 @@ import { spawnSync } from "node:child_process";
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { utils } from "ssh2";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { doctor } from "../../shared/fleet/ops.ts";
 import { listHosts } from "../../shared/fleet/workshops.ts";
+import { withActor } from "../../shared/runtime/actor.ts";
 import { fingerprint } from "../../shared/transports/host-keys.ts";
 import { loadSshIdentity, publicKeyLine } from "../../shared/transports/ssh-identity.ts";
 import { runCli } from "../harness/cli.ts";
@@ -195,5 +197,40 @@ describe("ssh.require_known_host_keys with a key trusted only on first use", () 
     expect(pin.code, pin.stderr).toBe(0);
     expect(pin.stdout).toContain(`replacing`);
     expect((await cli("doctor", "strict")).code).toBe(0);
+  });
+});
+
+describe("the pins a fleet operation reads", () => {
+  it("reads the workshop's pins once for every host it connects to, and a pin replaced here counts at once", async () => {
+    writeFileSync(
+      join(work, "fleet.yaml"),
+      yaml("fleet", [{ host: right }, { host: wrong }, { host: tofu }], false),
+    );
+    const first = await cli("doctor", "-f", "fleet.yaml"); // first contact: each host's key is pinned
+    expect(first.code, first.stdout + first.stderr).toBe(0);
+    expect((await rt.store.hostKey.query.byWorkshop({ workshop: "fleet" }).go()).data).toHaveLength(3);
+
+    await rt.connections.release("fleet");
+    const gets = vi.spyOn(rt.store.hostKey, "get");
+    try {
+      const doctor = await cli("doctor", "fleet");
+      expect(doctor.code, doctor.stdout).toBe(0);
+      // three new connections, and no pin read one host at a time
+      expect(gets.mock.calls.filter(([key]) => (key as { workshop?: string }).workshop === "fleet")).toEqual(
+        [],
+      );
+    } finally {
+      gets.mockRestore();
+    }
+
+    // Another host's key pinned for `right` by hand: its next connection is refused, however recent the read.
+    await withActor({ type: "instructor", id: "test" }, () => doctor("fleet"));
+    const pin = await cli("hosts", "pin", "fleet", "--host", right.id, "--key", keyLine(wrong), "--replace");
+    expect(pin.code, pin.stderr).toBe(0);
+    const [report] = await withActor({ type: "instructor", id: "test" }, () =>
+      doctor("fleet", { hosts: [right.id] }),
+    );
+    expect(report?.ok).toBe(false);
+    expect(report?.checks[0]?.detail).toContain(fingerprint(wrong.hostKeyBase64));
   });
 });

@@ -219,6 +219,19 @@ describe("SshTransport commands", () => {
     expect((await t.exec("echo still usable")).stdout).toBe("still usable\n");
   });
 
+  it("starts a brief command without the host-side timeout process, and its timeout still ends it", async () => {
+    const t = transport(main);
+    // bash's parent: the host-side backstop for a command with a timeout, sshd's session for a brief one
+    const parent = "read -r p < /proc/$PPID/comm; echo $p";
+    expect((await t.exec(parent, { timeoutMs: 5000 })).stdout).toBe("timeout\n");
+    expect((await t.exec(parent, { timeoutMs: 5000, brief: true })).stdout).toBe("sshd\n");
+
+    const pending = t.exec("echo begun; sleep 38; echo never", { timeoutMs: 700, brief: true });
+    await waitFor("the command to run on the host", () => runs(main, "sleep", "38"), 5000);
+    expect(await pending).toMatchObject({ exitCode: 124, timedOut: true, stdout: "begun\n" });
+    await waitFor("the timed-out command to be gone from the host", () => !runs(main, "sleep", "38"), 5000);
+  });
+
   it("caps runaway output per stream and says so", async () => {
     const t = transport(main);
     const r = await t.exec("yes | head -c 50M; echo small >&2");
@@ -279,6 +292,35 @@ describe("SshTransport host keys", () => {
     pins.all.delete(pinning.id);
     expect((await transport(pinning, { pins }).exec("echo new")).stdout).toBe("new\n");
     expect(pins.all.get(pinning.id)).toBe(pinning.hostKeyBase64);
+  });
+
+  it("checks a key that is not the pin read before connecting against the pin as it is now", async () => {
+    // Pins answered from an earlier read (as the store's are, for a moment) unless asked for the pin now.
+    const now = memoryPins({ [main.id]: main.hostKeyBase64 }, { [main.id]: "pinned" });
+    const earlier = { keys: [pinning.hostKeyBase64], origin: "pinned" as const };
+    const asked: string[] = [];
+    const pins = {
+      get: (hostId: string, opts?: { fresh?: boolean }) => {
+        asked.push(opts?.fresh ? "now" : "earlier");
+        return opts?.fresh ? now.get(hostId) : Promise.resolve(earlier);
+      },
+      pin: now.pin,
+    };
+    // Pinned since the earlier read with the key the host shows: it connects.
+    expect((await transport(main, { pins }).exec("echo ok")).stdout).toBe("ok\n");
+    expect(asked).toEqual(["earlier", "now"]);
+
+    // The pin now still another key than the host's: refused, naming the pin read now.
+    now.all.set(main.id, pinning.hostKeyBase64);
+    const err = await failure(transport(main, { pins }).exec("true", { step: "doctor" }));
+    expect(err.code).toBe("host.key_changed");
+    expect(err.message).toContain(fingerprint(pinning.hostKeyBase64));
+    expect(err.message).toContain(fingerprint(main.hostKeyBase64));
+
+    // Forgotten since the earlier read: the key shown is pinned, as at a first contact.
+    now.all.delete(main.id);
+    expect((await transport(main, { pins }).exec("echo pinned")).stdout).toBe("pinned\n");
+    expect(now.all.get(main.id)).toBe(main.hostKeyBase64);
   });
 
   it("reports a key not in authorized_keys as auth_refused, naming the user and the key file", async () => {
