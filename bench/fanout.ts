@@ -8,18 +8,23 @@
 // time is split between the control plane (this process), DynamoDB Local and the hosts (sshd and what it runs:
 // the rest). Run as root:
 // `npm run bench:fanout`. BENCH_HOSTS, BENCH_WIDE and BENCH_JOBS change the sizes (BENCH_WIDE=0 skips the wide
-// run). The last line is a summary for comparing runs.
+// run). Beside doctor it times the floor: the same doctor script on the same hosts over bare ssh2 connections (no
+// store, no pool, no host-key check): what the hosts and ssh2 cost alone on this machine. The last line is a
+// summary for comparing runs.
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { availableParallelism, loadavg } from "node:os";
 import { join } from "node:path";
+import { Client } from "ssh2";
 import { startLocalRuntime } from "../cli/local/runtime.ts";
 import { withTransport } from "../shared/fleet/hosts.ts";
-import { doctor, refreshHosts, selected, startDeploy } from "../shared/fleet/ops.ts";
+import { doctor, doctorScript, refreshHosts, selected, startDeploy } from "../shared/fleet/ops.ts";
 import { startRun } from "../shared/fleet/runs.ts";
 import { listHosts, submitWorkshop } from "../shared/fleet/workshops.ts";
 import { withActor } from "../shared/runtime/actor.ts";
+import { mapLimit } from "../shared/runtime/concurrency.ts";
 import { setLogSink } from "../shared/runtime/logger.ts";
 import { loadSshIdentity, publicKeyLine } from "../shared/transports/ssh-identity.ts";
+import { shq } from "../shared/transports/types.ts";
 import { tempDir } from "../tests/harness/runtime.ts";
 import { type FakeHost, type FakeHosts, startFakeHosts } from "../tests/harness/ssh-hosts.ts";
 
@@ -127,6 +132,35 @@ ${hosts.map((h) => `  - { id: ${h.id}, ssh: "${h.address}" }`).join("\n")}
 `;
 }
 
+/** A bare ssh2 login to a fake host (for the floor): no host-key check, no pool. */
+function bareConnect(h: FakeHost): Promise<Client> {
+  return new Promise((resolve, reject) => {
+    const c = new Client();
+    c.once("ready", () => resolve(c)).once("error", reject);
+    c.connect({
+      host: h.ip,
+      port: h.port,
+      username: "lab",
+      privateKey: identity.privateKey,
+      readyTimeout: 30_000,
+    });
+    c.setNoDelay(true);
+  });
+}
+
+/** Runs a command on a bare connection; rejects unless it exits 0. */
+function bareExec(c: Client, command: string): Promise<void> {
+  return new Promise((resolve, reject) =>
+    c.exec(command, (err, stream) => {
+      if (err) return reject(err);
+      let code: number | undefined;
+      stream.on("exit", (n: number) => (code = n)).on("data", () => {});
+      stream.stderr.on("data", () => {});
+      stream.on("close", () => (code === 0 ? resolve() : reject(new Error(`exit ${code}`))));
+    }),
+  );
+}
+
 async function doctorAll(name: string): Promise<void> {
   const d = await doctor(name, {}, jobs);
   const bad = d.filter((r) => !r.ok);
@@ -191,6 +225,18 @@ try {
     await rt.connections.release(name);
     await measure("doctor_cold", () => doctorAll(name));
     await measure("doctor_warm", () => doctorAll(name));
+    // The floor: the command doctor sends (but for the host-side timeout doctor leaves out), over bare ssh2.
+    const floorCommand = `exec bash --noprofile --norc -c ${shq(doctorScript(["bash", "tar", "setsid"]))}`;
+    const bare: Client[] = [];
+    await measure("floor_cold", () =>
+      mapLimit(fleet.hosts.slice(0, size), jobs, async (h) => {
+        const c = await bareConnect(h);
+        bare.push(c);
+        await bareExec(c, floorCommand);
+      }),
+    );
+    await measure("floor_warm", () => mapLimit(bare, jobs, (c) => bareExec(c, floorCommand)));
+    for (const c of bare) c.end();
     await rt.connections.release(name);
     await measure("status_cold", () => refreshHosts(name, {}, jobs));
     await measure("status_warm", () => refreshHosts(name, {}, jobs));
@@ -222,6 +268,7 @@ try {
     row("  instant lab", "deploy", "");
     row("  instant, no push", "nopush", "");
     row("doctor", "doctor", "< 1.0 s cold, < 0.4 s warm");
+    row("  bare ssh2 floor", "floor", "");
     row("status refresh", "status", "");
     console.log(
       `one host, ${rounds} commands one after another on one connection: ${((figures.sequential ?? 0) / rounds).toFixed(1)} ms each`,
@@ -263,5 +310,5 @@ try {
 }
 const s = (k: string) => ((figures[k] ?? 0) / 1000).toFixed(2);
 console.log(
-  `\nfanout hosts=${size} jobs=${jobs} installing_cold_s=${s("installing_cold")} installing_warm_s=${s("installing_warm")} deploy_cold_s=${s("deploy_cold")} deploy_warm_s=${s("deploy_warm")} nopush_cold_s=${s("nopush_cold")} nopush_warm_s=${s("nopush_warm")} doctor_cold_s=${s("doctor_cold")} doctor_warm_s=${s("doctor_warm")} status_cold_s=${s("status_cold")} status_warm_s=${s("status_warm")} sequential_ms=${((figures.sequential ?? 0) / 100).toFixed(1)}${wide > 0 ? ` doctor${wide}_cold_s=${s("doctor_wide_cold")}` : ""} load=${load()}`,
+  `\nfanout hosts=${size} jobs=${jobs} installing_cold_s=${s("installing_cold")} installing_warm_s=${s("installing_warm")} deploy_cold_s=${s("deploy_cold")} deploy_warm_s=${s("deploy_warm")} nopush_cold_s=${s("nopush_cold")} nopush_warm_s=${s("nopush_warm")} doctor_cold_s=${s("doctor_cold")} doctor_warm_s=${s("doctor_warm")} floor_cold_s=${s("floor_cold")} floor_warm_s=${s("floor_warm")} status_cold_s=${s("status_cold")} status_warm_s=${s("status_warm")} sequential_ms=${((figures.sequential ?? 0) / 100).toFixed(1)}${wide > 0 ? ` doctor${wide}_cold_s=${s("doctor_wide_cold")}` : ""} load=${load()}`,
 );

@@ -63,6 +63,15 @@ export function withinDeadline(t: Transport): Transport {
       deadline: Math.min(options.deadline ?? deadline, deadline),
     });
   };
+  const reach = t.reach?.bind(t);
+  if (reach) {
+    bounded.reach = (step) => {
+      const deadline = currentDeadline();
+      if (deadline !== undefined && deadline - Date.now() < MIN_STEP_MS)
+        return Promise.reject(outOfTime(step));
+      return reach(step);
+    };
+  }
   return bounded;
 }
 

@@ -1,5 +1,5 @@
 import { type ErrorDetail, errorMessage } from "../runtime/errors.ts";
-import type { Transport, TransportName } from "../transports/types.ts";
+import { reachHost, type Transport, type TransportName } from "../transports/types.ts";
 import type { Workshop } from "../workshop/schema.ts";
 
 export interface ProvisionedHost {
@@ -138,14 +138,13 @@ export function hostIdsOf(spec: Workshop): string[] {
 
 /**
  * A host a provider did not create (bring-your-own, enrolled) as provision reports it: `base`, or `base` with the
- * reason when `true` does not run on it. The transport is closed after.
+ * reason when it does not answer (reachHost: an SSH host lets labfleet log in; another runs `true`). The transport
+ * is closed after.
  */
 export async function answering(t: Transport, base: ProvisionedHost, step: string): Promise<ProvisionedHost> {
   try {
-    const r = await t.exec("true", { step, timeoutMs: 30_000, brief: true });
-    return r.exitCode === 0
-      ? base
-      : { ...base, error: `host ${base.hostId} answered with exit code ${r.exitCode}` };
+    await reachHost(t, step);
+    return base;
   } catch (err) {
     return { ...base, error: errorMessage(err) };
   } finally {

@@ -1,4 +1,4 @@
-import type { ExecOptions, ExecResult, Transport } from "./types.ts";
+import { type ExecOptions, type ExecResult, reachHost, type Transport } from "./types.ts";
 
 /**
  * A transport built on first use (an SSH transport needs its identity loaded first). `outputBytes` is the
@@ -11,6 +11,10 @@ export function lazyTransport(make: () => Promise<Transport>, outputBytes?: numb
     exec(command: string, options?: ExecOptions): Promise<ExecResult> {
       inner ??= make();
       return inner.then((t) => t.exec(command, options));
+    },
+    reach(step: string): Promise<void> {
+      inner ??= make();
+      return inner.then((t) => reachHost(t, step));
     },
     async close() {
       if (!inner) return;

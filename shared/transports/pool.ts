@@ -1,4 +1,4 @@
-import type { ExecOptions, ExecResult, Transport } from "./types.ts";
+import { type ExecOptions, reachHost, type Transport } from "./types.ts";
 
 export interface TransportPoolOptions {
   /** At most this many hosts' connections stay open; past it the least recently used idle one is closed. */
@@ -59,7 +59,6 @@ export class TransportPool {
    */
   lease(key: PoolKey, make: () => Promise<Transport>, outputBytes?: number): Transport {
     const id = entryId(key);
-    const pool = this;
     const entry = (): Entry => {
       let e = this.entries.get(id);
       if (!e) {
@@ -77,22 +76,23 @@ export class TransportPool {
       }
       return e;
     };
+    const use = async <T>(fn: (t: Transport) => Promise<T>): Promise<T> => {
+      const e = entry();
+      e.busy++;
+      if (e.idleTimer) clearTimeout(e.idleTimer);
+      e.idleTimer = undefined;
+      try {
+        return await fn(await e.transport);
+      } finally {
+        e.busy--;
+        e.lastUsed = performance.now();
+        if (e.busy === 0) this.idle(id, e);
+      }
+    };
     return {
       ...(outputBytes ? { outputBytes } : {}),
-      async exec(command: string, options?: ExecOptions): Promise<ExecResult> {
-        const e = entry();
-        e.busy++;
-        if (e.idleTimer) clearTimeout(e.idleTimer);
-        e.idleTimer = undefined;
-        try {
-          const t = await e.transport;
-          return await t.exec(command, options);
-        } finally {
-          e.busy--;
-          e.lastUsed = performance.now();
-          if (e.busy === 0) pool.idle(id, e);
-        }
-      },
+      exec: (command: string, options?: ExecOptions) => use((t) => t.exec(command, options)),
+      reach: (step: string) => use((t) => reachHost(t, step)),
       /** Gives the transport back; the connection stays open for the next operation. */
       async close() {},
     };

@@ -181,6 +181,15 @@ export class SshTransport implements Transport {
     }
   }
 
+  /** Logs in (host key checked, as for a command), or finds the connection open; runs nothing on the host. */
+  async reach(step: string): Promise<void> {
+    const conn = await this.connect(step);
+    if (!conn.closed) return;
+    // lost since it was opened: log in again
+    if (this.connection && (await this.connection) === conn) this.connection = undefined;
+    await this.connect(step);
+  }
+
   /** Ends the connection (and the bastion's); a later exec connects again. */
   async close(): Promise<void> {
     this.connection = undefined;

@@ -42,7 +42,19 @@ export interface Transport {
    * pages to it (shared/fleet/lab.ts pageBytesFor). Unset: as small as the smallest transport's (SSM's).
    */
   readonly outputBytes?: number;
+  /**
+   * Checks the host answers without running anything on it: the SSH transport logs in, or finds its connection
+   * open (a later command uses that connection). Without it, reachHost runs `true`.
+   */
+  reach?(step: string): Promise<void>;
   close?(): Promise<void>;
+}
+
+/** Checks the host answers: the transport's `reach`, else `true` run on it (another exit code than 0 throws). */
+export async function reachHost(t: Transport, step: string): Promise<void> {
+  if (t.reach) return t.reach(step);
+  const r = await t.exec("true", { step, timeoutMs: 30_000, brief: true });
+  if (r.exitCode !== 0) throw new Error(`${step}: the host answered with exit code ${r.exitCode}`);
 }
 
 export type TransportName = "local" | "ssh" | "ssm" | "agent";

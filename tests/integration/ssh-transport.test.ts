@@ -232,6 +232,21 @@ describe("SshTransport commands", () => {
     await waitFor("the timed-out command to be gone from the host", () => !runs(main, "sleep", "38"), 5000);
   });
 
+  it("reach logs in and starts nothing on the host; the next command uses that connection", async () => {
+    const t = transport(main);
+    const logins = accepted(main);
+    const sessions = () => main.log().split("Starting session:").length - 1;
+    const before = sessions();
+    await t.reach("provision: check the host answers");
+    await waitFor("sshd to log the login", () => accepted(main) === logins + 1, 5000);
+    expect(sessions()).toBe(before);
+
+    expect((await t.exec("echo hi")).stdout).toBe("hi\n");
+    await t.reach("provision: check the host answers");
+    expect(accepted(main)).toBe(logins + 1);
+    await waitFor("sshd to log the one session", () => sessions() === before + 1, 5000);
+  });
+
   it("caps runaway output per stream and says so", async () => {
     const t = transport(main);
     const r = await t.exec("yes | head -c 50M; echo small >&2");
@@ -435,6 +450,9 @@ describe("SshTransport unreachable hosts", () => {
     expect(err.message).toMatch(
       /^byo-99 \(lab@127\.10\.0\.1:2222\): unreachable during doctor: connection refused/,
     );
+    const check = await failure(t.reach("provision: check the host answers"));
+    expect(check.code).toBe("host.unreachable");
+    expect(check.message).toContain("unreachable during provision: check the host answers");
   });
 
   it("times out on a paused host without holding up other hosts used at the same time", async () => {
