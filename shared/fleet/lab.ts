@@ -172,33 +172,43 @@ echo "$rc" > "$d/rc.tmp" && mv "$d/rc.tmp" "$d/rc"
 ${PUSH_AFTER_EXIT}`;
 
 /** Reads everything the poll needs in one command; sections are separated by marker lines. */
-function probeScript(workshop: string): string {
-  return probeCommands(stateDir(workshop));
+function probeScript(workshop: string, recordsOnly = false): string {
+  return probeCommands(stateDir(workshop), recordsOnly);
 }
 
 /**
  * The probe's commands for the state folder `d` (a shell word): the poll's probe, and the wrapper's pushes. Every
  * host of a fleet runs it on each poll and each push, so it reads the small records with bash builtins (`read`,
  * `printf %()T`) and starts a process only for what bash cannot do: the rc file's age (`stat`), and filtering the
- * status records and the log when there are any (`awk`, `tail`, `cut`).
+ * status records and the log when there are any (`awk`, `tail`, `cut`). `recordsOnly` (what a deploy decides on)
+ * reads the records alone, with bash alone: no rc age, no status records, no log.
  */
-function probeCommands(d: string): string {
+function probeCommands(d: string, recordsOnly = false): string {
   const L = PROBE_LIMITS;
   const keep = `awk 'length($0) <= ${L.statusLineMax}'`;
-  return `d=${d}
+  const records = `d=${d}
 pid= rc= rc_age= started= run= alive=0
 { read -r -n 32 pid < "$d/pid"; } 2>/dev/null; pid=\${pid//[!0-9]/}
 if [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ]; then
   while IFS= read -r -d '' a; do [[ $a == *wrapper.sh* ]] && { alive=1; break; }; done < "/proc/$pid/cmdline" 2>/dev/null
 fi
-{ read -r -n 16 rc < "$d/rc"; } 2>/dev/null; rc=\${rc//[!0-9-]/}
+{ read -r -n 16 rc < "$d/rc"; } 2>/dev/null; rc=\${rc//[!0-9-]/}`;
+  const started = `[ -f "$d/started" ] && started=1
+{ read -r -n 64 run < "$d/run"; } 2>/dev/null; run=\${run//[!A-Za-z0-9_]/}
+verdict="pid=$pid alive=$alive rc=$rc rc_age=$rc_age started=$started run=$run"`;
+  if (recordsOnly)
+    return `${records}
+${started}
+echo
+echo "${PROBE_END} $verdict"
+exit 0
+`;
+  return `${records}
 if [ -f "$d/rc" ]; then
   m=$(stat -c %Y "$d/rc" 2>/dev/null); printf -v now '%(%s)T' -1
   [ -n "$m" ] && rc_age=$(( now - m ))
 fi
-[ -f "$d/started" ] && started=1
-{ read -r -n 64 run < "$d/run"; } 2>/dev/null; run=\${run//[!A-Za-z0-9_]/}
-verdict="pid=$pid alive=$alive rc=$rc rc_age=$rc_age started=$started run=$run"
+${started}
 echo "$verdict"
 echo "@@status"
 if [ -s "$d/status.jsonl" ]; then
@@ -330,13 +340,17 @@ export function judge(probe: LabProbe): LabVerdict {
 /** How often a probe that came back cut is read again before the error is reported. */
 const PROBE_ATTEMPTS = 3;
 
+/**
+ * Reads the lab's records on the host (probeScript). `recordsOnly`: the setup's pid, exit code, start and run,
+ * what a deploy decides on; no rc age, status lines or log tail (the probe's lists come back empty).
+ */
 export async function probeLab(
   t: Transport,
   workshop: string,
-  opts: { timeoutMs?: number } = {},
+  opts: { timeoutMs?: number; recordsOnly?: boolean } = {},
 ): Promise<LabProbe> {
   for (let attempt = 1; ; attempt++) {
-    const r = await t.exec(probeScript(workshop), {
+    const r = await t.exec(probeScript(workshop, opts.recordsOnly), {
       timeoutMs: opts.timeoutMs ?? 30_000,
       step: "probe lab",
       brief: true,

@@ -360,7 +360,8 @@ export async function deployHost(
     throw new VisibleError("not_found", "host.not_found", `no host ${hostId} in workshop ${workshop}`);
   const t = transportFor(spec, provider, host);
   try {
-    const probe = await probeLab(t, workshop);
+    // The records alone decide: complete, running, or to be (re)built.
+    const probe = await probeLab(t, workshop, { recordsOnly: true });
     const verdict = judge(probe);
     const rebuild = force && probe.runId !== runId;
     if (!rebuild && verdict.state === "complete") {

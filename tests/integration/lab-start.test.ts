@@ -1,8 +1,8 @@
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { appendFileSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { LabStepError, syncAndStartLab } from "../../shared/fleet/lab.ts";
+import { LabStepError, probeLab, syncAndStartLab } from "../../shared/fleet/lab.ts";
 import { LocalTransport } from "../../shared/transports/local.ts";
 import type { ExecOptions, Transport } from "../../shared/transports/types.ts";
 import { parseWorkshopYaml } from "../../shared/workshop/load.ts";
@@ -159,5 +159,29 @@ describe("syncAndStartLab", () => {
     expect(t.sent.map((s) => s.options.step)).toEqual(["sync lab source", "start lab setup"]);
     expect(readFileSync(join(home, "lab", "README"), "utf8")).toBe("the lab\n");
     expect(readFileSync(join(home, ".labfleet", "one", "setup.sh"), "utf8")).toBe(`${SETUP}\n`);
+  });
+});
+
+describe("probeLab", () => {
+  it("reads the records alone for a deploy's decision, with bash alone: the same records as the full probe", async () => {
+    const home = join(work, "probe");
+    mkdirSync(home);
+    const t = recorded(home);
+    await start(t, folder);
+    const state = join(home, ".labfleet", "one");
+    await waitFor("the setup to end", () => existsSync(join(state, "rc")) || undefined);
+    appendFileSync(join(state, "status.jsonl"), '{"phase":"install","state":"done"}\n');
+    appendFileSync(join(state, "log"), "installed\n");
+
+    const full = await probeLab(t, "one");
+    // (a run id as the probe reads it: letters, digits and _)
+    expect(full).toMatchObject({ rc: 0, started: true, runId: "run1", logTail: ["installed"] });
+    expect(full.statusLines).toEqual(['{"phase":"install","state":"done"}']);
+    expect(full.rcAgeSeconds).toBeGreaterThanOrEqual(0);
+
+    const records = await probeLab(t, "one", { recordsOnly: true });
+    expect(records).toEqual({ ...full, rcAgeSeconds: undefined, statusLines: [], logTail: [] });
+    // no stat, awk, tail or cut: nothing started on the host but bash
+    expect(t.sent.at(-1)?.command).not.toMatch(/\b(stat|awk|tail|head|cut|cat)\b/);
   });
 });
