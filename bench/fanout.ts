@@ -161,6 +161,27 @@ function bareExec(c: Client, command: string): Promise<void> {
   );
 }
 
+/**
+ * The floor: the command doctor sends (without the host-side timeout, as doctor does) over bare ssh2 connections,
+ * on every host at -j, timed as `KEY_cold`; then again on the same connections, as `KEY_warm`.
+ */
+async function bareDoctor(key: string, hosts: FakeHost[]): Promise<void> {
+  const command = `exec bash --noprofile --norc -c ${shq(doctorScript(["bash", "tar", "setsid"]))}`;
+  const bare: Client[] = [];
+  try {
+    await measure(`${key}_cold`, () =>
+      mapLimit(hosts, jobs, async (h) => {
+        const c = await bareConnect(h);
+        bare.push(c);
+        await bareExec(c, command);
+      }),
+    );
+    await measure(`${key}_warm`, () => mapLimit(bare, jobs, (c) => bareExec(c, command)));
+  } finally {
+    for (const c of bare) c.end();
+  }
+}
+
 async function doctorAll(name: string): Promise<void> {
   const d = await doctor(name, {}, jobs);
   const bad = d.filter((r) => !r.ok);
@@ -225,18 +246,7 @@ try {
     await rt.connections.release(name);
     await measure("doctor_cold", () => doctorAll(name));
     await measure("doctor_warm", () => doctorAll(name));
-    // The floor: the command doctor sends (but for the host-side timeout doctor leaves out), over bare ssh2.
-    const floorCommand = `exec bash --noprofile --norc -c ${shq(doctorScript(["bash", "tar", "setsid"]))}`;
-    const bare: Client[] = [];
-    await measure("floor_cold", () =>
-      mapLimit(fleet.hosts.slice(0, size), jobs, async (h) => {
-        const c = await bareConnect(h);
-        bare.push(c);
-        await bareExec(c, floorCommand);
-      }),
-    );
-    await measure("floor_warm", () => mapLimit(bare, jobs, (c) => bareExec(c, floorCommand)));
-    for (const c of bare) c.end();
+    await bareDoctor("floor", fleet.hosts.slice(0, size));
     await rt.connections.release(name);
     await measure("status_cold", () => refreshHosts(name, {}, jobs));
     await measure("status_warm", () => refreshHosts(name, {}, jobs));
@@ -298,8 +308,9 @@ try {
       await rt.connections.release(wideName);
       await measure("doctor_wide_cold", () => doctorAll(wideName));
       await measure("doctor_wide_warm", () => doctorAll(wideName));
+      await bareDoctor("floor_wide", fleet.hosts.slice(0, wide));
       console.log(
-        `\n${wide} hosts, -j ${jobs}: doctor ${secs(figures.doctor_wide_cold ?? 0)} cold (target < 3 s; CPU ${secs(cpu.doctor_wide_cold ?? 0)}), ${secs(figures.doctor_wide_warm ?? 0)} warm (CPU ${secs(cpu.doctor_wide_warm ?? 0)})`,
+        `\n${wide} hosts, -j ${jobs}: doctor ${secs(figures.doctor_wide_cold ?? 0)} cold (target < 3 s; CPU ${secs(cpu.doctor_wide_cold ?? 0)}), ${secs(figures.doctor_wide_warm ?? 0)} warm (CPU ${secs(cpu.doctor_wide_warm ?? 0)}); bare ssh2 floor ${secs(figures.floor_wide_cold ?? 0)} cold, ${secs(figures.floor_wide_warm ?? 0)} warm`,
       );
     }
   });
@@ -310,5 +321,5 @@ try {
 }
 const s = (k: string) => ((figures[k] ?? 0) / 1000).toFixed(2);
 console.log(
-  `\nfanout hosts=${size} jobs=${jobs} installing_cold_s=${s("installing_cold")} installing_warm_s=${s("installing_warm")} deploy_cold_s=${s("deploy_cold")} deploy_warm_s=${s("deploy_warm")} nopush_cold_s=${s("nopush_cold")} nopush_warm_s=${s("nopush_warm")} doctor_cold_s=${s("doctor_cold")} doctor_warm_s=${s("doctor_warm")} floor_cold_s=${s("floor_cold")} floor_warm_s=${s("floor_warm")} status_cold_s=${s("status_cold")} status_warm_s=${s("status_warm")} sequential_ms=${((figures.sequential ?? 0) / 100).toFixed(1)}${wide > 0 ? ` doctor${wide}_cold_s=${s("doctor_wide_cold")}` : ""} load=${load()}`,
+  `\nfanout hosts=${size} jobs=${jobs} installing_cold_s=${s("installing_cold")} installing_warm_s=${s("installing_warm")} deploy_cold_s=${s("deploy_cold")} deploy_warm_s=${s("deploy_warm")} nopush_cold_s=${s("nopush_cold")} nopush_warm_s=${s("nopush_warm")} doctor_cold_s=${s("doctor_cold")} doctor_warm_s=${s("doctor_warm")} floor_cold_s=${s("floor_cold")} floor_warm_s=${s("floor_warm")} status_cold_s=${s("status_cold")} status_warm_s=${s("status_warm")} sequential_ms=${((figures.sequential ?? 0) / 100).toFixed(1)}${wide > 0 ? ` doctor${wide}_cold_s=${s("doctor_wide_cold")} floor${wide}_cold_s=${s("floor_wide_cold")}` : ""} load=${load()}`,
 );
