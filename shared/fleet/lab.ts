@@ -433,18 +433,23 @@ export function decodePage(r: ExecResult, length: number): Buffer | string {
 }
 
 /**
- * Reads the lab's access file in pages (see pageBytesFor), so no read is cut on its way back. Undefined
- * when the lab wrote none; a file over ACCESS_MAX_BYTES, or that is not JSON, fails the lab with the reason.
+ * Reads the lab's access file in pages (see pageBytesFor), so no read is cut on its way back: the first command
+ * answers the file's size and its first page (most access files are one page), each further page is a command of
+ * its own. Undefined when the lab wrote none; a file over ACCESS_MAX_BYTES, or that is not JSON, fails the lab with
+ * the reason.
  */
 export async function readAccess(t: Transport, workshop: string): Promise<string | undefined> {
   const step = "read access details";
-  const sized = await t.exec(
-    `f=${stateDir(workshop)}/access.json; if [ -f "$f" ]; then stat -c %s "$f"; fi`,
+  const pageBytes = pageBytesFor(t);
+  const first = await t.exec(
+    `f=${stateDir(workshop)}/access.json; if [ -f "$f" ]; then s=$(stat -c %s "$f") && echo "$s" && head -c ${pageBytes} "$f" | base64; fi`,
     { timeoutMs: 30_000, step, brief: true },
   );
-  if (sized.exitCode !== 0) throw new Error(`reading the lab's access details failed: ${lastLines(sized)}`);
-  const size = Number(sized.stdout.trim());
-  if (sized.stdout.trim() === "" || size === 0) return undefined;
+  if (first.exitCode !== 0) throw new Error(`reading the lab's access details failed: ${lastLines(first)}`);
+  const nl = first.stdout.indexOf("\n");
+  const sizeText = (nl < 0 ? first.stdout : first.stdout.slice(0, nl)).trim();
+  const size = Number(sizeText);
+  if (sizeText === "" || size === 0) return undefined;
   if (!Number.isInteger(size))
     throw new Error(`reading the lab's access details failed: no size in its answer`);
   if (size > ACCESS_MAX_BYTES) {
@@ -453,15 +458,16 @@ export async function readAccess(t: Transport, workshop: string): Promise<string
     );
   }
   const pages: Buffer[] = [];
-  const pageBytes = pageBytesFor(t);
   for (let offset = 0; offset < size; offset += pageBytes) {
     const length = Math.min(pageBytes, size - offset);
     const page = decodePage(
-      await t.exec(pageScript(workshop, "access.json", offset, length), {
-        timeoutMs: 30_000,
-        step,
-        brief: true,
-      }),
+      offset === 0
+        ? { ...first, stdout: first.stdout.slice(nl + 1) }
+        : await t.exec(pageScript(workshop, "access.json", offset, length), {
+            timeoutMs: 30_000,
+            step,
+            brief: true,
+          }),
       length,
     );
     // A page that fails is an error to retry at the next poll (the file may be being written), not a lab state.

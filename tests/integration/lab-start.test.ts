@@ -2,7 +2,13 @@ import { execFileSync } from "node:child_process";
 import { appendFileSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { LabStepError, probeLab, syncAndStartLab } from "../../shared/fleet/lab.ts";
+import {
+  HOST_PAGE_BYTES,
+  LabStepError,
+  probeLab,
+  readAccess,
+  syncAndStartLab,
+} from "../../shared/fleet/lab.ts";
 import { LocalTransport } from "../../shared/transports/local.ts";
 import type { ExecOptions, Transport } from "../../shared/transports/types.ts";
 import { parseWorkshopYaml } from "../../shared/workshop/load.ts";
@@ -183,5 +189,26 @@ describe("probeLab", () => {
     expect(records).toEqual({ ...full, rcAgeSeconds: undefined, statusLines: [], logTail: [] });
     // no stat, awk, tail or cut: nothing started on the host but bash
     expect(t.sent.at(-1)?.command).not.toMatch(/\b(stat|awk|tail|head|cut|cat)\b/);
+  });
+});
+
+describe("readAccess", () => {
+  it("reads a one-page access file in one command, and a longer one page after page, byte for byte", async () => {
+    const home = join(work, "access");
+    const state = join(home, ".labfleet", "one");
+    mkdirSync(state, { recursive: true });
+    const t = recorded(home);
+    expect(await readAccess(t, "one")).toBeUndefined(); // none written
+    expect(t.sent).toHaveLength(1);
+
+    const small = JSON.stringify({ urls: { ui: "https://lab.example.test/" }, notes: "héllo" });
+    writeFileSync(join(state, "access.json"), small);
+    expect(await readAccess(t, "one")).toBe(small);
+    expect(t.sent).toHaveLength(2);
+
+    const long = JSON.stringify({ notes: "ü".repeat(15_000) }); // 30 KB: three pages of HOST_PAGE_BYTES
+    writeFileSync(join(state, "access.json"), long);
+    expect(await readAccess(t, "one")).toBe(long);
+    expect(t.sent).toHaveLength(2 + Math.ceil(Buffer.byteLength(long) / HOST_PAGE_BYTES));
   });
 });
