@@ -79,10 +79,12 @@ export function signatureMatches(secrets: string[], parts: SignedParts, signatur
  * Bash functions for hosts, shared by the agent script and the host-side wrapper:
  * `labfleet_signed_curl METHOD PATH BODY_FILE [curl args...]` sends BODY_FILE to "$LABFLEET_API$PATH", signed for
  * "$LABFLEET_WORKSHOP/$LABFLEET_HOST_ID" with "$LABFLEET_HOST_SECRET", and prints the answer's body. It needs curl,
- * openssl and od. The secret never reaches a command line (other users of a shared machine can read those in ps):
- * `labfleet_hmac` computes HMAC-SHA256 itself, with bash builtins for the key pads and `openssl dgst` for the two
- * hashes (the key is at most 64 bytes: host secrets are 64 hex characters, one SHA-256 block). Every host of a
- * fleet signs each push with it, so it starts no process bash can do without (no cut, tr or sed).
+ * openssl, and od on a bash older than 5.1. The secret never reaches a command line (other users of a shared
+ * machine can read those in ps): `labfleet_hmac` computes HMAC-SHA256 itself, with bash builtins for the key pads and `openssl dgst` for the two
+ * hashes (the key is at most 64 bytes: host secrets are 64 hex characters, one SHA-256 block): `labfleet_hmac
+ * MESSAGE` prints the HMAC of MESSAGE in hex. Every host of a fleet signs each push with it, so it starts no
+ * process bash can do without: the time comes from `printf %()T`, the nonce from bash's `$SRANDOM` (bash 5.1 and
+ * later: the kernel's random numbers; `od` of /dev/urandom on an older bash), and no cut, tr, sed or cat.
  */
 export const SHELL_SIGNER = String.raw`
 labfleet_hmac() {
@@ -92,21 +94,26 @@ labfleet_hmac() {
     printf -v ipad '%s\\x%02x' "$ipad" $((c ^ 0x36))
     printf -v opad '%s\\x%02x' "$opad" $((c ^ 0x5c))
   done
-  inner=$({ printf '%b' "$ipad"; cat; } | openssl dgst -sha256 -r)
+  inner=$(printf '%b%s' "$ipad" "$1" | openssl dgst -sha256 -r)
   inner=${"$"}{inner%% *}
   for ((i = 0; i < ${"$"}{#inner}; i += 2)); do x+="\x${"$"}{inner:i:2}"; done
   inner=$(printf '%b%b' "$opad" "$x" | openssl dgst -sha256 -r)
   printf '%s\n' "${"$"}{inner%% *}"
 }
 labfleet_signed_curl() {
-  local method="$1" path="$2" body_file="$3" ts nonce body_hash sig
+  local method="$1" path="$2" body_file="$3" ts nonce body_hash message sig
   shift 3
-  ts=$(date +%s)
-  nonce=$(od -An -N16 -tx1 /dev/urandom)
-  nonce=${"$"}{nonce//[!0-9a-f]/}
+  printf -v ts '%(%s)T' -1
+  if [ -n "${"$"}{SRANDOM-}" ]; then
+    printf -v nonce '%08x%08x%08x%08x' "$SRANDOM" "$SRANDOM" "$SRANDOM" "$SRANDOM"
+  else
+    nonce=$(od -An -N16 -tx1 /dev/urandom)
+    nonce=${"$"}{nonce//[!0-9a-f]/}
+  fi
   body_hash=$(openssl dgst -sha256 -r < "$body_file")
   body_hash=${"$"}{body_hash%% *}
-  sig=$(printf '%s\n%s\n%s\n%s\n%s' "$method" "$path" "$body_hash" "$ts" "$nonce" | labfleet_hmac)
+  printf -v message '%s\n%s\n%s\n%s\n%s' "$method" "$path" "$body_hash" "$ts" "$nonce"
+  sig=$(labfleet_hmac "$message")
   curl -sS --fail-with-body -X "$method" "$LABFLEET_API$path" \
     -H "content-type: application/json" \
     -H "x-labfleet-host: $LABFLEET_WORKSHOP/$LABFLEET_HOST_ID" \

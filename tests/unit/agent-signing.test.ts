@@ -68,7 +68,7 @@ describe("signed calls", () => {
   it("computes the same HMAC in bash as in Node, for a host secret and a short key", async () => {
     for (const secret of [randomBytes(32).toString("hex"), "abc"]) {
       const message = "POST\n/agent/v1/poll\nabc\n1\nnonce";
-      const out = await bash("labfleet_hmac", { LABFLEET_HOST_SECRET: secret }, message);
+      const out = await bash('labfleet_hmac "$MESSAGE"', { LABFLEET_HOST_SECRET: secret, MESSAGE: message });
       expect(out.trim()).toBe(createHmac("sha256", secret).update(message).digest("hex"));
     }
   });
@@ -117,10 +117,19 @@ describe("signed calls", () => {
       };
       const out1 = await bash(`labfleet_signed_curl POST /agent/v1/progress ${file}`, env);
       const out2 = await bash(`labfleet_signed_curl POST /agent/v1/progress?x=1 ${file}`, env);
+      // a bash without $SRANDOM (before 5.1) takes its nonce from /dev/urandom with od
+      const out3 = await bash(`unset SRANDOM; labfleet_signed_curl POST /agent/v1/progress ${file}`, env);
       expect(JSON.parse(out1)).toEqual({ ok: true });
       expect(JSON.parse(out2)).toEqual({ ok: true });
-      expect(seen.map((s) => s.headers[AGENT_HEADERS.host])).toEqual(["ws/student-01", "ws/student-01"]);
-      expect(seen[0]?.headers[AGENT_HEADERS.nonce]).not.toBe(seen[1]?.headers[AGENT_HEADERS.nonce]);
+      expect(JSON.parse(out3)).toEqual({ ok: true });
+      expect(seen.map((s) => s.headers[AGENT_HEADERS.host])).toEqual([
+        "ws/student-01",
+        "ws/student-01",
+        "ws/student-01",
+      ]);
+      const nonces = seen.map((s) => s.headers[AGENT_HEADERS.nonce]);
+      for (const n of nonces) expect(n).toMatch(/^[0-9a-f]{32}$/);
+      expect(new Set(nonces).size).toBe(3);
       expect(seen[0]?.body).toBe('{"phase":"install","state":"running"}\n');
     });
 
