@@ -168,7 +168,7 @@ else
   rc=127
 fi
 kill "$hb" 2>/dev/null
-echo "$rc" > "$d/rc.tmp" && mv "$d/rc.tmp" "$d/rc"
+printf '%s\\n%(%s)T\\n' "$rc" -1 > "$d/rc.tmp" && mv "$d/rc.tmp" "$d/rc"
 ${PUSH_AFTER_EXIT}`;
 
 /** Reads everything the poll needs in one command; sections are separated by marker lines. */
@@ -179,20 +179,21 @@ function probeScript(workshop: string, recordsOnly = false): string {
 /**
  * The probe's commands for the state folder `d` (a shell word): the poll's probe, and the wrapper's pushes. Every
  * host of a fleet runs it on each poll and each push, so it reads the small records with bash builtins (`read`,
- * `printf %()T`) and starts a process only for what bash cannot do: the rc file's age (`stat`), and filtering the
- * status records and the log when there are any (`awk`, `tail`, `cut`). `recordsOnly` (what a deploy decides on)
+ * `printf %()T`) and starts a process only for what bash cannot do: filtering the status records and the log when
+ * there are any (`awk`, `tail`, `cut`), and the rc file's age where its second line (the time the wrapper wrote it)
+ * is missing (`stat`: a wrapper of an older labfleet). `recordsOnly` (what a deploy decides on)
  * reads the records alone, with bash alone: no rc age, no status records, no log.
  */
 function probeCommands(d: string, recordsOnly = false): string {
   const L = PROBE_LIMITS;
   const keep = `awk 'length($0) <= ${L.statusLineMax}'`;
   const records = `d=${d}
-pid= rc= rc_age= started= run= alive=0
+pid= rc= rc_at= rc_age= started= run= alive=0
 { read -r -n 32 pid < "$d/pid"; } 2>/dev/null; pid=\${pid//[!0-9]/}
 if [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ]; then
   while IFS= read -r -d '' a; do [[ $a == *wrapper.sh* ]] && { alive=1; break; }; done < "/proc/$pid/cmdline" 2>/dev/null
 fi
-{ read -r -n 16 rc < "$d/rc"; } 2>/dev/null; rc=\${rc//[!0-9-]/}`;
+{ { read -r -n 16 rc; read -r -n 16 rc_at; } < "$d/rc"; } 2>/dev/null; rc=\${rc//[!0-9-]/}; rc_at=\${rc_at//[!0-9]/}`;
   const started = `[ -f "$d/started" ] && started=1
 { read -r -n 64 run < "$d/run"; } 2>/dev/null; run=\${run//[!A-Za-z0-9_]/}
 verdict="pid=$pid alive=$alive rc=$rc rc_age=$rc_age started=$started run=$run"`;
@@ -205,8 +206,9 @@ exit 0
 `;
   return `${records}
 if [ -f "$d/rc" ]; then
-  m=$(stat -c %Y "$d/rc" 2>/dev/null); printf -v now '%(%s)T' -1
-  [ -n "$m" ] && rc_age=$(( now - m ))
+  [ -n "$rc_at" ] || rc_at=$(stat -c %Y "$d/rc" 2>/dev/null)
+  printf -v now '%(%s)T' -1
+  [ -n "$rc_at" ] && rc_age=$(( now - rc_at ))
 fi
 ${started}
 echo "$verdict"

@@ -442,7 +442,8 @@ function diagnoseProbeScript(workshop: string): string {
 pid=$(cat "$d/pid" 2>/dev/null)
 alive=0
 if [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] && tr '\\0' ' ' < "/proc/$pid/cmdline" | grep -q wrapper.sh; then alive=1; fi
-echo "pid=$pid"; echo "alive=$alive"; echo "rc=$(cat "$d/rc" 2>/dev/null)"; echo "rc_age="
+rc=; { read -r rc < "$d/rc"; } 2>/dev/null
+echo "pid=$pid"; echo "alive=$alive"; echo "rc=$rc"; echo "rc_age="
 echo "started=$( [ -f "$d/started" ] && echo 1 )"
 echo "heartbeat=$(cat "$d/heartbeat" 2>/dev/null)"; echo "now=$(date +%s)"
 echo "@@sizes"

@@ -104,7 +104,10 @@ describe("syncAndStartLab", () => {
     expect(statSync(join(state, "secrets.env")).mode & 0o777).toBe(0o600);
     expect(readFileSync(join(state, "run"), "utf8")).toBe("run-1\n");
     await waitFor("the setup to end", () => existsSync(join(state, "rc")) || undefined);
-    expect(readFileSync(join(state, "rc"), "utf8").trim()).toBe("0");
+    // the exit code, then the time the wrapper wrote it (epoch seconds)
+    const [rc, at] = readFileSync(join(state, "rc"), "utf8").trim().split("\n");
+    expect(rc).toBe("0");
+    expect(Math.abs(Number(at) - Date.now() / 1000)).toBeLessThan(60);
     expect(readFileSync(join(home, "lab", "made.txt"), "utf8")).toBe("héllo wörld 'q' $(not run)\n");
   });
 
@@ -189,6 +192,14 @@ describe("probeLab", () => {
     expect(records).toEqual({ ...full, rcAgeSeconds: undefined, statusLines: [], logTail: [] });
     // no stat, awk, tail or cut: nothing started on the host but bash
     expect(t.sent.at(-1)?.command).not.toMatch(/\b(stat|awk|tail|head|cut|cat)\b/);
+
+    // The age comes from the time in the rc file; an rc without it (an older wrapper's) is aged by its mtime.
+    writeFileSync(join(state, "rc"), `0\n${Math.floor(Date.now() / 1000) - 1000}\n`);
+    expect((await probeLab(t, "one")).rcAgeSeconds).toBeGreaterThanOrEqual(1000);
+    writeFileSync(join(state, "rc"), "0\n");
+    const aged = (await probeLab(t, "one")).rcAgeSeconds;
+    expect(aged).toBeGreaterThanOrEqual(0);
+    expect(aged).toBeLessThan(60);
   });
 });
 

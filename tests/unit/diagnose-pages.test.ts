@@ -206,8 +206,8 @@ describe("diagnose reads host files in pages", () => {
 
   it("reports a page that comes back cut, keeping what was read before", async () => {
     const log = bigLog(100 * 1024);
-    // 8,000 characters: wrapper, setup and a small status fit, a log page does not
-    const t = new SsmLikeTransport(hostFolder("cut", log, statusLines(3)), 8_000);
+    // 10,000 characters: wrapper, setup and a small status fit, a log page does not
+    const t = new SsmLikeTransport(hostFolder("cut", log, statusLines(3)), 10_000);
     const { files, summary, error } = await collect("cut", t);
     expect(error).toBeUndefined();
     expect(files["lab.log.tail"]).toBe("");
