@@ -354,7 +354,7 @@ export class SshTransport implements Transport {
               changed = { known, offered: seen };
               return verify(false);
             }
-            this.checkPin(hop.pinId, seen, known !== undefined).then(
+            this.checkPin(hop.pinId, seen, known !== undefined, step).then(
               (now) => {
                 const ok = now === undefined || now.keys.includes(seen);
                 if (now !== undefined && !ok) changed = { known: now, offered: seen };
@@ -380,12 +380,20 @@ export class SshTransport implements Transport {
   /**
    * A key that is not the pin read before connecting: the pin as it is now (another process may have pinned or
    * replaced it since), and on first contact (no pin now) this key pinned, then read back, so that of two racing
-   * first contacts with different keys only the first one wins. The pin the key is judged against.
+   * first contacts with different keys only the first one wins. The pin the key is judged against. With
+   * requireKnownHostKey, the target's pin as it is now must still be one obtained out of band.
    */
-  private async checkPin(pinId: string, seen: string, hadPin: boolean): Promise<KnownHostKeys | undefined> {
+  private async checkPin(
+    pinId: string,
+    seen: string,
+    hadPin: boolean,
+    step: string,
+  ): Promise<KnownHostKeys | undefined> {
     const { pins } = this.options;
+    const strict = this.options.requireKnownHostKey && pinId === this.options.hostId;
     if (hadPin) {
       const now = await pins.get(pinId, { fresh: true });
+      if (strict && (!now || now.origin === "tofu")) throw this.keyNotKnown(step, now);
       if (now !== undefined) return now;
     }
     await pins.pin(pinId, seen);

@@ -332,8 +332,21 @@ describe("SshTransport host keys", () => {
     expect(err.message).toContain(fingerprint(pinning.hostKeyBase64));
     expect(err.message).toContain(fingerprint(main.hostKeyBase64));
 
-    // Forgotten since the earlier read: the key shown is pinned, as at a first contact.
+    // With requireKnownHostKey, a pin gone since, or trusted on first use since, does not let the key in.
     now.all.delete(main.id);
+    const strict = await failure(transport(main, { pins, requireKnownHostKey: true }).exec("true"));
+    expect(strict.code).toBe("host.key_unknown");
+    expect(now.all.has(main.id)).toBe(false); // nothing pinned
+    const tofu = memoryPins({ [main.id]: main.hostKeyBase64 }, { [main.id]: "tofu" });
+    const since = {
+      get: (id: string, o?: { fresh?: boolean }) => (o?.fresh ? tofu.get(id) : pins.get(id)),
+      pin: tofu.pin,
+    };
+    expect(
+      (await failure(transport(main, { pins: since, requireKnownHostKey: true }).exec("true"))).code,
+    ).toBe("host.key_unknown");
+
+    // Forgotten since the earlier read: the key shown is pinned, as at a first contact.
     expect((await transport(main, { pins }).exec("echo pinned")).stdout).toBe("pinned\n");
     expect(now.all.get(main.id)).toBe(main.hostKeyBase64);
   });
