@@ -576,8 +576,8 @@ async function syncScript(
   spec: Workshop,
   t: Transport,
   ref: string | undefined,
-  opts: { stopFirst?: boolean },
-): Promise<{ script: string; archive?: Buffer }> {
+  opts: { stopFirst?: boolean; start?: StartCommand },
+): Promise<{ script: string; archive?: Buffer; startPrepared?: boolean }> {
   const dir = labDir(spec, t);
   const src = spec.lab.source;
   const stop = opts.stopFirst ? `${stopFunction(spec.name)}\nlabfleet_stop\n` : "";
@@ -594,9 +594,14 @@ ${target}
 git -C "$dir" reset --quiet --hard "$t"`,
     };
   }
+  // Before a start (opts.start), the same mkdir and rm also make the state folder and remove its old records
+  // (each tool started is paid for on every host of a fleet). A state folder mkdir cannot make is the start's
+  // failure, not the sync's: the start, which makes it 0700 first, then fails on it.
+  const start = opts.start;
   return {
-    script: `${stop}set -e; dir=${dir}; [ ! -e "$dir.sync" ] || rm -rf "$dir.sync"; mkdir -p "$dir.sync"; tar -x -f - -C "$dir.sync"; rm -rf "$dir"; mv "$dir.sync" "$dir"`,
+    script: `${stop}set -e; dir=${dir}${start ? `; d=${start.stateDir}` : ""}; [ ! -e "$dir.sync" ] || rm -rf "$dir.sync"; mkdir -p "$dir.sync"${start ? ` "$d" || [ -d "$dir.sync" ]` : ""}; tar -x -f - -C "$dir.sync"; rm -rf "$dir"${start ? ` ${start.removes}` : ""}; mv "$dir.sync" "$dir"`,
     archive: await sourceArchive(src),
+    startPrepared: start !== undefined,
   };
 }
 
@@ -710,11 +715,14 @@ export async function startLab(
   files: StartFiles = {},
 ): Promise<void> {
   const start = startScript(spec, t, hostId, runId, files);
-  const r = await t.exec(`set -e\n${PARTS_FUNCTION}\nlabfleet_parts\n${start.script}`, {
-    stdin: start.input,
-    timeoutMs: START_TIMEOUT_MS,
-    step: "start lab setup",
-  });
+  const r = await t.exec(
+    `set -e\n${PARTS_FUNCTION}\nlabfleet_parts\n${prepareState(start)}\n${start.script}`,
+    {
+      stdin: start.input,
+      timeoutMs: START_TIMEOUT_MS,
+      step: "start lab setup",
+    },
+  );
   if (r.exitCode !== 0)
     throw new LabStepError(`starting the lab setup failed: ${lastLines({ ...r, stdout: "" })}`);
 }
@@ -740,10 +748,10 @@ export async function syncAndStartLab(
     await syncSource(t, spec, s.ref, { stopFirst: s.stopFirst });
     return startLab(t, spec, s.hostId, s.runId, s.files);
   }
-  const sync = await syncScript(spec, t, s.ref, { stopFirst: s.stopFirst });
   const start = startScript(spec, t, s.hostId, s.runId, s.files);
+  const sync = await syncScript(spec, t, s.ref, { stopFirst: s.stopFirst, start });
   const r = await t.exec(
-    `set -e\n${PARTS_FUNCTION}\nlabfleet_parts\n${sync.script}\necho '${SYNCED}'\n${start.script}`,
+    `set -e\n${PARTS_FUNCTION}\nlabfleet_parts\n${sync.script}\necho '${SYNCED}'\n${sync.startPrepared ? 'chmod 700 "$d"' : prepareState(start)}\n${start.script}`,
     {
       stdin: sync.archive ? Buffer.concat([Buffer.from(start.input), sync.archive]) : start.input,
       timeoutMs: STEP_TIMEOUT_MS + START_TIMEOUT_MS,
@@ -768,7 +776,7 @@ function startScript(
   hostId: string,
   runId: string,
   files: StartFiles,
-): { script: string; input: string } {
+): StartCommand {
   const d = stateDir(spec.name);
   const push = files.push === "off" ? undefined : files.push;
   const parts = [WRAPPER, spec.lab.setup, push?.env ?? "", push?.health ?? "", files.secrets ?? ""];
@@ -785,11 +793,10 @@ function startScript(
     ...(push?.health !== undefined ? [["health.sh", "$health"]] : []),
     ...(files.secrets !== undefined ? [["secrets.env", "$secrets"]] : []),
   ].map(([file, part]) => `\n  printf '%s' "${part}" > "$d/${file}"`);
-  const script = `d=${d}; mkdir -p "$d"; chmod 700 "$d"
-rm -f "$d/pid" "$d/rc" "$d/rc.tmp" "$d/status.jsonl" "$d/push.mark" "$d/access.json" "$d/heartbeat" "$d/run" "$d/log"${
+  const removes = `"$d/pid" "$d/rc" "$d/rc.tmp" "$d/status.jsonl" "$d/push.mark" "$d/access.json" "$d/heartbeat" "$d/run" "$d/log"${
     files.push !== undefined ? ` "$d/push.env" "$d/health.sh"` : ""
-  }${keepSecrets ? "" : ` "$d/secrets.env"`}
-printf '%s\n' "$wrapper" > "$d/wrapper.sh"
+  }${keepSecrets ? "" : ` "$d/secrets.env"`}`;
+  const script = `printf '%s\n' "$wrapper" > "$d/wrapper.sh"
 printf '%s\n' "$setup" > "$d/setup.sh"
 # The private files, removed above, are created anew as 0600 in the 0700 folder: one subshell for all of them
 # (the umask stays its own), not one per file.
@@ -802,7 +809,26 @@ printf '%s\n' ${shq(runId)} > "$d/run"
 # $! is the wrapper's own pid: recorded before this command returns, with no wait.
 setsid bash "$d/wrapper.sh" "$d" ${labDir(spec, t)} ${shq(spec.name)} ${shq(hostId)} > /dev/null 2>&1 < /dev/null &
 echo "$!" > "$d/pid"`;
-  return { script, input };
+  return { script, input, stateDir: d, removes };
+}
+
+/**
+ * startScript's command, to run once `labfleet_parts` has read its input and the state folder `$d` is made (0700)
+ * and holds none of the `removes`: prepareState does both, or a folder sync makes `$d` and removes them, and
+ * the start makes `$d` 0700.
+ */
+interface StartCommand {
+  script: string;
+  input: string;
+  /** The state folder, a shell word. */
+  stateDir: string;
+  /** The files of the state folder the start removes first: shell words under "$d". */
+  removes: string;
+}
+
+/** Makes the state folder `$d` (0700) and removes a start's old records from it. */
+function prepareState(start: StartCommand): string {
+  return `d=${start.stateDir}; mkdir -p "$d"; chmod 700 "$d"\nrm -f ${start.removes}`;
 }
 
 /** Reads startScript's input from the head of stdin into $wrapper, $setup, $pushenv, $health and $secrets. */

@@ -2,7 +2,7 @@ import { leftOutOfRuns } from "../agent/left-out.ts";
 import { openWhenReady } from "../portal/portal.ts";
 import { serveQueueAfter } from "../portal/queue.ts";
 import { forgetStudentReads } from "../portal/reads.ts";
-import { hostIdsOf, type Provider } from "../providers/types.ts";
+import { hostIdsOf, type Provider, type ProvisionedHost } from "../providers/types.ts";
 import { withActor } from "../runtime/actor.ts";
 import { isoNow } from "../runtime/clock.ts";
 import { mapLimit, shortCache } from "../runtime/concurrency.ts";
@@ -210,8 +210,20 @@ export async function provisionHosts(
     const prev = existing.get(p.hostId);
     // A host that comes back at another address is another machine: nothing of the old lab is kept.
     const keep = prev && prev.state !== "torn_down" && (!prev.address || prev.address === p.address);
+    // A kept host's record changes only where the provider's answer does: what the lab's deploys, health checks
+    // and rollouts wrote stays (and a host the provider answers for as before is not written at all).
+    if (keep) {
+      const change = keptHostChange(prev, p, provider.name, expiry);
+      if (change)
+        await store.host
+          .patch({ workshop, hostId: p.hostId })
+          .set({ ...change.set, updatedAt: now.toISOString() })
+          .remove(change.remove)
+          .go();
+      return;
+    }
     // The machine it replaces used hours too: the teardown receipt counts them (shared/fleet/host-lives.ts).
-    if (prev && !keep && prev.state !== "torn_down") await recordHostLife(spec, prev, "replaced");
+    if (prev && prev.state !== "torn_down") await recordHostLife(spec, prev, "replaced");
     await store.host
       .put({
         workshop,
@@ -221,20 +233,15 @@ export async function provisionHosts(
         ...(p.providerId ? { providerId: p.providerId } : {}),
         ...(p.publicIp ? { publicIp: p.publicIp } : {}),
         ...(prev?.machine && prev.state !== "torn_down" ? { machine: prev.machine } : {}),
-        ...(keep && prev.ref ? { ref: prev.ref } : {}),
         labels: p.labels ?? {},
         expiry,
-        state: p.error ? "failed" : keep ? prev.state : "pending",
-        phases: keep ? (prev.phases ?? []) : [],
-        ...(keep && prev.phase ? { phase: prev.phase } : {}),
-        ...(p.error ? { error: p.error } : keep && prev.error ? { error: prev.error } : {}),
-        ...(keep && prev.deployStartedAt ? { deployStartedAt: prev.deployStartedAt } : {}),
-        ...(keep && prev.readyAt ? { readyAt: prev.readyAt } : {}),
-        ...(keep && prev.access ? { access: prev.access } : {}),
-        attempt: keep ? (prev.attempt ?? 0) : 0,
+        state: p.error ? "failed" : "pending",
+        phases: [],
+        ...(p.error ? { error: p.error } : {}),
+        attempt: 0,
         ...(prev ? enrolledFields(prev) : {}),
         // When this machine's life began: a replaced or returning host starts a new one.
-        createdAt: keep ? prev.createdAt : now.toISOString(),
+        createdAt: now.toISOString(),
         updatedAt: now.toISOString(),
       })
       .go();
@@ -260,6 +267,32 @@ export async function provisionHosts(
   // Hosts that could not be provisioned are not deployed.
   const hostIds = provisioned.filter((p) => !p.error).map((p) => p.hostId);
   return { hostIds, batches: deployBatchesOf(spec, hostIds) };
+}
+
+/**
+ * What provision changes in the record of a host it keeps (the same machine): the fields the provider answers for,
+ * where they differ, and the failure when the provider could not confirm the host. Undefined: nothing differs.
+ */
+export function keptHostChange(
+  prev: HostItem,
+  p: ProvisionedHost,
+  provider: string,
+  expiry: string,
+): { set: Partial<HostItem>; remove: ("providerId" | "publicIp")[] } | undefined {
+  const set: Partial<HostItem> = {};
+  const remove: ("providerId" | "publicIp")[] = [];
+  if (prev.provider !== provider) set.provider = provider;
+  if (prev.address !== p.address) set.address = p.address;
+  for (const k of ["providerId", "publicIp"] as const) {
+    if (p[k] && prev[k] !== p[k]) set[k] = p[k];
+    else if (!p[k] && prev[k] !== undefined) remove.push(k);
+  }
+  const labels = p.labels ?? {};
+  if (JSON.stringify(prev.labels ?? {}) !== JSON.stringify(labels)) set.labels = labels;
+  if (prev.expiry !== expiry) set.expiry = expiry;
+  if (p.error && (prev.state !== "failed" || prev.error !== p.error))
+    Object.assign(set, { state: "failed", error: p.error });
+  return Object.keys(set).length || remove.length ? { set, remove } : undefined;
 }
 
 /** What an enrolled host's record keeps whatever a run writes: its enrollment, check-ins and controls. */

@@ -121,6 +121,36 @@ describe("syncAndStartLab", () => {
     expect(readFileSync(join(home, ".labfleet", "one", "setup.sh"), "utf8")).toBe(`${SETUP}\n`);
   });
 
+  it("started again, over a lab folder or a git source: the old records are gone and the state folder is 0700", async () => {
+    for (const [name, source] of [
+      ["h8", folder],
+      ["h9", `git:${repo}`],
+    ] as const) {
+      const home = join(work, name);
+      mkdirSync(home);
+      const state = join(home, ".labfleet", "one");
+      await start(recorded(home), source, "local", source.startsWith("git:") ? "main" : undefined);
+      await waitFor("the setup to end", () => existsSync(join(state, "rc")) || undefined);
+      // What the first setup's life left (this setup writes none of them itself), and a folder opened up.
+      for (const f of ["status.jsonl", "access.json", "heartbeat", "push.mark"])
+        writeFileSync(join(state, f), "old\n");
+      execFileSync("chmod", ["755", state]);
+      await syncAndStartLab(recorded(home), specFor(source), "local", {
+        ref: source.startsWith("git:") ? "main" : undefined,
+        stopFirst: false,
+        hostId: "student-01",
+        runId: "run-2",
+        files: { secrets: SECRETS, push: "off" },
+      });
+      expect(statSync(state).mode & 0o777, name).toBe(0o700);
+      expect(readFileSync(join(state, "run"), "utf8"), name).toBe("run-2\n");
+      for (const f of ["status.jsonl", "access.json", "push.mark"])
+        expect(existsSync(join(state, f)), `${name} ${f}`).toBe(false);
+      await waitFor("the second setup to end", () => existsSync(join(state, "rc")) || undefined);
+      expect(readFileSync(join(home, "lab", "made.txt"), "utf8")).toBe("héllo wörld 'q' $(not run)\n");
+    }
+  });
+
   it("names a failed sync as the sync's, and starts nothing", async () => {
     const home = join(work, "h3");
     mkdirSync(home);
@@ -137,7 +167,7 @@ describe("syncAndStartLab", () => {
     const err = await rejection(start(recorded(home), folder));
     expect(err).toBeInstanceOf(LabStepError);
     expect(err.message).toMatch(
-      /^starting the lab setup failed: exit code 1: mkdir: cannot create directory .*\/h4\/\.labfleet.: Not a directory$/,
+      /^starting the lab setup failed: exit code 1: mkdir: cannot create directory .*\/h4\/\.labfleet.: Not a directory\n/,
     );
     expect(readFileSync(join(home, "lab", "README"), "utf8")).toBe("the lab\n");
   });

@@ -9,6 +9,7 @@ import type { Provider, ProvisionOptions } from "../../shared/providers/types.ts
 import { withActor } from "../../shared/runtime/actor.ts";
 import { configure, useDeps } from "../../shared/runtime/deps.ts";
 import { createID } from "../../shared/runtime/ids.ts";
+import type { HostItem } from "../../shared/store/entities.ts";
 import type { Workshop } from "../../shared/workshop/schema.ts";
 import { runCli } from "../harness/cli.ts";
 import {
@@ -204,6 +205,42 @@ describe("a provision run", () => {
     expect(after.map((h) => [h.hostId, h.state, h.attempt, h.readyAt])).toEqual(
       before.map((h) => [h.hostId, "ready", 1, h.readyAt]),
     );
+  });
+
+  it("writes nothing for a host the provider answers for as before, and only what differs otherwise", async () => {
+    const host = async (hostId: string) =>
+      (await rt.store.host.get({ workshop: "prov", hostId }).go()).data as HostItem;
+    // What a lab's life recorded on student-01: a failing in-use health check, a rollout's notice and its new
+    // machine's start; and on student-02 an expiry that is not the workshop's (a record out of date).
+    const lived = {
+      health: "failing",
+      healthFailures: 3,
+      healthError: "port 8080 refused",
+      healthCheckedAt: "2026-12-06T10:00:00.000Z",
+      notice: "updated",
+      noticeAt: "2026-12-06T09:00:00.000Z",
+      machineCreatedAt: "2026-12-06T08:00:00.000Z",
+    } as const;
+    await rt.store.host.patch({ workshop: "prov", hostId: "student-01" }).set(lived).go();
+    const expiry = (await host("student-01")).expiry as string;
+    await rt.store.host
+      .patch({ workshop: "prov", hostId: "student-02" })
+      .set({ expiry: "2026-12-06T00:00:00.000Z", health: "failing", healthFailures: 2 })
+      .go();
+    const [one, two] = [await host("student-01"), await host("student-02")];
+
+    await asInstructor(() => startRun("prov", "provision"));
+    await rt.executor.idle();
+
+    // student-01: the provider answered as before, so its record is as it was, to the byte.
+    expect(await host("student-01")).toEqual(one);
+    expect(one).toMatchObject(lived);
+    // student-02: its expiry is the workshop's again, and nothing else of it changed but the time of the write.
+    const after = await host("student-02");
+    expect(after.expiry).toBe(expiry);
+    expect(after.updatedAt > two.updatedAt).toBe(true);
+    expect({ ...after, expiry: two.expiry, updatedAt: two.updatedAt }).toEqual(two);
+    expect(after).toMatchObject({ health: "failing", healthFailures: 2, createdAt: two.createdAt });
   });
 
   it("needs no operator secret (the up that deploys does), and a teardown removes the hosts", async () => {
