@@ -179,14 +179,15 @@ function probeScript(workshop: string, recordsOnly = false): string {
 /**
  * The probe's commands for the state folder `d` (a shell word): the poll's probe, and the wrapper's pushes. Every
  * host of a fleet runs it on each poll and each push, so it reads the small records with bash builtins (`read`,
- * `printf %()T`) and starts a process only for what bash cannot do: filtering the status records and the log when
- * there are any (`awk`, `tail`, `cut`), and the rc file's age where its second line (the time the wrapper wrote it)
- * is missing (`stat`: a wrapper of an older labfleet). `recordsOnly` (what a deploy decides on)
- * reads the records alone, with bash alone: no rc age, no status records, no log.
+ * `printf %()T`) and starts a process only for what bash cannot do: the end of the log and of a status file larger
+ * than its two bounds together (`tail`: bash cannot seek), and the rc file's age where its second line (the time
+ * the wrapper wrote it) is missing (`stat`: a wrapper of an older labfleet). A status file within the bounds is read
+ * and filtered by bash (`read -N`, `mapfile`), and lines are measured and cut in bytes (`LC_ALL=C`). `recordsOnly`
+ * (what a deploy decides on) reads the records alone, with bash alone: no rc age, no status records, no log.
  */
 function probeCommands(d: string, recordsOnly = false): string {
   const L = PROBE_LIMITS;
-  const keep = `awk 'length($0) <= ${L.statusLineMax}'`;
+  const bound = L.statusHeadBytes + L.statusTailBytes;
   const records = `d=${d}
 pid= rc= rc_at= rc_age= started= run= alive=0
 { read -r -n 32 pid < "$d/pid"; } 2>/dev/null; pid=\${pid//[!0-9]/}
@@ -213,14 +214,22 @@ fi
 ${started}
 echo "$verdict"
 echo "@@status"
+LC_ALL=C
+labfleet_keep() { local l; for l in "$@"; do [ "\${#l}" -gt ${L.statusLineMax} ] || printf '%s\n' "$l"; done; }
 if [ -s "$d/status.jsonl" ]; then
-  s=$(stat -c %s "$d/status.jsonl" 2>/dev/null || echo 0)
-  if [ "$s" -le ${L.statusHeadBytes + L.statusTailBytes} ]; then ${keep} "$d/status.jsonl" 2>/dev/null
-  else head -c ${L.statusHeadBytes} "$d/status.jsonl" | ${keep}; echo; tail -c ${L.statusTailBytes} "$d/status.jsonl" | ${keep}; fi
+  st=; { IFS= read -r -d '' -N ${bound + 1} st < "$d/status.jsonl"; } 2>/dev/null
+  if [ "\${#st}" -le ${bound} ]; then mapfile -t sl <<< "$st"; labfleet_keep "\${sl[@]}"
+  else
+    mapfile -t sl <<< "\${st:0:${L.statusHeadBytes}}"; labfleet_keep "\${sl[@]}"; echo
+    mapfile -t sl < <(tail -c ${L.statusTailBytes} "$d/status.jsonl" 2>/dev/null); labfleet_keep "\${sl[@]}"
+  fi
 fi
 echo
 echo "@@log"
-[ -s "$d/log" ] && tail -n ${L.logTailLines} "$d/log" 2>/dev/null | cut -b 1-${L.logLineMax}
+if [ -s "$d/log" ]; then
+  mapfile -t sl < <(tail -n ${L.logTailLines} "$d/log" 2>/dev/null)
+  for l in "\${sl[@]}"; do printf '%s\n' "\${l:0:${L.logLineMax}}"; done
+fi
 echo
 echo "${PROBE_END} $verdict"
 exit 0

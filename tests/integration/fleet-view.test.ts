@@ -108,9 +108,18 @@ describe("the fleet view", () => {
     }
     const { store } = useDeps();
     const spec = (await store.workshop.get({ name: WS }).go()).data?.spec as Workshop;
-    const kept = await store.labTiming.query.byIdentity({ identity: labIdentity(spec) }).go({ pages: "all" });
-    expect(kept.data.map((t) => t.hostId).sort()).toEqual(["student-01", "student-02", "student-03"]);
-    for (const t of kept.data) expect(t.phases.map((p) => p.name)).toEqual(["one", "two", "three"]);
+    // A build is timed once its lab is judged ready, by the push that brought its readiness as often as by the
+    // run's poll: the run can end while the last pushes are still timing theirs.
+    const timings = (n: number) =>
+      waitFor(`${n} builds timed`, async () => {
+        const r = await store.labTiming.query
+          .byIdentity({ identity: labIdentity(spec) })
+          .go({ pages: "all" });
+        return r.data.length >= n ? r.data : undefined;
+      });
+    const kept = await timings(3);
+    expect(kept.map((t) => t.hostId).sort()).toEqual(["student-01", "student-02", "student-03"]);
+    for (const t of kept) expect(t.phases.map((p) => p.name)).toEqual(["one", "two", "three"]);
 
     // The second run of the same lab: a rebuild of every host.
     expect((await api("POST", `/${WS}/deploy`, { force: true })).status).toBe(202);
@@ -132,11 +141,9 @@ describe("the fleet view", () => {
       `estimated ${estimated} s, took ${measured} s`,
     ).toBeLessThanOrEqual(measured * 0.2);
     // The second run's builds are kept beside the first's.
-    const after = await store.labTiming.query
-      .byIdentity({ identity: labIdentity(spec) })
-      .go({ pages: "all" });
-    expect(after.data.length).toBe(6);
-    expect(new Set(after.data.map((t) => t.runId)).size).toBe(2);
+    const after = await timings(6);
+    expect(after).toHaveLength(6);
+    expect(new Set(after.map((t) => t.runId)).size).toBe(2);
   });
 
   it("names the student of a claimed lab, counts the checks they passed, and counts claimed and free labs", async () => {

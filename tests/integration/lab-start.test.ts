@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   HOST_PAGE_BYTES,
   LabStepError,
+  PROBE_LIMITS,
   probeLab,
   readAccess,
   syncAndStartLab,
@@ -230,6 +231,81 @@ describe("probeLab", () => {
     const aged = (await probeLab(t, "one")).rcAgeSeconds;
     expect(aged).toBeGreaterThanOrEqual(0);
     expect(aged).toBeLessThan(60);
+  });
+});
+
+describe("probeLab's bounds", () => {
+  const L = PROBE_LIMITS;
+  /** The lines of `bytes` as the probe keeps them: split at newlines, those longer than statusLineMax bytes left out. */
+  const kept = (bytes: Buffer) =>
+    bytes
+      .toString("latin1")
+      .split("\n")
+      .filter((l) => l !== "" && l.length <= L.statusLineMax)
+      .map((l) => Buffer.from(l, "latin1").toString("utf8"));
+  const line = (phase: string, pad: number) =>
+    `{"phase":"${phase}","state":"done","note":"${"é".repeat(pad)}"}`;
+
+  it("keeps the status lines within the line bound, in bytes, from a small file and from the two ends of a large one", async () => {
+    const home = join(work, "bounds");
+    const state = join(home, ".labfleet", "one");
+    mkdirSync(state, { recursive: true });
+    const t = recorded(home);
+    // Small: a line of exactly the bound in bytes, one a byte over it, one of 150 two-byte characters (300
+    // bytes), one of 250 (500 bytes: over the bound in bytes, not in characters), and a last line with no newline.
+    const exact = `{"p":"${"x".repeat(L.statusLineMax - 8)}"}`;
+    expect(Buffer.byteLength(exact)).toBe(L.statusLineMax);
+    const small = [line("a", 0), exact, `${exact} `, line("b", 150), line("c", 250), line("d", 1)].join("\n");
+    writeFileSync(join(state, "status.jsonl"), small);
+    const probe = await probeLab(t, "one");
+    expect(probe.statusLines).toEqual([line("a", 0), exact, line("b", 150), line("d", 1)]);
+    expect(probe.statusLines).toEqual(kept(Buffer.from(small)));
+    // nothing but bash reads a status file within the bounds
+    expect(t.sent.at(-1)?.command).not.toMatch(/\b(awk|cut|cat|head)\b/);
+
+    // Large: the first statusHeadBytes and the last statusTailBytes bytes, lines cut at either edge included as cut.
+    const big = Buffer.from(
+      `${Array.from({ length: 400 }, (_, i) => line(`p${i}`, i % 11 === 0 ? 250 : i % 7 === 0 ? 150 : 3)).join("\n")}\n`,
+    );
+    expect(big.length).toBeGreaterThan(L.statusHeadBytes + L.statusTailBytes);
+    writeFileSync(join(state, "status.jsonl"), big);
+    const large = await probeLab(t, "one");
+    expect(large.statusLines).toEqual([
+      ...kept(big.subarray(0, L.statusHeadBytes)),
+      ...kept(big.subarray(big.length - L.statusTailBytes)),
+    ]);
+    expect(large.statusLines[0]).toBe(line("p1", 3));
+    expect(large.statusLines.at(-1)).toBe(line("p399", 150));
+    expect(large.statusLines).not.toContain(line("p200", 3));
+
+    // A file of exactly the two bounds is read whole: every one of its lines.
+    const whole = Buffer.from(
+      Array.from({ length: 100 }, (_, i) => `${String(i).padStart(3, "0")}${"y".repeat(96)}\n`).join(""),
+    );
+    expect(whole.length).toBe(L.statusHeadBytes + L.statusTailBytes);
+    writeFileSync(join(state, "status.jsonl"), whole);
+    expect((await probeLab(t, "one")).statusLines).toEqual(kept(whole));
+    expect(kept(whole)).toHaveLength(100);
+  });
+
+  it("keeps the log's last lines, each cut to the line bound in bytes", async () => {
+    const home = join(work, "bounds-log");
+    const state = join(home, ".labfleet", "one");
+    mkdirSync(state, { recursive: true });
+    const t = recorded(home);
+    const lines = Array.from({ length: 50 }, (_, i) => `step ${i} ${"ü".repeat(i * 5)}`);
+    writeFileSync(join(state, "log"), `${lines.join("\n")}\n`);
+    const probe = await probeLab(t, "one");
+    const expected = lines
+      .slice(-L.logTailLines)
+      .map((l) => Buffer.from(l).subarray(0, L.logLineMax).toString("latin1"))
+      .map((l) => Buffer.from(l, "latin1").toString("utf8"));
+    expect(probe.logTail).toEqual(expected);
+    // "step 30 " and 150 two-byte characters: cut to 300 bytes, 146 of them
+    expect(probe.logTail[0]).toBe(`step 30 ${"ü".repeat(146)}`);
+    expect(probe.logTail[1]).toBe(`step 31 ${"ü".repeat(146)}`);
+    expect(probe.logTail).toHaveLength(L.logTailLines);
+    expect(t.sent.at(-1)?.command).not.toMatch(/\b(awk|cut|cat)\b/);
   });
 });
 
