@@ -273,7 +273,7 @@ export async function provisionHosts(
  * What provision changes in the record of a host it keeps (the same machine): the fields the provider answers for,
  * where they differ, and the failure when the provider could not confirm the host. Undefined: nothing differs.
  */
-export function keptHostChange(
+function keptHostChange(
   prev: HostItem,
   p: ProvisionedHost,
   provider: string,
