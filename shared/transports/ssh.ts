@@ -16,6 +16,7 @@ import {
   keyTypeOf,
 } from "./host-keys.ts";
 import type { SshIdentity } from "./ssh-identity.ts";
+import { RESIDENT_COMMAND, ResidentShell, residentFits } from "./ssh-resident.ts";
 import {
   collectCapped,
   type ExecOptions,
@@ -117,6 +118,10 @@ interface Connection {
   lostReason?: string;
   active: number;
   waiting: (() => void)[];
+  /** The resident shell for brief commands, once one was started (not counted in `active`). */
+  resident?: Promise<ResidentShell>;
+  /** The host refused a session while the resident shell held one: brief commands get sessions of their own. */
+  sessionsScarce?: boolean;
 }
 
 interface Hop {
@@ -162,12 +167,19 @@ export class SshTransport implements Transport {
   async exec(command: string, options: ExecOptions = {}): Promise<ExecResult> {
     const step = options.step ?? "command";
     const remote = this.remoteCommand(command, options);
+    const resident = residentFits(command, options);
     for (let attempt = 0; ; attempt++) {
       const fresh = this.connection === undefined;
       const conn = await this.connect(step);
-      await acquire(conn);
       try {
-        return await this.run(conn, remote, options, step);
+        const r = resident ? await this.runResident(conn, command, options, step) : undefined;
+        if (r) return r;
+        await acquire(conn);
+        try {
+          return await this.run(conn, remote, options, step);
+        } finally {
+          release(conn);
+        }
       } catch (err) {
         if (!(err instanceof NotStarted)) throw err;
         this.drop(conn);
@@ -175,10 +187,48 @@ export class SshTransport implements Transport {
         // connect again, once, when the command never started.
         if (!fresh && attempt === 0) continue;
         throw err.visible;
-      } finally {
-        release(conn);
       }
     }
+  }
+
+  /**
+   * A brief command in the connection's resident shell (started on first use; shared/transports/ssh-resident.ts).
+   * Undefined when the shell is busy with another command, could not be started, or ended before answering: the
+   * command then runs in a session of its own. Throws NotStarted when the connection is gone.
+   */
+  private async runResident(
+    conn: Connection,
+    command: string,
+    options: ExecOptions,
+    step: string,
+  ): Promise<ExecResult | undefined> {
+    if (conn.sessionsScarce) return undefined;
+    if (conn.resident === undefined) {
+      const opening = this.openChannel(
+        conn,
+        RESIDENT_COMMAND,
+        step,
+        async (channel) => new ResidentShell(channel),
+        0,
+      );
+      conn.resident = opening;
+      opening.catch(() => {
+        if (conn.resident === opening) conn.resident = undefined;
+      });
+    }
+    let shell: ResidentShell;
+    try {
+      shell = await conn.resident;
+    } catch (err) {
+      if (err instanceof NotStarted) throw err;
+      conn.sessionsScarce = true; // the host refused the session: the command's own may still be had
+      return undefined;
+    }
+    if (shell.closed) {
+      conn.resident = undefined;
+      return undefined;
+    }
+    return shell.run(envExports(options.env, this.options.hostId) + command, options.timeoutMs);
   }
 
   /** Logs in (host key checked, as for a command), or finds the connection open; runs nothing on the host. */
@@ -407,15 +457,18 @@ export class SshTransport implements Transport {
 
   /**
    * Opens a session and starts the command in it. sshd counts a session until it has seen the close of
-   * the previous one, so a refused session is retried for a moment before it counts as a failure.
+   * the previous one, so a refused session is retried for a moment (`retryMs`) before it counts as a failure.
+   * A host that refuses a session while the resident shell holds one allows fewer sessions than labfleet opens
+   * (sshd's MaxSessions): the shell is ended to free its session, and brief commands get sessions of their own.
    */
   private async openChannel<T>(
     conn: Connection,
     remote: string,
     step: string,
     started: (channel: ClientChannel) => Promise<T>,
+    retryMs = SESSION_RETRY_MS,
   ): Promise<T> {
-    const deadline = Date.now() + SESSION_RETRY_MS;
+    const deadline = Date.now() + retryMs;
     for (let delay = 20; ; delay = Math.min(delay * 2, 400)) {
       if (conn.closed) throw new NotStarted(this.lost(step, conn));
       const outcome = await new Promise<{ running: Promise<T> } | Error>((resolve) => {
@@ -448,6 +501,10 @@ export class SshTransport implements Transport {
       if (outcome instanceof NotStarted) throw outcome;
       if (!(outcome instanceof Error)) return outcome.running;
       if (conn.closed) throw new NotStarted(this.lost(step, conn));
+      if (conn.resident && !conn.sessionsScarce) {
+        conn.sessionsScarce = true;
+        void conn.resident.then((shell) => shell.retire()).catch(() => {});
+      }
       if (Date.now() + delay > deadline) {
         throw new VisibleError(
           "host",

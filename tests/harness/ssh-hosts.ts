@@ -36,6 +36,8 @@ export interface FakeHostsOptions {
   firstIndex?: number;
   /** What `lab` may do with sudo: one rule for all hosts, or one per host. Default "nopasswd". */
   sudo?: SudoRule | SudoRule[];
+  /** sshd_config lines added for every host (`MaxSessions 1`). */
+  sshdConfig?: string;
 }
 
 export interface FakeHost {
@@ -96,7 +98,7 @@ export async function startFakeHosts(n: number, options: FakeHostsOptions): Prom
   const started = Promise.allSettled(
     Array.from({ length: n }, async (_, i) => {
       const rule = Array.isArray(options.sudo) ? (options.sudo[i] ?? "none") : (options.sudo ?? "nopasswd");
-      const host = new Host(first + i, dir, account, options.authorizedKeys, rule);
+      const host = new Host(first + i, dir, account, options.authorizedKeys, rule, options.sshdConfig ?? "");
       hosts.push(host);
       await host.startOnFreeAddress();
     }),
@@ -137,6 +139,7 @@ class Host implements FakeHost {
     account: Account,
     authorizedKeys: string,
     sudo: SudoRule,
+    private readonly sshdConfig: string,
   ) {
     this.id = `byo-${String(index).padStart(2, "0")}`;
     this.root = join(dir, this.id);
@@ -345,7 +348,7 @@ AllowTcpForwarding yes
 MaxStartups 100
 LogLevel VERBOSE
 Subsystem sftp internal-sftp
-`;
+${this.sshdConfig}`;
   }
 
   private newHostKey(): void {

@@ -232,6 +232,98 @@ describe("SshTransport commands", () => {
     await waitFor("the timed-out command to be gone from the host", () => !runs(main, "sleep", "38"), 5000);
   });
 
+  it("runs brief commands one after another in one resident shell, each in a subshell of its own", async () => {
+    const t = transport(main);
+    const sessions = () => main.log().split("Starting session:").length - 1;
+    const brief = (command: string, env?: Record<string, string>) =>
+      t.exec(command, { brief: true, timeoutMs: 5000, ...(env ? { env } : {}) });
+    const first = await brief("echo $$ $BASHPID");
+    await waitFor("sshd to log the resident shell's session", () => sessions() > 0, 5000);
+    const before = sessions();
+    const [shell, sub] = first.stdout.trim().split(" ");
+    expect(shell).not.toBe(sub);
+
+    // what one command sets (variables, options, traps, the working folder) is gone for the next
+    const changed = await brief("x=1; set -e; cd /tmp; trap 'echo bye' EXIT; echo oops >&2; exit 3");
+    expect(changed).toEqual({ exitCode: 3, stdout: "bye\n", stderr: "oops\n" });
+    const fresh = await brief('[ -v x ] || echo "unset $PWD $-" $$');
+    expect(fresh.stdout).toBe(`unset /home/lab hBc ${shell}\n`); // the options of `bash -c`
+    // output as written, without a final newline, lines that look like an end mark, NUL bytes, env
+    expect(await brief("printf 'no newline'; printf 'err' >&2")).toMatchObject({
+      stdout: "no newline",
+      stderr: "err",
+    });
+    const markLike = await brief(`printf '\\n%032x 0\\nafter\\n' 0; printf '\\n%032x\\n' 0 >&2`);
+    expect(markLike).toMatchObject({
+      exitCode: 0,
+      stdout: `\n${"0".repeat(32)} 0\nafter\n`,
+      stderr: `\n${"0".repeat(32)}\n`,
+    });
+    expect((await brief("printf 'a\\0b'")).stdout).toBe("a\0b");
+    const tricky = 'it\'s "quoted" $HOME\nsecond line';
+    expect((await brief('printf "%s" "$GREETING"', { GREETING: tricky })).stdout).toBe(tricky);
+    expect((await brief("kill -TERM $BASHPID")).exitCode).toBe(143);
+    expect((await brief("cat | wc -c")).stdout).toBe("0\n"); // stdin: nothing, not the shell's requests
+    // a runaway output is capped and read to its end: the shell serves the next command
+    const big = await brief("yes | head -c 3M; echo small >&2");
+    expect(big).toMatchObject({ exitCode: 0, truncated: true, stderr: "small\n" });
+    expect(big.stdout.length).toBe(OUTPUT_CAP_BYTES);
+
+    expect((await brief("echo $$")).stdout).toBe(`${shell}\n`);
+    expect(sessions()).toBe(before);
+    // commands with stdin, under a host-side timeout or sudo run in a session of their own
+    expect((await t.exec("echo $$", { stdin: "x" })).stdout).not.toBe(`${shell}\n`);
+    expect((await t.exec("echo $$", { timeoutMs: 5000 })).stdout).not.toBe(`${shell}\n`);
+    await waitFor("sshd to log the two sessions", () => sessions() === before + 2, 5000);
+  });
+
+  it("answers brief commands sent at once (the others in sessions of their own) and outlives a killed shell", async () => {
+    const t = transport(main);
+    const brief = (command: string) => t.exec(command, { brief: true, timeoutMs: 5000 });
+    const shell = (await brief("echo $$")).stdout.trim();
+    const many = await Promise.all(Array.from({ length: 9 }, (_, i) => brief(`echo $$; exit ${i}`)));
+    expect(many.map((r) => r.exitCode)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8]);
+    const shells = new Set(many.map((r) => r.stdout.trim()));
+    expect(shells.has(shell)).toBe(true);
+    expect(shells.size).toBeGreaterThan(1);
+
+    // the resident shell killed on the host: the next brief command is answered all the same, then another
+    // shell serves the ones after it
+    expect((await t.exec(`kill -KILL ${shell}`)).exitCode).toBe(0);
+    expect((await brief("echo answered")).stdout).toBe("answered\n");
+    const next = (await brief("echo $$")).stdout.trim();
+    expect(next).not.toBe(shell);
+    expect((await brief("echo $$")).stdout.trim()).toBe(next);
+
+    // past its timeout, a brief command ends the shell it ran in (and what it started); the next one is served
+    const pending = t.exec("echo begun; sleep 39; echo never", { timeoutMs: 700, brief: true });
+    await waitFor("the command to run on the host", () => runs(main, "sleep", "39"), 5000);
+    expect(await pending).toMatchObject({ exitCode: 124, timedOut: true, stdout: "begun\n" });
+    await waitFor("the timed-out command to be gone from the host", () => !runs(main, "sleep", "39"), 5000);
+    const after = await brief("echo $$");
+    expect(after.exitCode).toBe(0);
+    expect(after.stdout.trim()).not.toBe(next);
+  });
+
+  it("ends the resident shell on a host that allows fewer sessions: every command is still answered", async () => {
+    const scarce = await startFakeHosts(1, {
+      authorizedKeys: publicKeyLine(identity),
+      sshdConfig: "MaxSessions 1\n",
+    });
+    try {
+      const t = transport(scarce.hosts[0] as FakeHost);
+      const brief = (command: string) => t.exec(command, { brief: true, timeoutMs: 5000 });
+      const shell = (await brief("echo $$")).stdout;
+      // the one session sshd allows is the resident shell's: a command with stdin needs one
+      expect((await t.exec("cat", { stdin: "in", timeoutMs: 10_000 })).stdout).toBe("in");
+      const after = await Promise.all([brief("echo $$"), brief("echo $$")]);
+      expect(after.map((r) => r.exitCode)).toEqual([0, 0]);
+      expect(new Set([shell, ...after.map((r) => r.stdout)]).size).toBe(3); // each in a session of its own
+    } finally {
+      await scarce.stop();
+    }
+  });
+
   it("reach logs in and starts nothing on the host; the next command uses that connection", async () => {
     const t = transport(main);
     const logins = accepted(main);
