@@ -260,6 +260,7 @@ describe("SshTransport commands", () => {
       stderr: `\n${"0".repeat(32)}\n`,
     });
     expect((await brief("printf 'a\\0b'")).stdout).toBe("a\0b");
+    expect((await brief("printf '%s' 'héllo ✓'; echo ' ü' >&2")).stdout).toBe("héllo ✓"); // lengths in bytes
     const tricky = 'it\'s "quoted" $HOME\nsecond line';
     expect((await brief('printf "%s" "$GREETING"', { GREETING: tricky })).stdout).toBe(tricky);
     expect((await brief("kill -TERM $BASHPID")).exitCode).toBe(143);
