@@ -94,15 +94,26 @@ function neededCommands(spec: Workshop): string[] {
 
 /**
  * What doctor runs on a host (with bash, as every transport runs commands). Files are read with bash's own `read`,
- * the user's name from the prompt escape `\\u`, ids from `$EUID` and the usable CPUs from Cpus_allowed_list: a
- * doctor over a fleet starts `df` on each host, and `sudo -n true` where it logs in as another user than root.
+ * the user's name from the prompt escape `\\u`, ids from `$EUID` and the usable CPUs from Cpus_allowed_list. It
+ * starts `sudo -n true` only when `probe.sudo` (the lab requires root) and the login is not root: a sudo refused
+ * is an incident in the host's auth log, often mailed to its admins. It starts `df` only when `probe.disk` (the lab
+ * requires free disk). Otherwise it starts no process at all.
  */
-export function doctorScript(commands: string[]): string {
+export function doctorScript(commands: string[], probe: { sudo: boolean; disk: boolean }): string {
   const list = commands.map((c) => c.replace(/[^\w.+-]/g, "")).join(" ");
+  const sudo = probe.sudo
+    ? "elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then echo sudo=yes; else echo sudo=no"
+    : "else echo sudo=unchecked";
+  const disk = probe.disk
+    ? `lf_df=$(df -Pk "$HOME" 2>/dev/null); lf_free=
+[[ $lf_df == *$'\\n'* ]] && read -r _ _ _ lf_free _ <<< "\${lf_df#*$'\\n'}"
+echo "disk_free_kib=$lf_free"
+`
+    : "";
   return `lf_user='\\u'; lf_user=\${lf_user@P}; [ -n "$lf_user" ] && [ "$lf_user" != '\\u' ] || lf_user=$(id -un)
 echo "user=$lf_user"
 echo "uid=$EUID"
-if [ "$EUID" = 0 ]; then echo sudo=root; elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then echo sudo=yes; else echo sudo=no; fi
+if [ "$EUID" = 0 ]; then echo sudo=root; ${sudo}; fi
 if [ -r /etc/os-release ]; then . /etc/os-release; fi
 echo "os=\${PRETTY_NAME:-$(uname -s)}"
 lf_kernel=; { read -r lf_kernel < /proc/sys/kernel/osrelease; } 2>/dev/null || lf_kernel=$(uname -r)
@@ -117,10 +128,7 @@ done
 echo "cpus=$lf_cpus"
 lf_mem=; { while read -r lf_f lf_v _; do [ "$lf_f" = MemTotal: ] && lf_mem=$lf_v && break; done < /proc/meminfo; } 2>/dev/null
 echo "mem_kib=$lf_mem"
-lf_df=$(df -Pk "$HOME" 2>/dev/null); lf_free=
-[[ $lf_df == *$'\\n'* ]] && read -r _ _ _ lf_free _ <<< "\${lf_df#*$'\\n'}"
-echo "disk_free_kib=$lf_free"
-if [ -c /dev/kvm ] && [ -r /dev/kvm ] && [ -w /dev/kvm ]; then echo kvm=yes; elif [ -e /dev/kvm ]; then echo kvm=no-access; else echo kvm=absent; fi
+${disk}if [ -c /dev/kvm ] && [ -r /dev/kvm ] && [ -w /dev/kvm ]; then echo kvm=yes; elif [ -e /dev/kvm ]; then echo kvm=no-access; else echo kvm=absent; fi
 lf_nested=; for lf_f in /sys/module/kvm_intel/parameters/nested /sys/module/kvm_amd/parameters/nested; do { [ -r "$lf_f" ] && read -r lf_nested < "$lf_f"; } 2>/dev/null && break; done
 echo "nested=$lf_nested"
 for c in ${list}; do if command -v "$c" >/dev/null 2>&1; then echo "cmd:$c=yes"; else echo "cmd:$c=no"; fi; done
@@ -152,7 +160,9 @@ export function judgeDoctor(spec: Workshop, facts: Record<string, string>): Doct
         ? "logged in as root"
         : sudo === "yes"
           ? "sudo -n works"
-          : `no root: sudo would ask for a password, or is missing${req.root ? "" : " (the lab does not require root)"}`,
+          : sudo === "unchecked" && !req.root
+            ? "not checked: the lab does not require root"
+            : `no root: sudo would ask for a password, or is missing${req.root ? "" : " (the lab does not require root)"}`,
     ...(req.root ? { expected: "root, or sudo without a password" } : {}),
   });
   checks.push({ name: "os", ok: true, detail: `${facts.os ?? "unknown"} (kernel ${facts.kernel ?? "?"})` });
@@ -226,7 +236,11 @@ export async function doctor(
 ): Promise<DoctorReport[]> {
   assertActor("instructor", "system");
   const { spec, provider, hosts } = await selected(name, sel);
-  const script = doctorScript(neededCommands(spec));
+  const req = spec.lab.requires;
+  const script = doctorScript(neededCommands(spec), {
+    sudo: req.root === true,
+    disk: req.disk_gib !== undefined,
+  });
   return mapLimit(hosts, concurrency, async (h) => {
     try {
       const r = await withTransport(spec, provider, h, (t) =>

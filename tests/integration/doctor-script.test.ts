@@ -16,11 +16,14 @@ afterAll(() => removeDir(work));
 
 const COMMANDS = ["id", "sudo", "uname", "nproc", "getconf", "df", "awk", "cat", "head", "tr", "grep", "sed"];
 
-function runCounted(script: string): { out: Record<string, string>; started: string[] } {
+/** Runs the script with every command it may start counted; as `nobody` when `asNobody` (the test runs as root). */
+function runCounted(script: string, asNobody = false): { out: Record<string, string>; started: string[] } {
   const bin = join(work, "bin");
   const log = join(work, "started");
   mkdirSync(bin, { recursive: true });
+  chmodSync(work, 0o755);
   writeFileSync(log, "");
+  chmodSync(log, 0o666);
   for (const c of COMMANDS) {
     const real = execFileSync("bash", ["-c", `command -v ${c}`])
       .toString()
@@ -30,6 +33,7 @@ function runCounted(script: string): { out: Record<string, string>; started: str
   }
   const text = execFileSync("bash", ["--noprofile", "--norc", "-c", script], {
     env: { PATH: `${bin}:/usr/sbin:/usr/bin:/sbin:/bin`, HOME: work },
+    ...(asNobody ? { uid: NOBODY, gid: NOBODY } : {}),
   }).toString();
   const out = Object.fromEntries(
     text
@@ -40,9 +44,13 @@ function runCounted(script: string): { out: Record<string, string>; started: str
   return { out, started: readFileSync(log, "utf8").split("\n").filter(Boolean) };
 }
 
+const NOBODY = 65534;
+
 describe("the doctor script", () => {
   it("reports the host's facts while starting one process (df), and sudo only as another user than root", () => {
-    const { out, started } = runCounted(doctorScript(["bash", "tar", "nosuch-command"]));
+    const { out, started } = runCounted(
+      doctorScript(["bash", "tar", "nosuch-command"], { sudo: true, disk: true }),
+    );
     expect(out.user).toBe(userInfo().username);
     expect(out.uid).toBe(String(process.getuid?.()));
     expect(out.kernel).toBe(release());
@@ -56,5 +64,23 @@ describe("the doctor script", () => {
     expect(out["cmd:nosuch-command"]).toBe("no");
     // root needs no sudo check; anyone else adds one `sudo -n true`
     expect(started.filter((c) => c !== "sudo")).toEqual(["df"]);
+  });
+
+  it("starts no process at all for a lab that requires neither root nor free disk", () => {
+    const spare = doctorScript(["bash"], { sudo: false, disk: false });
+    const asRoot = runCounted(spare);
+    expect(asRoot.started).toEqual([]);
+    expect(asRoot.out.sudo).toBe("root"); // known without asking sudo
+    expect(asRoot.out.disk_free_kib).toBeUndefined();
+    expect(asRoot.out.mem_kib).toMatch(/^[1-9]\d*$/);
+
+    // another user than root: sudo is asked only when the lab requires root
+    const other = runCounted(spare, true);
+    expect(other.out.uid).toBe(String(NOBODY));
+    expect(other.out.sudo).toBe("unchecked");
+    expect(other.started).toEqual([]);
+    const asked = runCounted(doctorScript(["bash"], { sudo: true, disk: false }), true);
+    expect(asked.started).toEqual(["sudo"]);
+    expect(asked.out.sudo).toBe("no");
   });
 });

@@ -76,6 +76,9 @@ describe("doctor rules", () => {
   it("requires root only when the lab says so, and git only for git sources", () => {
     expect(failing(judgeDoctor(spec("{}"), facts))).toEqual([]);
     expect(failing(judgeDoctor(spec("{ root: true }"), { ...facts, sudo: "yes" }))).toEqual([]);
+    // sudo is not asked when the lab does not require root
+    const unasked = judgeDoctor(spec("{}"), { ...facts, sudo: "unchecked" }).find((c) => c.name === "sudo");
+    expect(unasked).toEqual({ name: "sudo", ok: true, detail: "not checked: the lab does not require root" });
     expect(failing(judgeDoctor(spec("{}", "'git:https://git.example.test/lab.git'"), facts))).toEqual([
       "command:git",
     ]);
