@@ -458,8 +458,8 @@ export class SshTransport implements Transport {
   /**
    * Opens a session and starts the command in it. sshd counts a session until it has seen the close of
    * the previous one, so a refused session is retried for a moment (`retryMs`) before it counts as a failure.
-   * A host that refuses a session while the resident shell holds one allows fewer sessions than labfleet opens
-   * (sshd's MaxSessions): the shell is ended to free its session, and brief commands get sessions of their own.
+   * A host that refuses a session twice while the resident shell holds one allows fewer sessions than labfleet
+   * opens (sshd's MaxSessions): the shell is ended to free its session, and brief commands get sessions of their own.
    */
   private async openChannel<T>(
     conn: Connection,
@@ -469,7 +469,7 @@ export class SshTransport implements Transport {
     retryMs = SESSION_RETRY_MS,
   ): Promise<T> {
     const deadline = Date.now() + retryMs;
-    for (let delay = 20; ; delay = Math.min(delay * 2, 400)) {
+    for (let delay = 20, refused = 0; ; delay = Math.min(delay * 2, 400)) {
       if (conn.closed) throw new NotStarted(this.lost(step, conn));
       const outcome = await new Promise<{ running: Promise<T> } | Error>((resolve) => {
         // A connection kept open can lead to a host that froze meanwhile: a session it does not confirm within
@@ -501,7 +501,8 @@ export class SshTransport implements Transport {
       if (outcome instanceof NotStarted) throw outcome;
       if (!(outcome instanceof Error)) return outcome.running;
       if (conn.closed) throw new NotStarted(this.lost(step, conn));
-      if (conn.resident && !conn.sessionsScarce) {
+      // Refused again after a moment: not sshd still counting a closed session, but a host that allows fewer.
+      if (++refused >= 2 && conn.resident && !conn.sessionsScarce) {
         conn.sessionsScarce = true;
         void conn.resident.then((shell) => shell.retire()).catch(() => {});
       }
