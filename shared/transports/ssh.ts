@@ -203,6 +203,15 @@ export class SshTransport implements Transport {
     step: string,
   ): Promise<ExecResult | undefined> {
     if (conn.sessionsScarce) return undefined;
+    if (conn.resident !== undefined) {
+      // a shell that ended since (killed on the host, or past a timeout) gives way to a new one
+      const current = conn.resident;
+      const ended = await current.then(
+        (shell) => shell.closed,
+        () => false,
+      );
+      if (ended && conn.resident === current) conn.resident = undefined;
+    }
     if (conn.resident === undefined) {
       const opening = this.openChannel(
         conn,
@@ -224,10 +233,7 @@ export class SshTransport implements Transport {
       conn.sessionsScarce = true; // the host refused the session: the command's own may still be had
       return undefined;
     }
-    if (shell.closed) {
-      conn.resident = undefined;
-      return undefined;
-    }
+    if (shell.closed) return undefined; // ended while it opened
     return shell.run(envExports(options.env, this.options.hostId) + command, options.timeoutMs);
   }
 
