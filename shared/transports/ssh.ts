@@ -122,6 +122,8 @@ interface Connection {
   resident?: Promise<ResidentShell>;
   /** The host refused a session while the resident shell held one: brief commands get sessions of their own. */
   sessionsScarce?: boolean;
+  /** Refusals of the resident shell's own session since it was last opened (two in a row: sessions are scarce). */
+  residentRefused?: number;
 }
 
 interface Hop {
@@ -221,16 +223,24 @@ export class SshTransport implements Transport {
         0,
       );
       conn.resident = opening;
-      opening.catch(() => {
-        if (conn.resident === opening) conn.resident = undefined;
-      });
+      opening.then(
+        () => {
+          conn.residentRefused = 0;
+        },
+        () => {
+          if (conn.resident === opening) conn.resident = undefined;
+        },
+      );
     }
     let shell: ResidentShell;
     try {
       shell = await conn.resident;
     } catch (err) {
       if (err instanceof NotStarted) throw err;
-      conn.sessionsScarce = true; // the host refused the session: the command's own may still be had
+      // The host refused the shell its session (the command's own may still be had). Once can be sshd still
+      // counting a closed session: the next brief command tries again. Twice in a row, sessions are scarce.
+      conn.residentRefused = (conn.residentRefused ?? 0) + 1;
+      if (conn.residentRefused >= 2) conn.sessionsScarce = true;
       return undefined;
     }
     if (shell.closed) return undefined; // ended while it opened

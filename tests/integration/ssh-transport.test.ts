@@ -79,15 +79,17 @@ async function failure(promise: Promise<unknown>): Promise<VisibleError> {
 const accepted = (host: FakeHost) => host.log().split("Accepted publickey for lab").length - 1;
 
 /** Whether a process with exactly these arguments runs on the host. */
+function commandLine(pid: number): string | undefined {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, "utf8");
+  } catch {
+    return undefined;
+  }
+}
+
 function runs(host: FakeHost, ...argv: string[]): boolean {
   const wanted = `${argv.join("\u0000")}\u0000`;
-  return host.processes().some((pid) => {
-    try {
-      return readFileSync(`/proc/${pid}/cmdline`, "utf8") === wanted;
-    } catch {
-      return false;
-    }
-  });
+  return host.processes().some((pid) => commandLine(pid) === wanted);
 }
 
 describe("parseSshAddress", () => {
@@ -320,6 +322,42 @@ describe("SshTransport commands", () => {
       const after = await Promise.all([brief("echo $$"), brief("echo $$")]);
       expect(after.map((r) => r.exitCode)).toEqual([0, 0]);
       expect(new Set([shell, ...after.map((r) => r.stdout)]).size).toBe(3); // each in a session of its own
+    } finally {
+      await scarce.stop();
+    }
+  });
+
+  it("starts the resident shell at the next brief command when the host refused it once", async () => {
+    const scarce = await startFakeHosts(1, {
+      authorizedKeys: publicKeyLine(identity),
+      sshdConfig: "MaxSessions 1\n",
+    });
+    try {
+      const host = scarce.hosts[0] as FakeHost;
+      const t = transport(host);
+      const brief = (command: string) => t.exec(command, { brief: true, timeoutMs: 10_000 });
+      const refusals = () => host.log().split("no more sessions").length - 1;
+      // the one session sshd allows is held by a command: the shell's session is refused, and the brief command
+      // waits for a session of its own, which it gets once that command is gone
+      const holding = t.exec("sleep 37", { timeoutMs: 20_000 });
+      await waitFor("the command to hold the session", () => runs(host, "sleep", "37"), 5000);
+      const before = refusals();
+      const first = brief("echo $$");
+      await waitFor("sshd to refuse the shell its session", () => refusals() > before, 5000);
+      for (const pid of host.processes().filter((p) => commandLine(p) === "sleep\u000037\u0000"))
+        process.kill(pid, "SIGKILL");
+      expect((await holding).exitCode).not.toBe(0);
+      const alone = (await first).stdout.trim();
+      const count = (line: string) => host.log().split(line).length - 1;
+      await waitFor(
+        "sshd to close the sessions",
+        () => count("Close session:") === count("Starting session:"),
+        5000,
+      );
+      // refused once, not twice: the shell is started at the next brief command and serves the ones after it
+      const shell = (await brief("echo $$")).stdout.trim();
+      expect(shell).not.toBe(alone);
+      expect((await brief("echo $$")).stdout.trim()).toBe(shell);
     } finally {
       await scarce.stop();
     }
