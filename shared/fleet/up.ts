@@ -453,11 +453,30 @@ export async function deployHost(
       stop: leftRunning(probe),
       beforeSecrets: recordDeploy,
     });
-    await patchHost(workshop, hostId, { phase: "started" });
+    await markSetupStarted(workshop, hostId);
     log.info("lab started", { workshop, hostId });
     return { hostId, action: "started" };
   } finally {
     await t.close?.();
+  }
+}
+
+/**
+ * Shows a host's setup as started (phase `started`) while its record still shows the sync the deploy wrote before
+ * the start: a lab whose wrapper already pushed meanwhile (a setup that reports a phase at once, or an instant lab
+ * already judged ready) keeps what the push wrote.
+ */
+export async function markSetupStarted(workshop: string, hostId: string): Promise<void> {
+  const { store, clock } = useDeps();
+  try {
+    await store.host
+      .patch({ workshop, hostId })
+      .set({ phase: "started", updatedAt: isoNow(clock) })
+      .remove(["error"])
+      .where((a, op) => `${op.eq(a.phase, "sync")} AND ${op.eq(a.state, "deploying")}`)
+      .go();
+  } catch (err) {
+    if (!isConditionalFailure(err)) throw err;
   }
 }
 
