@@ -204,47 +204,50 @@ export class SshTransport implements Transport {
     options: ExecOptions,
     step: string,
   ): Promise<ExecResult | undefined> {
-    if (conn.sessionsScarce) return undefined;
-    if (conn.resident !== undefined) {
-      // a shell that ended since (killed on the host, or past a timeout) gives way to a new one
-      const current = conn.resident;
-      const ended = await current.then(
-        (shell) => shell.closed,
-        () => false,
-      );
-      if (ended && conn.resident === current) conn.resident = undefined;
+    for (let again = false; !conn.sessionsScarce; again = true) {
+      conn.resident ??= this.openResident(conn, step);
+      const pending = conn.resident;
+      let shell: ResidentShell;
+      try {
+        shell = await pending;
+      } catch (err) {
+        if (err instanceof NotStarted) throw err;
+        return undefined; // the host refused the shell a session: the command runs in one of its own
+      }
+      if (!shell.closed)
+        return shell.run(envExports(options.env, this.options.hostId) + command, options.timeoutMs);
+      // Ended since (killed on the host, or past a timeout): a new shell serves the command, tried once.
+      if (conn.resident === pending) conn.resident = undefined;
+      if (again) return undefined;
     }
-    if (conn.resident === undefined) {
-      const opening = this.openChannel(
-        conn,
-        RESIDENT_COMMAND,
-        step,
-        async (channel) => new ResidentShell(channel),
-        0,
-      );
-      conn.resident = opening;
-      opening.then(
-        () => {
-          conn.residentRefused = 0;
-        },
-        () => {
-          if (conn.resident === opening) conn.resident = undefined;
-        },
-      );
-    }
-    let shell: ResidentShell;
-    try {
-      shell = await conn.resident;
-    } catch (err) {
-      if (err instanceof NotStarted) throw err;
-      // The host refused the shell its session (the command's own may still be had). Once can be sshd still
-      // counting a closed session: the next brief command tries again. Twice in a row, sessions are scarce.
-      conn.residentRefused = (conn.residentRefused ?? 0) + 1;
-      if (conn.residentRefused >= 2) conn.sessionsScarce = true;
-      return undefined;
-    }
-    if (shell.closed) return undefined; // ended while it opened
-    return shell.run(envExports(options.env, this.options.hostId) + command, options.timeoutMs);
+    return undefined;
+  }
+
+  /**
+   * Starts the connection's resident shell in a session of its own. A refused session, once, can be sshd still
+   * counting a closed one: the next brief command tries again. Refused twice in a row, sessions are scarce on
+   * this host, and brief commands get sessions of their own from then on.
+   */
+  private openResident(conn: Connection, step: string): Promise<ResidentShell> {
+    const opening = this.openChannel(
+      conn,
+      RESIDENT_COMMAND,
+      step,
+      async (channel) => new ResidentShell(channel),
+      0,
+    );
+    opening.then(
+      () => {
+        conn.residentRefused = 0;
+      },
+      (err) => {
+        if (conn.resident === opening) conn.resident = undefined;
+        if (err instanceof NotStarted) return;
+        conn.residentRefused = (conn.residentRefused ?? 0) + 1;
+        if (conn.residentRefused >= 2) conn.sessionsScarce = true;
+      },
+    );
+    return opening;
   }
 
   /** Logs in (host key checked, as for a command), or finds the connection open; runs nothing on the host. */
