@@ -1,3 +1,4 @@
+import { createPrivateKey, type KeyObject, sign } from "node:crypto";
 import { mkdir, readFile, stat, writeFile } from "node:fs/promises";
 import { homedir } from "node:os";
 import { dirname, join } from "node:path";
@@ -5,7 +6,8 @@ import ssh2 from "ssh2";
 import { VisibleError } from "../runtime/errors.ts";
 
 // ssh2 is CommonJS: Node exposes only some of its names to ESM imports, not `utils`.
-const { utils } = ssh2;
+const { utils, BaseAgent } = ssh2;
+type ParsedKey = ssh2.ParsedKey;
 
 /**
  * The key labfleet logs in with: a private key (OpenSSH or PEM, unencrypted) and/or an ssh-agent socket.
@@ -71,6 +73,68 @@ export function publicKeyLine(identity: SshIdentity, comment = "labfleet"): stri
     );
   }
   return `${key.type} ${key.getPublicSSH().toString("base64")} ${comment}`;
+}
+
+/** The hash a key type signs with when the server asks for none in particular (RSA: the server names sha256/512). */
+const DEFAULT_HASH: Record<string, string | null> = {
+  "ssh-ed25519": null,
+  "ecdsa-sha2-nistp256": "sha256",
+  "ecdsa-sha2-nistp384": "sha384",
+  "ecdsa-sha2-nistp521": "sha512",
+  "ssh-rsa": "sha1",
+  "ssh-dss": "sha1",
+};
+
+/**
+ * An identity's private key as an ssh2 agent that lives in this process: the key is parsed once and signs with a
+ * crypto KeyObject. Given the key itself, ssh2 parses the key file again at every login and its PEM text again at
+ * every signature, which costs a fleet's cold operations more CPU per host than the signature itself.
+ */
+class KeyAgent extends BaseAgent<ParsedKey> {
+  private readonly signer: KeyObject;
+  private readonly defaultHash: string | null;
+
+  constructor(private readonly key: ParsedKey) {
+    super();
+    this.signer = createPrivateKey(key.getPrivatePEM());
+    this.defaultHash = DEFAULT_HASH[key.type] ?? null;
+  }
+
+  getIdentities(cb: ssh2.IdentityCallback<ParsedKey>): void {
+    cb(null, [this.key]);
+  }
+
+  sign(
+    _key: ParsedKey,
+    data: Buffer,
+    options: ssh2.SigningRequestOptions | ssh2.SignCallback,
+    cb?: ssh2.SignCallback,
+  ): void {
+    const done = typeof options === "function" ? options : cb;
+    const hash = (typeof options === "function" ? undefined : options.hash) ?? this.defaultHash;
+    let signature: Buffer;
+    try {
+      signature = sign(hash, data, this.signer);
+    } catch (err) {
+      done?.(err as Error);
+      return;
+    }
+    done?.(null, signature);
+  }
+}
+
+const agents = new WeakMap<Buffer, KeyAgent>();
+
+/** The in-process agent of an identity's private key (KeyAgent), made once per key; undefined for a key ssh2 cannot read. */
+export function keyAgent(privateKey: Buffer): ssh2.BaseAgent<ParsedKey> | undefined {
+  const kept = agents.get(privateKey);
+  if (kept) return kept;
+  const parsed = utils.parseKey(privateKey);
+  const key = Array.isArray(parsed) ? parsed[0] : parsed;
+  if (!key || key instanceof Error || key.getPrivatePEM() === null) return undefined;
+  const agent = new KeyAgent(key);
+  agents.set(privateKey, agent);
+  return agent;
 }
 
 function expandHome(path: string): string {

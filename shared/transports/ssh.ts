@@ -15,7 +15,7 @@ import {
   type KnownHostKeys,
   keyTypeOf,
 } from "./host-keys.ts";
-import type { SshIdentity } from "./ssh-identity.ts";
+import { keyAgent, type SshIdentity } from "./ssh-identity.ts";
 import { RESIDENT_COMMAND, ResidentShell, residentFits } from "./ssh-resident.ts";
 import {
   collectCapped,
@@ -358,7 +358,15 @@ export class SshTransport implements Transport {
     const { identity } = this.options;
     const username = hop.address.user;
     const auth: AnyAuthMethod[] = [];
-    if (identity.privateKey) auth.push({ type: "publickey", username, key: identity.privateKey });
+    if (identity.privateKey) {
+      // The key signs in this process, parsed once (ssh-identity.ts's KeyAgent), not at every login.
+      const agent = keyAgent(identity.privateKey);
+      auth.push(
+        agent
+          ? { type: "agent", username, agent }
+          : { type: "publickey", username, key: identity.privateKey },
+      );
+    }
     if (identity.agent) auth.push({ type: "agent", username, agent: identity.agent });
     if (auth.length === 0) {
       throw new VisibleError(

@@ -157,6 +157,33 @@ describe("SSH identity", () => {
     const missing = await failure(loadSshIdentity({ identityFile: join(work, "nope"), labfleetHome: work }));
     expect(missing.code).toBe("ssh.identity_missing");
   });
+
+  it("logs in with an identity_file of each key type, signed in this process (RSA with the SHA-2 signatures sshd asks for)", async () => {
+    const kinds = [
+      ["ecdsa", 256, "ECDSA"],
+      ["ecdsa", 384, "ECDSA"],
+      ["ecdsa", 521, "ECDSA"],
+      ["rsa", 2048, "RSA"],
+    ] as const;
+    for (const [type, bits, logged] of kinds) {
+      const pair = utils.generateKeyPairSync(type, { bits });
+      const file = join(work, `id_${type}_${bits}`);
+      writeFileSync(file, pair.private, { mode: 0o600 });
+      writeFileSync(join(main.root, "authorized_keys"), `${pair.public}\n`, { flag: "a" });
+      const loaded = await loadSshIdentity({ identityFile: file, labfleetHome: work });
+      const logins = () =>
+        main
+          .log()
+          .split("\n")
+          .filter((l) => l.includes("Accepted publickey for lab"));
+      const before = logins().length;
+      const r = await transport(main, { identity: loaded }).exec("echo signed");
+      expect(r.stdout, `${type} ${bits}`).toBe("signed\n");
+      expect(logins().length, `${type} ${bits}`).toBe(before + 1);
+      expect(logins().at(-1), `${type} ${bits}`).toContain(`: ${logged} SHA256:`);
+    }
+    // (OpenSSH 9 accepts no SHA-1 RSA signature by default: the RSA login signed with SHA-2.)
+  });
 });
 
 describe("SshTransport commands", () => {
