@@ -102,12 +102,17 @@ const dynamoMs = () => {
 /** For each deploy: [machine, control plane, DynamoDB Local] CPU ms. */
 const split: Record<string, [number, number, number]> = {};
 
+/** Each timed key's CPU time on the whole machine (every core, every process: the hosts' sshd too). */
+const busy: Record<string, number> = {};
+
 async function measure(key: string, fn: () => Promise<unknown>): Promise<void> {
   const t = performance.now();
   const c = cpuMs();
+  const m = machineBusyMs();
   await fn();
   figures[key] = performance.now() - t;
   cpu[key] = cpuMs() - c;
+  busy[key] = machineBusyMs() - m;
 }
 
 /** installing: setup waits for the gate file before the instant lab's steps. */
@@ -313,6 +318,12 @@ try {
       console.log(
         `\n${wide} hosts, -j ${jobs}: doctor ${secs(figures.doctor_wide_cold ?? 0)} cold (target < 3 s; CPU ${secs(cpu.doctor_wide_cold ?? 0)}), ${secs(figures.doctor_wide_warm ?? 0)} warm (CPU ${secs(cpu.doctor_wide_warm ?? 0)}); bare ssh2 floor ${secs(figures.floor_wide_cold ?? 0)} cold, ${secs(figures.floor_wide_warm ?? 0)} warm`,
       );
+      // What one cold login and its doctor script cost the machine's cores, on both sides: the floor's wall time
+      // cannot be less than that times the hosts, over the cores.
+      const perHost = (key: string) => `${((busy[key] ?? 0) / wide).toFixed(1)} ms`;
+      console.log(
+        `CPU of the whole machine per host, cold: doctor ${perHost("doctor_wide_cold")} (this process ${((cpu.doctor_wide_cold ?? 0) / wide).toFixed(1)} ms), floor ${perHost("floor_wide_cold")}; ${availableParallelism()} cores busy ${Math.round((100 * (busy.doctor_wide_cold ?? 0)) / ((figures.doctor_wide_cold ?? 1) * availableParallelism()))} % of the doctor`,
+      );
     }
   });
 } finally {
@@ -322,5 +333,5 @@ try {
 }
 const s = (k: string) => ((figures[k] ?? 0) / 1000).toFixed(2);
 console.log(
-  `\nfanout hosts=${size} jobs=${jobs} installing_cold_s=${s("installing_cold")} installing_warm_s=${s("installing_warm")} deploy_cold_s=${s("deploy_cold")} deploy_warm_s=${s("deploy_warm")} nopush_cold_s=${s("nopush_cold")} nopush_warm_s=${s("nopush_warm")} doctor_cold_s=${s("doctor_cold")} doctor_warm_s=${s("doctor_warm")} floor_cold_s=${s("floor_cold")} floor_warm_s=${s("floor_warm")} status_cold_s=${s("status_cold")} status_warm_s=${s("status_warm")} sequential_ms=${((figures.sequential ?? 0) / 100).toFixed(1)}${wide > 0 ? ` doctor${wide}_cold_s=${s("doctor_wide_cold")} floor${wide}_cold_s=${s("floor_wide_cold")}` : ""} load=${load()}`,
+  `\nfanout hosts=${size} jobs=${jobs} installing_cold_s=${s("installing_cold")} installing_warm_s=${s("installing_warm")} deploy_cold_s=${s("deploy_cold")} deploy_warm_s=${s("deploy_warm")} nopush_cold_s=${s("nopush_cold")} nopush_warm_s=${s("nopush_warm")} doctor_cold_s=${s("doctor_cold")} doctor_warm_s=${s("doctor_warm")} floor_cold_s=${s("floor_cold")} floor_warm_s=${s("floor_warm")} status_cold_s=${s("status_cold")} status_warm_s=${s("status_warm")} sequential_ms=${((figures.sequential ?? 0) / 100).toFixed(1)}${wide > 0 ? ` doctor${wide}_cold_s=${s("doctor_wide_cold")} floor${wide}_cold_s=${s("floor_wide_cold")} doctor${wide}_machine_ms_per_host=${((busy.doctor_wide_cold ?? 0) / wide).toFixed(1)}` : ""} load=${load()}`,
 );
