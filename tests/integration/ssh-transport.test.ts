@@ -7,6 +7,7 @@ import { VisibleError } from "../../shared/runtime/errors.ts";
 import { fingerprint, memoryPins } from "../../shared/transports/host-keys.ts";
 import { parseSshAddress, SshTransport, type SshTransportOptions } from "../../shared/transports/ssh.ts";
 import {
+  keyAgent,
   loadSshIdentity,
   managedKeyPath,
   publicKeyLine,
@@ -171,6 +172,10 @@ describe("SSH identity", () => {
       writeFileSync(file, pair.private, { mode: 0o600 });
       writeFileSync(join(main.root, "authorized_keys"), `${pair.public}\n`, { flag: "a" });
       const loaded = await loadSshIdentity({ identityFile: file, labfleetHome: work });
+      // One agent per key, made at its first login and kept for the next ones.
+      const agent = keyAgent(loaded.privateKey ?? Buffer.alloc(0));
+      expect(agent, `${type} ${bits}`).toBeDefined();
+      expect(keyAgent(loaded.privateKey ?? Buffer.alloc(0))).toBe(agent);
       const logins = () =>
         main
           .log()
