@@ -8,6 +8,7 @@ import { DataDirInUseError, lockOwner } from "./local/lock.ts";
 import { ensureNeeds, RUNTIME_NEEDS } from "./local/os-packages.ts";
 import { startLocalRuntime } from "./local/runtime.ts";
 import { follow } from "./main.ts";
+import { countsLine, LINES_PER_LAB_MAX } from "./progress.ts";
 import { block, clean, detailLines, type Output, paint, runLine } from "./render.ts";
 
 export interface DevOptions {
@@ -116,7 +117,10 @@ export async function cmdDev(opts: DevOptions, out: Output): Promise<number> {
       if (final) out.write(`${runLine(final)}\n`);
       const ready = s.hostList.filter((h) => h.state === "ready").length;
       out.write(`\nInstructor console: ${clean(consoleUrl)}\n`);
-      for (const h of s.hostList) {
+      // Each lab, or past LINES_PER_LAB_MAX labs their counts and the failed ones (`labfleet status` lists all).
+      const large = s.hostList.length > LINES_PER_LAB_MAX;
+      if (large) out.write(`  ${countsLine(out, s.hostList)}\n`);
+      for (const h of large ? s.hostList.filter((h) => h.state === "failed") : s.hostList) {
         out.write(
           `  ${clean(h.id)}  ${paint(out, h.state)}${h.state === "failed" && h.error ? `  ${clean(h.error.split("\n")[0])}` : ""}\n`,
         );

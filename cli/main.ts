@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import type { FleetEstimate } from "../shared/fleet/estimate.ts";
+import { byNumber } from "../shared/runtime/text.ts";
 import { validateWorkshopYaml } from "../shared/workshop/load.ts";
 import {
   ApiClient,
@@ -13,6 +14,7 @@ import {
   type WorkshopStatus,
 } from "./client.ts";
 import { knownCommand, overview, showHelp } from "./help.ts";
+import { ProgressView } from "./progress.ts";
 import {
   block,
   type Cell,
@@ -22,7 +24,6 @@ import {
   estimateLine,
   jsonText,
   type Output,
-  ProgressView,
   paint,
   phaseText,
   relative,
@@ -387,7 +388,7 @@ export function reportProvision(
   const results = run?.hosts ?? {};
   const byId = new Map(s.hostList.map((h) => [h.id, h]));
   const hosts = Object.entries(results)
-    .sort(([a], [b]) => a.localeCompare(b, "en", { numeric: true }))
+    .sort(([a], [b]) => byNumber(a, b))
     .map(([id, r]) => {
       const h = byId.get(id);
       return {

@@ -11,16 +11,21 @@ import {
 } from "../shared/runtime/time-format.ts";
 import { formatErrors } from "../shared/workshop/load.ts";
 
-/** Per-host progress lines: redrawn in place on a TTY, printed only when they change otherwise. */
+/** Where the CLI writes: a terminal (redrawn in place, coloured) or not. */
 export interface Output {
   write(text: string): void;
   isTTY: boolean;
   color: boolean;
+  /** The terminal's size, where it says (progress is fitted to it: cli/progress.ts). */
+  rows?: number;
+  columns?: number;
 }
 
 /** Where output goes: process.stdout, or a stand-in in tests. */
 export interface Stream {
   isTTY?: boolean;
+  rows?: number;
+  columns?: number;
   write(text: string): unknown;
 }
 
@@ -41,6 +46,13 @@ export function stdoutOutput(stream: Stream = process.stdout, env: NodeJS.Proces
     },
     isTTY: isTTY && env.TERM !== "dumb",
     color: colorEnabled(isTTY, env),
+    // Read at each use: the terminal may be resized while a run is followed.
+    get rows() {
+      return stream.rows;
+    },
+    get columns() {
+      return stream.columns;
+    },
   };
 }
 
@@ -145,42 +157,6 @@ export function phaseText(h: HostView): string {
   if (h.state === "ready") return "ready";
   const index = h.phases.findIndex((p) => p.name === h.phase);
   return h.phase ? `${clean(h.phase)}${index >= 0 ? ` (phase ${index + 1})` : ""}` : "-";
-}
-
-export function hostLine(out: Output, h: HostView, idWidth: number, elapsed = true): string {
-  const phase = phaseText(h);
-  const err = h.state === "failed" && h.error ? `  ${clean(h.error.split("\n")[0])}` : "";
-  return `${clean(h.id).padEnd(idWidth)}  ${paint(out, h.state, h.state.padEnd(10))}  ${phase.padEnd(34)}  ${elapsed ? duration(h.elapsedSeconds).padStart(10) : ""}${err}`.trimEnd();
-}
-
-export class ProgressView {
-  private drawn = 0;
-  private last = new Map<string, string>();
-
-  constructor(private readonly out: Output) {}
-
-  update(hosts: HostView[]): void {
-    const width = Math.max(4, ...hosts.map((h) => clean(h.id).length));
-    if (this.out.isTTY) {
-      const lines = hosts.map((h) => hostLine(this.out, h, width));
-      const up = this.drawn > 0 ? `\u001b[${this.drawn}A` : "";
-      this.out.write(`${up}${lines.map((l) => `\u001b[2K${l}\n`).join("")}`);
-      this.drawn = lines.length;
-      return;
-    }
-    for (const h of hosts) {
-      // Without a TTY, a line is printed when the state or phase changes, not for elapsed time.
-      const key = `${h.state}|${h.phase}|${h.error ?? ""}`;
-      if (this.last.get(h.id) === key) continue;
-      this.last.set(h.id, key);
-      this.out.write(`${hostLine(this.out, h, width, false)}\n`);
-    }
-  }
-
-  /** Ends in-place drawing so what follows prints below. */
-  release(): void {
-    this.drawn = 0;
-  }
 }
 
 export function runLine(r: RunView): string {

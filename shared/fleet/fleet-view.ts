@@ -8,6 +8,7 @@ import { reachableAt, takesNewClaims } from "../agent/reachability.ts";
 import { waitingCount } from "../portal/queue.ts";
 import { assertActor } from "../runtime/actor.ts";
 import { useDeps } from "../runtime/deps.ts";
+import { byNumber } from "../runtime/text.ts";
 import type { HostItem } from "../store/entities.ts";
 import type { Workshop } from "../workshop/schema.ts";
 import { estimateFleet, type FleetEstimate } from "./estimate.ts";
@@ -105,7 +106,6 @@ export function parseFleetCursor(cursor: string): string | undefined {
 }
 
 const BUILDING = new Set(["pending", "provisioning", "deploying"]);
-const byNumber = (a: string, b: string) => a.localeCompare(b, undefined, { numeric: true });
 
 /** The cursor of the page before the one starting at `start`: "" for the first page, null when there is none. */
 function prevCursor(hosts: HostItem[], start: number, limit: number): string | null {

@@ -1,6 +1,7 @@
 import { isoNow } from "../runtime/clock.ts";
 import { type ShortCache, shortCache } from "../runtime/concurrency.ts";
 import { useDeps } from "../runtime/deps.ts";
+import { byNumber } from "../runtime/text.ts";
 import type { HostKeyItem } from "../store/entities.ts";
 import {
   fingerprint,
@@ -140,7 +141,7 @@ export async function hostKeyViews(spec: Workshop, updatedAt: string): Promise<H
     const keys = workshopHostKeys(spec, h.id);
     if (keys.length) out.set(h.id, view(h.id, { keys, origin: "workshop" }, updatedAt));
   }
-  return [...out.values()].sort((a, b) => a.hostId.localeCompare(b.hostId, "en", { numeric: true }));
+  return [...out.values()].sort((a, b) => byNumber(a.hostId, b.hostId));
 }
 
 /** The keys trusted for one host (workshop.yaml's, else the store's), for the portal's lab page. */

@@ -6,6 +6,7 @@ import { open } from "../runtime/crypto.ts";
 import { timeLeft } from "../runtime/deadline.ts";
 import { useDeps } from "../runtime/deps.ts";
 import { errorMessage, VisibleError } from "../runtime/errors.ts";
+import { byNumber } from "../runtime/text.ts";
 import type { HostItem, RunItem } from "../store/entities.ts";
 import type { ExecResult, Transport } from "../transports/types.ts";
 import type { Workshop } from "../workshop/schema.ts";
@@ -286,7 +287,10 @@ export async function refreshHosts(
   });
   const now = useDeps().clock.now();
   const ids = new Set(hosts.map((h) => h.hostId));
-  return (await listHosts(name)).filter((h) => ids.has(h.hostId)).map((h) => hostView(h, now));
+  return (await listHosts(name))
+    .filter((h) => ids.has(h.hostId))
+    .sort((a, b) => byNumber(a.hostId, b.hostId))
+    .map((h) => hostView(h, now));
 }
 
 // ------------------------------------------------------------------------------------ deploy and retry

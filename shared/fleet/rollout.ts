@@ -7,6 +7,7 @@ import { useDeps } from "../runtime/deps.ts";
 import { errorMessage, VisibleError } from "../runtime/errors.ts";
 import { createID } from "../runtime/ids.ts";
 import { log } from "../runtime/logger.ts";
+import { byNumber } from "../runtime/text.ts";
 import type { HostItem, RolloutHostItem, RolloutItem } from "../store/entities.ts";
 import { makesHosts, type Workshop } from "../workshop/schema.ts";
 import { type CheckItem, type CheckReport, checkReport } from "./check.ts";
@@ -91,8 +92,6 @@ export interface RolloutPlan {
   /** What each lab would do, as check mode reports it. */
   items: CheckItem[];
 }
-
-const byNumber = (a: string, b: string) => a.localeCompare(b, undefined, { numeric: true });
 
 /** The ref a lab is built at: the one a rollout built it at, else the workshop's lab.ref. */
 export function refOf(spec: Workshop, host: Pick<HostItem, "ref">): string | null {

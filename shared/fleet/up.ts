@@ -11,6 +11,7 @@ import { timeLeft } from "../runtime/deadline.ts";
 import { releaseConnections, useDeps } from "../runtime/deps.ts";
 import { errorMessage, VisibleError } from "../runtime/errors.ts";
 import { log } from "../runtime/logger.ts";
+import { byNumber } from "../runtime/text.ts";
 import type { HostItem, RunItem } from "../store/entities.ts";
 import { SSM_SEND_MAX_TARGETS } from "../transports/ssm-batch.ts";
 import type { ExecResult, Transport } from "../transports/types.ts";
@@ -798,7 +799,7 @@ async function timeBuild(spec: Workshop, hostId: string, runId: string, place: B
  */
 function buildPlaces(hosts: readonly HostItem[], run: RunItem, spec: Workshop) {
   const concurrency = Math.max(1, run.deployConcurrency ?? spec.lab.concurrency);
-  const ordered = [...hosts].sort((a, b) => a.hostId.localeCompare(b.hostId, undefined, { numeric: true }));
+  const ordered = [...hosts].sort((a, b) => byNumber(a.hostId, b.hostId));
   const started = (h: HostItem) =>
     h.deployStartedAt && h.deployStartedAt >= run.startedAt ? h.deployStartedAt : undefined;
   const starts = ordered

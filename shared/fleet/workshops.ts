@@ -7,6 +7,7 @@ import { isoNow } from "../runtime/clock.ts";
 import { open } from "../runtime/crypto.ts";
 import { useDeps } from "../runtime/deps.ts";
 import { VisibleError } from "../runtime/errors.ts";
+import { byNumber } from "../runtime/text.ts";
 import type { HostItem, RunItem, WorkshopItem } from "../store/entities.ts";
 import type { KeyOrigin } from "../transports/host-keys.ts";
 import { parseWorkshopYaml, resolveLabSource } from "../workshop/load.ts";
@@ -297,11 +298,16 @@ export async function workshopStatus(name: string): Promise<WorkshopStatus> {
   return {
     ...summarize(w, hosts),
     spec,
-    hostList: hosts.map((h) => {
-      const k = keyOf.get(h.hostId);
-      const v = hostView(h, now);
-      return k ? { ...v, hostKey: { origin: k.origin, fingerprints: k.keys.map((x) => x.fingerprint) } } : v;
-    }),
+    // In the order people count them (student-9 before student-10), as the console lists them.
+    hostList: [...hosts]
+      .sort((a, b) => byNumber(a.hostId, b.hostId))
+      .map((h) => {
+        const k = keyOf.get(h.hostId);
+        const v = hostView(h, now);
+        return k
+          ? { ...v, hostKey: { origin: k.origin, fingerprints: k.keys.map((x) => x.fingerprint) } }
+          : v;
+      }),
     runs: runs.map(runView).reverse(),
   };
 }

@@ -6,6 +6,7 @@ import { useDeps } from "../runtime/deps.ts";
 import { VisibleError } from "../runtime/errors.ts";
 import { RateLimited } from "../runtime/failure-counters.ts";
 import { log } from "../runtime/logger.ts";
+import { byNumber } from "../runtime/text.ts";
 import type { CheckResultItem, ClaimItem } from "../store/entities.ts";
 import type { Workshop } from "../workshop/schema.ts";
 import { linkHash } from "./codes.ts";
@@ -214,7 +215,7 @@ export async function checksMatrix(workshop: string): Promise<ChecksMatrix> {
         lastRanAt: ran.at(-1) ?? null,
       };
     })
-    .sort((a, b) => a.lab.localeCompare(b.lab, undefined, { numeric: true }));
+    .sort((a, b) => byNumber(a.lab, b.lab));
   return {
     workshop,
     checks: checks.map((k, i) => ({

@@ -1,5 +1,6 @@
 import { takesNewClaims } from "../agent/reachability.ts";
 import { useDeps } from "../runtime/deps.ts";
+import { byNumber } from "../runtime/text.ts";
 
 /**
  * Which free labs students may have: every ready lab without a claim, lowest number first, except the
@@ -10,7 +11,6 @@ import { useDeps } from "../runtime/deps.ts";
  * Free labs fill the spares first; only the rest go to claims and to the waiting line. Used by the claim, the
  * line and the board alike.
  */
-export const byNumber = (a: string, b: string) => a.localeCompare(b, undefined, { numeric: true });
 
 /** The host attributes freeLabs reads: what the portal's shared read of a workshop's labs projects. */
 export const FREE_LAB_ATTRIBUTES = [

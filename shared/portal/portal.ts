@@ -5,7 +5,7 @@ import { isoNow } from "../runtime/clock.ts";
 import { open, seal } from "../runtime/crypto.ts";
 import { useDeps } from "../runtime/deps.ts";
 import { VisibleError } from "../runtime/errors.ts";
-import { controlCharProblem } from "../runtime/text.ts";
+import { byNumber, controlCharProblem } from "../runtime/text.ts";
 import type { ClaimEmailItem, ClaimItem, PortalItem } from "../store/entities.ts";
 import type { Workshop } from "../workshop/schema.ts";
 import { forgetChecks } from "./checks.ts";
@@ -201,7 +201,7 @@ export function claimRowsOf(claims: readonly ClaimItem[], emails: readonly Claim
       firstOpenedAt: c.firstOpenedAt ?? null,
       locked: locked.has(c.emailHash),
     }))
-    .sort((a, b) => a.lab.localeCompare(b.lab, undefined, { numeric: true }));
+    .sort((a, b) => byNumber(a.lab, b.lab));
 }
 
 export async function exportClaims(workshop: string): Promise<string> {
@@ -464,7 +464,7 @@ export async function inviteRoster(
     );
     const lab = row.hostId
       ? usable.find((h) => h.hostId === row.hostId)?.hostId
-      : usable.map((h) => h.hostId).sort((a, b) => a.localeCompare(b, undefined, { numeric: true }))[0];
+      : usable.map((h) => h.hostId).sort(byNumber)[0];
     if (!lab) {
       skipped.push({
         email: row.email,

@@ -7,12 +7,13 @@ import { isoNow } from "../runtime/clock.ts";
 import { useDeps } from "../runtime/deps.ts";
 import { VisibleError } from "../runtime/errors.ts";
 import { log } from "../runtime/logger.ts";
+import { byNumber } from "../runtime/text.ts";
 import type { RunItem, WorkshopItem } from "../store/entities.ts";
 import { getPortal, releaseLab } from "./portal.ts";
 import { waitingCount } from "./queue.ts";
 import { forgetStudentReads } from "./reads.ts";
 
-const byNumberDesc = (a: string, b: string) => b.localeCompare(a, undefined, { numeric: true });
+const byNumberDesc = (a: string, b: string) => byNumber(b, a);
 
 /**
  * Scale down no-shows (`labfleet down --unclaimed N|all`): unready labs go first, then free labs from the

@@ -6,6 +6,7 @@ import { isoNow } from "../runtime/clock.ts";
 import { useDeps } from "../runtime/deps.ts";
 import { errorMessage, VisibleError } from "../runtime/errors.ts";
 import { log } from "../runtime/logger.ts";
+import { byNumber } from "../runtime/text.ts";
 import type { ClaimItem } from "../store/entities.ts";
 import { emailHash } from "./codes.ts";
 import { forgetStudentReads } from "./reads.ts";
@@ -31,8 +32,6 @@ export interface SwapResult {
   rebuildRunId: string | null;
   rebuild: string;
 }
-
-const byNumber = (a: string, b: string) => a.localeCompare(b, undefined, { numeric: true });
 
 async function claimOf(workshop: string, target: SwapTarget): Promise<ClaimItem> {
   const { store } = useDeps();

@@ -38,3 +38,8 @@ export function controlCharProblem(text: string): string | undefined {
     ? "must not contain control characters (line breaks, tabs, escape codes or direction marks)"
     : undefined;
 }
+
+const ids = new Intl.Collator("en", { numeric: true });
+
+/** Lab and host ids in the order people count them: student-9 before student-10, student-99 before student-100. */
+export const byNumber = (a: string, b: string): number => ids.compare(a, b);

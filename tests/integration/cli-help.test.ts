@@ -5,7 +5,8 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { COMMANDS } from "../../cli/help.ts";
 import { main } from "../../cli/main.ts";
-import { type Output, ProgressView, paint, stdoutOutput, writeTable } from "../../cli/render.ts";
+import { ProgressView } from "../../cli/progress.ts";
+import { type Output, paint, stdoutOutput, writeTable } from "../../cli/render.ts";
 import { cliBin, runCli } from "../harness/cli.ts";
 
 // biome-ignore lint/suspicious/noControlCharactersInRegex: looking for colour codes

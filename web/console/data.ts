@@ -11,6 +11,7 @@ import { listQueue } from "../../shared/portal/queue.ts";
 import { heldBack } from "../../shared/portal/rate-limit.ts";
 import { useDeps } from "../../shared/runtime/deps.ts";
 import { VisibleError } from "../../shared/runtime/errors.ts";
+import { byNumber } from "../../shared/runtime/text.ts";
 import type { Workshop } from "../../shared/workshop/schema.ts";
 import { now } from "./common.tsx";
 import type { LabAccess, PortalData, RunHostRow, RunRow, WorkshopRow } from "./views.tsx";
@@ -60,8 +61,6 @@ export function labAccess(spec: Workshop): LabAccess {
     automatic: p.type === "aws" && p.student_access === "open",
   };
 }
-
-export const byNumber = (a: string, b: string) => a.localeCompare(b, undefined, { numeric: true });
 
 export async function portalData(name: string): Promise<PortalData> {
   await getWorkshop(name);

@@ -1,0 +1,150 @@
+import type { HostView } from "../shared/fleet/workshops.ts";
+import { clean, duration, type Output, paint, phaseText } from "./render.ts";
+
+/**
+ * Without a terminal, a fleet of more labs than this is followed by its counts, not one line per lab and change
+ * (a 500-lab `up` would print thousands of lines).
+ */
+export const LINES_PER_LAB_MAX = 50;
+/** Without a terminal, at most one counts line this often (and always the last one, and each failure at once). */
+const COUNTS_EVERY_MS = 5_000;
+/** A terminal that does not say how large it is. */
+const DEFAULT_ROWS = 24;
+const DEFAULT_COLUMNS = 80;
+/** What a host line takes besides the lab's id and its error: its state, phase and time, and their gaps. */
+const HOST_LINE_CHARS = 2 + 10 + 2 + 34 + 2 + 10 + 2;
+/** How long a lab's error may be on its line in the condensed view (the whole of it is in `labfleet status`). */
+const ERROR_CHARS_MAX = 60;
+
+/** The order states are counted in: what is done first, then what is under way, then what failed. */
+const STATE_ORDER = ["ready", "deploying", "provisioning", "pending", "failed", "torn_down"];
+
+export function hostLine(
+  out: Output,
+  h: HostView,
+  idWidth: number,
+  elapsed = true,
+  errorMax?: number,
+): string {
+  const phase = phaseText(h);
+  let error = h.state === "failed" && h.error ? (h.error.split("\n")[0] ?? "") : "";
+  if (errorMax !== undefined && error.length > errorMax)
+    error = errorMax < 10 ? "" : `${error.slice(0, errorMax - 1)}…`;
+  const err = error ? `  ${clean(error)}` : "";
+  return `${clean(h.id).padEnd(idWidth)}  ${paint(out, h.state, h.state.padEnd(10))}  ${phase.padEnd(34)}  ${elapsed ? duration(h.elapsedSeconds).padStart(10) : ""}${err}`.trimEnd();
+}
+
+/** "500 labs: 312 ready · 180 deploying · 3 failed": every state a lab is in, in STATE_ORDER. */
+export function countsLine(out: Output, hosts: HostView[]): string {
+  const counts = new Map<string, number>();
+  for (const h of hosts) counts.set(h.state, (counts.get(h.state) ?? 0) + 1);
+  const states = [...counts.keys()].sort(
+    (a, b) => (STATE_ORDER.indexOf(a) + 1 || 99) - (STATE_ORDER.indexOf(b) + 1 || 99),
+  );
+  return `${hosts.length} labs: ${states.map((s) => `${counts.get(s)} ${paint(out, s, s.replace("_", " "))}`).join(" · ")}`;
+}
+
+/**
+ * Per-lab progress while a run goes on. On a terminal it is redrawn in place, one line per lab while the fleet
+ * fits the terminal; a larger fleet gets its counts, then the labs worth a look (failed ones, then those building
+ * longest, then those not started), as many as fit, and how many more there are. Without a terminal a line is
+ * printed when a lab's state or phase changes; past LINES_PER_LAB_MAX labs, a counts line when the counts change
+ * (at most every 5 s, and the last one always) and a line for each lab that fails, when it does.
+ */
+export class ProgressView {
+  private drawn = 0;
+  private last = new Map<string, string>();
+  private counts = { text: "", printedAt: Number.NEGATIVE_INFINITY, pending: false };
+
+  constructor(
+    private readonly out: Output,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  update(hosts: HostView[]): void {
+    if (this.out.isTTY) this.draw(hosts);
+    else if (hosts.length > LINES_PER_LAB_MAX) this.printCounts(hosts);
+    else this.printChanges(hosts);
+  }
+
+  /** Ends in-place drawing so what follows prints below; prints the counts a large fleet was last seen with. */
+  release(): void {
+    if (this.counts.pending) this.writeCounts();
+    this.drawn = 0;
+  }
+
+  private draw(hosts: HostView[]): void {
+    const rows = Math.max(8, this.out.rows ?? DEFAULT_ROWS);
+    // The last row stays free: a line written there scrolls the screen, and the redraw would start too low.
+    const lines = hosts.length < rows ? this.allLines(hosts) : this.condensed(hosts, rows - 1);
+    const up = this.drawn > 0 ? `\u001b[${this.drawn}A` : "";
+    // Fewer lines than last time: what was below them is erased (\u001b[J).
+    const rest = lines.length < this.drawn ? "\u001b[J" : "";
+    this.out.write(`${up}${lines.map((l) => `\u001b[2K${l}\n`).join("")}${rest}`);
+    this.drawn = lines.length;
+  }
+
+  private allLines(hosts: HostView[]): string[] {
+    const width = idWidth(hosts);
+    return hosts.map((h) => hostLine(this.out, h, width));
+  }
+
+  /** The counts, then the labs worth a look, in `room` lines in all. */
+  private condensed(hosts: HostView[], room: number): string[] {
+    const rank = (h: HostView) => (h.state === "failed" ? 0 : h.state === "deploying" ? 1 : 2);
+    const shown = hosts
+      .filter((h) => h.state !== "ready" && h.state !== "torn_down")
+      .sort((a, b) => rank(a) - rank(b) || (b.elapsedSeconds ?? 0) - (a.elapsedSeconds ?? 0));
+    // One line for the counts, one for "and N more" when some are left out.
+    const fit = shown.length <= room - 1 ? shown : shown.slice(0, room - 2);
+    const width = idWidth(fit);
+    // A line longer than the terminal is wide would wrap, and the redraw would start too low: errors are cut.
+    const errorRoom = (this.out.columns ?? DEFAULT_COLUMNS) - 1 - (width + HOST_LINE_CHARS);
+    const lines = [
+      countsLine(this.out, hosts),
+      ...fit.map((h) =>
+        hostLine(this.out, h, width, true, Math.max(0, Math.min(ERROR_CHARS_MAX, errorRoom))),
+      ),
+    ];
+    const more = shown.length - fit.length;
+    if (more > 0) lines.push(`… and ${more} more not ready (labfleet status lists every lab)`);
+    return lines;
+  }
+
+  private printChanges(hosts: HostView[]): void {
+    const width = idWidth(hosts);
+    for (const h of hosts) {
+      // A line is printed when the state or phase changes, not for elapsed time.
+      const key = `${h.state}|${h.phase}|${h.error ?? ""}`;
+      if (this.last.get(h.id) === key) continue;
+      this.last.set(h.id, key);
+      this.out.write(`${hostLine(this.out, h, width, false)}\n`);
+    }
+  }
+
+  private printCounts(hosts: HostView[]): void {
+    // Each failure at once, with its reason.
+    for (const h of hosts) {
+      const key = h.state === "failed" ? `failed|${h.error ?? ""}` : "";
+      if ((this.last.get(h.id) ?? "") === key) continue;
+      this.last.set(h.id, key);
+      if (key) this.out.write(`${hostLine(this.out, h, idWidth([h]), false)}\n`);
+    }
+    const text = countsLine(this.out, hosts);
+    if (text !== this.counts.text) {
+      this.counts.text = text;
+      this.counts.pending = true;
+    }
+    if (this.counts.pending && this.now() - this.counts.printedAt >= COUNTS_EVERY_MS) this.writeCounts();
+  }
+
+  private writeCounts(): void {
+    this.out.write(`${this.counts.text}\n`);
+    this.counts.printedAt = this.now();
+    this.counts.pending = false;
+  }
+}
+
+function idWidth(hosts: HostView[]): number {
+  return Math.max(4, ...hosts.map((h) => clean(h.id).length));
+}
