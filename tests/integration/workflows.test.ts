@@ -1,6 +1,7 @@
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { refreshHosts } from "../../shared/fleet/ops.ts";
 import { startRun } from "../../shared/fleet/runs.ts";
 import { listHosts, listRuns, submitWorkshop, workshopStatus } from "../../shared/fleet/workshops.ts";
 import { withActor } from "../../shared/runtime/actor.ts";
@@ -96,6 +97,17 @@ describe("up and teardown on local hosts", () => {
     });
     expect(status.expiry).toBeDefined();
     expect(stored.every((h) => h.expiry === status.expiry)).toBe(true);
+  });
+
+  it("a ready lab keeps the access details read when it became ready: a refresh does not read the file again", async () => {
+    const before = (await listHosts("three")).find((h) => h.hostId === "student-01");
+    // What a student could do on their host: the file is no longer the JSON the lab wrote.
+    writeFileSync(join(hostDir("three", "student-01"), ".labfleet", "three", "access.json"), "not json {");
+    const views = await asInstructor(() => refreshHosts("three", { hosts: ["student-01"] }));
+    expect(views.map((h) => [h.id, h.state, h.error])).toEqual([["student-01", "ready", null]]);
+    const after = (await listHosts("three")).find((h) => h.hostId === "student-01");
+    expect(after?.access).toBe(before?.access);
+    expect(after?.readyAt).toBe(before?.readyAt);
   });
 
   it("the local provider plans reuse for existing hosts and creation for new ones", async () => {
