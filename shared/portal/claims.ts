@@ -10,6 +10,7 @@ import { VisibleError } from "../runtime/errors.ts";
 import { byNumber, controlCharProblem } from "../runtime/text.ts";
 import type { ClaimItem, HostItem, PortalItem } from "../store/entities.ts";
 import type { Workshop } from "../workshop/schema.ts";
+import { type AccessView, accessView } from "./access-view.ts";
 import { codeHash, emailHash, linkHash } from "./codes.ts";
 import { MAX_PIN_FAILURES } from "./constants.ts";
 import { anyoneWaiting, freeLabs, sparesOf } from "./free-labs.ts";
@@ -411,7 +412,8 @@ export interface LabPage {
   workshop: string;
   lab: string;
   name: string;
-  access: { urls?: Record<string, string>; credentials?: Record<string, string>; notes?: string } | null;
+  /** What the lab wrote to $LABFLEET_ACCESS, read for showing (shared/portal/access-view.ts). */
+  access: AccessView | null;
   sshCommand: string | null;
   /** With sshCommand: the host keys labfleet trusts for the lab, so the student can check what ssh shows. */
   hostKeys: { type: string; fingerprint: string }[];
@@ -460,7 +462,7 @@ export async function labForLink(token: string): Promise<LabPage | undefined> {
   let access: LabPage["access"] = null;
   if (host.data?.access) {
     try {
-      access = JSON.parse(open(accessKey, host.data.access));
+      access = accessView(JSON.parse(open(accessKey, host.data.access)));
     } catch {
       access = null;
     }

@@ -76,7 +76,9 @@ describe("labfleet rollout on local hosts", { timeout: 300_000 }, () => {
     );
     const page = await (await fetch(`${rt.url}/l/${ada.token}`)).text();
     expect(page).toContain("Your instructor is updating this lab.");
-    expect((await labForLink(ada.token))?.access?.credentials?.password).toBe("v1-student-01");
+    expect(
+      (await labForLink(ada.token))?.access?.credentials.find((c) => c.label === "password")?.value,
+    ).toBe("v1-student-01");
     const done = await r;
     expect(done.code, done.stderr).toBe(0);
     expect(done.stdout).toMatch(/to v2 from main: completed/);
@@ -124,7 +126,7 @@ describe("labfleet rollout on local hosts", { timeout: 300_000 }, () => {
     // Ada's link (and lab cookie) open the new lab, which says it was updated.
     const after = await labForLink(ada.token);
     expect(after).toMatchObject({ lab: "student-01", name: "Ada Lovelace", update: "updated" });
-    expect(after?.access?.credentials?.password).toBe("v2-student-01");
+    expect(after?.access?.credentials.find((c) => c.label === "password")?.value).toBe("v2-student-01");
     expect(await (await fetch(`${rt.url}/l/${ada.token}`)).text()).toContain("Your lab was updated");
     // The new ref is the workshop's now; events say what happened and who was told.
     const st = json((await cli(["status", WS, "--output", "json"])).stdout);
@@ -406,7 +408,7 @@ describe("a lab claimed while the rollout builds its new machine", { timeout: 30
     expect(existsSync(join(hostsDir(), WS, "student-01.b"))).toBe(false);
     const page = await labForLink(dee.token);
     expect(page).toMatchObject({ lab: "student-01", name: "Dee Noether", update: null });
-    expect(page?.access?.credentials?.password).toBe("v1-student-01");
+    expect(page?.access?.credentials.find((c) => c.label === "password")?.value).toBe("v1-student-01");
     const html = await (await fetch(`${rt.url}/l/${dee.token}`)).text();
     expect(html).toContain("v1-student-01");
     expect(html).not.toContain("Your instructor is updating this lab.");
@@ -483,7 +485,7 @@ describe("a lab claimed while the rollout builds its new machine", { timeout: 30
     expect(seen).toEqual([null, "updating", "updated"]);
     const page = await labForLink(eve.token);
     expect(page).toMatchObject({ lab: "student-01", update: "updated" });
-    expect(page?.access?.credentials?.password).toBe("v4-student-01");
+    expect(page?.access?.credentials.find((c) => c.label === "password")?.value).toBe("v4-student-01");
     expect(await host(WS, "student-01")).toMatchObject({ ref: "gated", machine: "student-01.b" });
     const status = json((await cli(["rollout", WS, "--status", "--output", "json"])).stdout).rollout;
     expect(status.hosts).toEqual([

@@ -3,6 +3,7 @@ import { type Context, Hono } from "hono";
 import { html, raw } from "hono/html";
 import { studentsWaiting } from "../../shared/fleet/scale.ts";
 import { getWorkshop, hostAccess, workshopStatus } from "../../shared/fleet/workshops.ts";
+import { type AccessPair, accessView } from "../../shared/portal/access-view.ts";
 import { checksMatrix } from "../../shared/portal/checks.ts";
 import {
   checkAdminLink,
@@ -580,12 +581,6 @@ export const portalApi = apiRouter()
 
 // --- the instructor page behind the secret admin link -----------------------------------------------------
 
-interface Access {
-  urls?: Record<string, unknown>;
-  credentials?: Record<string, unknown>;
-  notes?: unknown;
-}
-
 const style = `
 body { font: 15px/1.45 system-ui, sans-serif; margin: 1rem; color: #111; }
 .scroll { overflow-x: auto; max-width: 100%; }
@@ -609,9 +604,8 @@ const notFound = () =>
       </body>
     </html>`;
 
-const pairs = (r: Record<string, unknown> | undefined, link: boolean) =>
-  Object.entries(r ?? {}).map(([k, v]) => {
-    const s = String(v);
+const pairs = (r: AccessPair[], link: boolean) =>
+  r.map(({ label: k, value: s }) => {
     return html`<dt>${k}</dt><dd>${
       link && /^https?:\/\//i.test(s)
         ? html`<a href="${s}" rel="noopener noreferrer">${s}</a>`
@@ -636,9 +630,7 @@ export const adminPage = new Hono().get("/:workshop/:token", async (c) => {
     const byLab = new Map(claims.map((cl) => [cl.lab, cl]));
     const hosts = status.hostList.filter((h) => h.state !== "torn_down");
     const access = await Promise.all(
-      hosts.map((h) =>
-        h.hasAccess ? (hostAccess(workshop, h.id) as Promise<Access>).catch(() => null) : null,
-      ),
+      hosts.map((h) => (h.hasAccess ? hostAccess(workshop, h.id).then(accessView, () => null) : null)),
     );
     const rows = hosts.map((h, i) => {
       const claim = byLab.get(h.id);
@@ -655,7 +647,7 @@ export const adminPage = new Hono().get("/:workshop/:token", async (c) => {
                 >`
             : "free"
         }</td>
-        <td>${a ? html`<dl>${pairs(a.urls, true)}${pairs(a.credentials, false)}</dl>` : ""}</td>
+        <td>${a ? html`<dl>${pairs(a.urls, true)}${pairs(a.credentials, false)}${pairs(a.other, false)}</dl>` : ""}</td>
       </tr>`;
     });
     return c.html(html`<!doctype html>

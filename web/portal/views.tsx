@@ -460,8 +460,9 @@ export function LabView(props: {
   checkMessage?: string | undefined;
 }) {
   const { page } = props;
-  const urls = Object.entries(page.access?.urls ?? {});
-  const credentials = Object.entries(page.access?.credentials ?? {});
+  const urls = page.access?.urls ?? [];
+  const credentials = page.access?.credentials ?? [];
+  const other = page.access?.other ?? [];
   const left = page.expiry ? timeLeft(page.expiry, props.now) : undefined;
   const guide = page.guideUrl && isWebUrl(page.guideUrl) ? page.guideUrl : undefined;
   // The page looks again by itself when a warning is due, and every minute during one: no script needed.
@@ -532,11 +533,11 @@ export function LabView(props: {
             <>
               <h2>Open</h2>
               <dl>
-                {urls.map(([name, url]) => (
+                {urls.map(({ label, value }) => (
                   <>
-                    <dt>{name}</dt>
+                    <dt>{label}</dt>
                     <dd>
-                      <Link href={String(url)}>{String(url)}</Link>
+                      <Link href={value}>{value}</Link>
                     </dd>
                   </>
                 ))}
@@ -547,11 +548,26 @@ export function LabView(props: {
             <>
               <h2>Sign in with</h2>
               <dl>
-                {credentials.map(([name, value]) => (
+                {credentials.map(({ label, value }) => (
                   <>
-                    <dt>{name}</dt>
+                    <dt>{label}</dt>
                     <dd>
-                      <code data-copy={name}>{String(value)}</code>
+                      <code data-copy={label}>{value}</code>
+                    </dd>
+                  </>
+                ))}
+              </dl>
+            </>
+          ) : null}
+          {other.length ? (
+            <>
+              <h2>Details</h2>
+              <dl>
+                {other.map(({ label, value }) => (
+                  <>
+                    <dt>{label}</dt>
+                    <dd>
+                      <code>{value}</code>
                     </dd>
                   </>
                 ))}
@@ -559,10 +575,12 @@ export function LabView(props: {
             </>
           ) : null}
           <p class="sr-only" id="copy-status" role="status" aria-live="polite" />
-          {page.access?.notes ? (
+          {page.access?.notes.length ? (
             <>
               <h2>Notes</h2>
-              <p>{String(page.access.notes)}</p>
+              {page.access.notes.map((note) => (
+                <p>{note}</p>
+              ))}
             </>
           ) : null}
           {page.sshCommand ? (
