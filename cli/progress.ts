@@ -11,26 +11,13 @@ const COUNTS_EVERY_MS = 5_000;
 /** A terminal that does not say how large it is. */
 const DEFAULT_ROWS = 24;
 const DEFAULT_COLUMNS = 80;
-/** What a host line takes besides the lab's id and its error: its state, phase and time, and their gaps. */
-const HOST_LINE_CHARS = 2 + 10 + 2 + 34 + 2 + 10 + 2;
-/** How long a lab's error may be on its line in the condensed view (the whole of it is in `labfleet status`). */
-const ERROR_CHARS_MAX = 60;
 
 /** The order states are counted in: what is done first, then what is under way, then what failed. */
 const STATE_ORDER = ["ready", "deploying", "provisioning", "pending", "failed", "torn_down"];
 
-export function hostLine(
-  out: Output,
-  h: HostView,
-  idWidth: number,
-  elapsed = true,
-  errorMax?: number,
-): string {
+export function hostLine(out: Output, h: HostView, idWidth: number, elapsed = true): string {
   const phase = phaseText(h);
-  let error = h.state === "failed" && h.error ? (h.error.split("\n")[0] ?? "") : "";
-  if (errorMax !== undefined && error.length > errorMax)
-    error = errorMax < 10 ? "" : `${error.slice(0, errorMax - 1)}…`;
-  const err = error ? `  ${clean(error)}` : "";
+  const err = h.state === "failed" && h.error ? `  ${clean(h.error.split("\n")[0])}` : "";
   return `${clean(h.id).padEnd(idWidth)}  ${paint(out, h.state, h.state.padEnd(10))}  ${phase.padEnd(34)}  ${elapsed ? duration(h.elapsedSeconds).padStart(10) : ""}${err}`.trimEnd();
 }
 
@@ -77,6 +64,10 @@ export class ProgressView {
     const rows = Math.max(8, this.out.rows ?? DEFAULT_ROWS);
     // The last row stays free: a line written there scrolls the screen, and the redraw would start too low.
     const lines = hosts.length < rows ? this.allLines(hosts) : this.condensed(hosts, rows - 1);
+    // A line wider than the terminal would wrap onto a second row, and the redraw would start too low: each is
+    // cut to the width (a failed lab's whole error is in `labfleet status`).
+    const width = Math.max(20, this.out.columns ?? DEFAULT_COLUMNS) - 1;
+    for (let i = 0; i < lines.length; i++) lines[i] = cutToWidth(lines[i] ?? "", width);
     const up = this.drawn > 0 ? `\u001b[${this.drawn}A` : "";
     // Fewer lines than last time: what was below them is erased (\u001b[J).
     const rest = lines.length < this.drawn ? "\u001b[J" : "";
@@ -98,14 +89,7 @@ export class ProgressView {
     // One line for the counts, one for "and N more" when some are left out.
     const fit = shown.length <= room - 1 ? shown : shown.slice(0, room - 2);
     const width = idWidth(fit);
-    // A line longer than the terminal is wide would wrap, and the redraw would start too low: errors are cut.
-    const errorRoom = (this.out.columns ?? DEFAULT_COLUMNS) - 1 - (width + HOST_LINE_CHARS);
-    const lines = [
-      countsLine(this.out, hosts),
-      ...fit.map((h) =>
-        hostLine(this.out, h, width, true, Math.max(0, Math.min(ERROR_CHARS_MAX, errorRoom))),
-      ),
-    ];
+    const lines = [countsLine(this.out, hosts), ...fit.map((h) => hostLine(this.out, h, width))];
     const more = shown.length - fit.length;
     if (more > 0) lines.push(`… and ${more} more not ready (labfleet status lists every lab)`);
     return lines;
@@ -143,6 +127,29 @@ export class ProgressView {
     this.counts.printedAt = this.now();
     this.counts.pending = false;
   }
+}
+
+// biome-ignore lint/suspicious/noControlCharactersInRegex: the colour codes paint() writes
+const COLOUR = /\u001b\[[0-9;]*m/g;
+
+/** A line cut to `width` characters on screen ("…" last), its colour codes kept whole and taking no width. */
+export function cutToWidth(line: string, width: number): string {
+  if (line.replace(COLOUR, "").length <= width) return line;
+  let shown = 0;
+  let i = 0;
+  let open = false;
+  while (i < line.length && shown < width - 1) {
+    COLOUR.lastIndex = i;
+    const code = COLOUR.exec(line);
+    if (code?.index === i) {
+      open = code[0] !== "\u001b[0m";
+      i += code[0].length;
+      continue;
+    }
+    shown++;
+    i++;
+  }
+  return `${line.slice(0, i)}…${open ? "\u001b[0m" : ""}`;
 }
 
 function idWidth(hosts: HostView[]): number {

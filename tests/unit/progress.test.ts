@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { LINES_PER_LAB_MAX, ProgressView } from "../../cli/progress.ts";
+import { cutToWidth, LINES_PER_LAB_MAX, ProgressView } from "../../cli/progress.ts";
 import type { Output } from "../../cli/render.ts";
 import type { HostView } from "../../shared/fleet/workshops.ts";
 
@@ -19,10 +19,10 @@ function fleet(): HostView[] {
   });
 }
 
-function terminal(rows: number, columns = 100) {
+function terminal(rows: number, columns = 100, color = false) {
   const out: Output & { text: string } = {
     isTTY: true,
-    color: false,
+    color,
     rows,
     columns,
     text: "",
@@ -33,6 +33,8 @@ function terminal(rows: number, columns = 100) {
 
 // biome-ignore lint/suspicious/noControlCharactersInRegex: the redraw's cursor sequences
 const CURSOR = /\u001b\[\d*[AJ]|\u001b\[2K/g;
+// biome-ignore lint/suspicious/noControlCharactersInRegex: colour codes
+const COLOUR = /\u001b\[\d+m/g;
 
 /** The lines of one redraw, without its cursor movements. */
 function frame(text: string): string[] {
@@ -50,6 +52,18 @@ describe("progress of a run", () => {
       expect.stringMatching(/^student-01 +ready +ready/),
       expect.stringMatching(/^student-02 +deploying +sync/),
     ]);
+  });
+
+  it("cuts a line to the terminal's width, so that the redraw starts where the last one did", () => {
+    const out = terminal(24, 40, true);
+    const failed = host("student-01", "failed", { error: `setup exited with code 7: ${"x".repeat(80)}` });
+    new ProgressView(out).update([failed]);
+    const [line] = frame(out.text);
+    expect(line).toBe(`student-01  \u001b[31mfailed    \u001b[0m  -${" ".repeat(13)}…`);
+    expect(line?.replace(COLOUR, "")).toHaveLength(39);
+    // A colour the cut would leave open is closed.
+    expect(cutToWidth("ab\u001b[32mcdefgh\u001b[0m", 5)).toBe("ab\u001b[32mcd…\u001b[0m");
+    expect(cutToWidth("ab\u001b[32mcd\u001b[0m", 4)).toBe("ab\u001b[32mcd\u001b[0m");
   });
 
   it("fits a large fleet in the terminal: its counts, then failed labs, those building longest, and how many more", () => {
