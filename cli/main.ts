@@ -2,11 +2,14 @@ import { readFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import type { FleetEstimate } from "../shared/fleet/estimate.ts";
+import { hostIdsOf } from "../shared/providers/types.ts";
 import { byNumber } from "../shared/runtime/text.ts";
 import { validateWorkshopYaml } from "../shared/workshop/load.ts";
+import type { Workshop } from "../shared/workshop/schema.ts";
 import {
   ApiClient,
   CliError,
+  type HostView,
   isStoreUnavailable,
   type RunView,
   resolveTarget,
@@ -234,6 +237,15 @@ export function statusDocument(s: WorkshopStatus) {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** Runs that create labs: while they go on, the labs not created yet count in the progress view. */
+const CREATING_RUNS = new Set(["up", "provision", "scale"]);
+
+/** How many of the labs the workshop's file describes have no record among `shown` yet. */
+function uncreatedLabs(spec: Workshop, shown: HostView[]): number {
+  const have = new Set(shown.map((h) => h.id));
+  return hostIdsOf(spec).filter((id) => !have.has(id)).length;
+}
+
 /** Follows a run until it ends, drawing per-host progress; returns the final status. */
 export async function follow(
   client: ApiClient,
@@ -263,8 +275,9 @@ export async function follow(
     }
     if (waiting) out?.write("the store answers again\n"); // the hosts are drawn anew below
     waiting = false;
-    view?.update(s.hostList.filter((h) => h.state !== "torn_down" || s.state === "torn_down"));
     const run = s.runs.find((r) => r.id === runId);
+    const shown = s.hostList.filter((h) => h.state !== "torn_down" || s.state === "torn_down");
+    view?.update(shown, run && CREATING_RUNS.has(run.kind) ? uncreatedLabs(s.spec, shown) : 0);
     if (run && run.state !== "running") {
       view?.release();
       return s;

@@ -21,14 +21,18 @@ export function hostLine(out: Output, h: HostView, idWidth: number, elapsed = tr
   return `${clean(h.id).padEnd(idWidth)}  ${paint(out, h.state, h.state.padEnd(10))}  ${phase.padEnd(34)}  ${elapsed ? duration(h.elapsedSeconds).padStart(10) : ""}${err}`.trimEnd();
 }
 
-/** "500 labs: 312 ready · 180 deploying · 3 failed": every state a lab is in, in STATE_ORDER. */
-export function countsLine(out: Output, hosts: HostView[]): string {
+/**
+ * "500 labs: 312 ready · 180 deploying · 3 failed": every state a lab is in, in STATE_ORDER. `uncreated` labs
+ * the run will create but has no record of yet count as pending.
+ */
+export function countsLine(out: Output, hosts: HostView[], uncreated = 0): string {
   const counts = new Map<string, number>();
   for (const h of hosts) counts.set(h.state, (counts.get(h.state) ?? 0) + 1);
+  if (uncreated > 0) counts.set("pending", (counts.get("pending") ?? 0) + uncreated);
   const states = [...counts.keys()].sort(
     (a, b) => (STATE_ORDER.indexOf(a) + 1 || 99) - (STATE_ORDER.indexOf(b) + 1 || 99),
   );
-  return `${hosts.length} labs: ${states.map((s) => `${counts.get(s)} ${paint(out, s, s.replace("_", " "))}`).join(" · ")}`;
+  return `${hosts.length + uncreated} labs: ${states.map((s) => `${counts.get(s)} ${paint(out, s, s.replace("_", " "))}`).join(" · ")}`;
 }
 
 /**
@@ -36,7 +40,9 @@ export function countsLine(out: Output, hosts: HostView[]): string {
  * fits the terminal; a larger fleet gets its counts, then the labs worth a look (failed ones, then those building
  * longest, then those not started), as many as fit, and how many more there are. Without a terminal a line is
  * printed when a lab's state or phase changes; past LINES_PER_LAB_MAX labs, a counts line when the counts change
- * (at most every 5 s, and the last one always) and a line for each lab that fails, when it does.
+ * (at most every 5 s, and the last one always) and a line for each lab that fails, when it does. While a run
+ * creates the fleet, the labs it has not created yet count in its size and as pending, so the view neither
+ * starts one line per lab nor counts a fleet smaller than it will be.
  */
 export class ProgressView {
   private drawn = 0;
@@ -48,9 +54,10 @@ export class ProgressView {
     private readonly now: () => number = Date.now,
   ) {}
 
-  update(hosts: HostView[]): void {
-    if (this.out.isTTY) this.draw(hosts);
-    else if (hosts.length > LINES_PER_LAB_MAX) this.printCounts(hosts);
+  /** `uncreated`: how many labs the run will create that have no record yet. */
+  update(hosts: HostView[], uncreated = 0): void {
+    if (this.out.isTTY) this.draw(hosts, uncreated);
+    else if (hosts.length + uncreated > LINES_PER_LAB_MAX) this.printCounts(hosts, uncreated);
     else this.printChanges(hosts);
   }
 
@@ -60,10 +67,11 @@ export class ProgressView {
     this.drawn = 0;
   }
 
-  private draw(hosts: HostView[]): void {
+  private draw(hosts: HostView[], uncreated: number): void {
     const rows = Math.max(8, this.out.rows ?? DEFAULT_ROWS);
     // The last row stays free: a line written there scrolls the screen, and the redraw would start too low.
-    const lines = hosts.length < rows ? this.allLines(hosts) : this.condensed(hosts, rows - 1);
+    const lines =
+      hosts.length + uncreated < rows ? this.allLines(hosts) : this.condensed(hosts, uncreated, rows - 1);
     // A line wider than the terminal would wrap onto a second row, and the redraw would start too low: each is
     // cut to the width (a failed lab's whole error is in `labfleet status`).
     const width = Math.max(20, this.out.columns ?? DEFAULT_COLUMNS) - 1;
@@ -81,7 +89,7 @@ export class ProgressView {
   }
 
   /** The counts, then the labs worth a look, in `room` lines in all. */
-  private condensed(hosts: HostView[], room: number): string[] {
+  private condensed(hosts: HostView[], uncreated: number, room: number): string[] {
     const rank = (h: HostView) => (h.state === "failed" ? 0 : h.state === "deploying" ? 1 : 2);
     const shown = hosts
       .filter((h) => h.state !== "ready" && h.state !== "torn_down")
@@ -89,8 +97,8 @@ export class ProgressView {
     // One line for the counts, one for "and N more" when some are left out.
     const fit = shown.length <= room - 1 ? shown : shown.slice(0, room - 2);
     const width = idWidth(fit);
-    const lines = [countsLine(this.out, hosts), ...fit.map((h) => hostLine(this.out, h, width))];
-    const more = shown.length - fit.length;
+    const lines = [countsLine(this.out, hosts, uncreated), ...fit.map((h) => hostLine(this.out, h, width))];
+    const more = shown.length - fit.length + uncreated;
     if (more > 0) lines.push(`… and ${more} more not ready (labfleet status lists every lab)`);
     return lines;
   }
@@ -106,7 +114,7 @@ export class ProgressView {
     }
   }
 
-  private printCounts(hosts: HostView[]): void {
+  private printCounts(hosts: HostView[], uncreated: number): void {
     // Each failure at once, with its reason.
     for (const h of hosts) {
       const key = h.state === "failed" ? `failed|${h.error ?? ""}` : "";
@@ -114,7 +122,7 @@ export class ProgressView {
       this.last.set(h.id, key);
       if (key) this.out.write(`${hostLine(this.out, h, idWidth([h]), false)}\n`);
     }
-    const text = countsLine(this.out, hosts);
+    const text = countsLine(this.out, hosts, uncreated);
     if (text !== this.counts.text) {
       this.counts.text = text;
       this.counts.pending = true;

@@ -157,4 +157,28 @@ describe("progress of a run", () => {
     view.update(labs);
     expect(out.text).toMatch(/^lab-10 +deploying +sync\n$/);
   });
+
+  it("counts the labs a run has not created yet as pending, in a fleet of its whole size", () => {
+    const out: Output & { text: string } = {
+      isTTY: false,
+      color: false,
+      text: "",
+      write: (t) => (out.text += t),
+    };
+    // 20 of 500 labs recorded so far: counts, not a line for each of the 20.
+    const created = Array.from({ length: 20 }, (_, i) =>
+      host(`student-${String(i + 1).padStart(2, "0")}`, i < 5 ? "deploying" : "pending"),
+    );
+    new ProgressView(out).update(created, 480);
+    expect(out.text).toBe("500 labs: 5 deploying · 495 pending\n");
+
+    // On a terminal too small for 500: the counts, the labs under way, and the rest (uncreated ones among them).
+    const tty = terminal(10);
+    new ProgressView(tty).update(created, 480);
+    const lines = frame(tty.text);
+    expect(lines[0]).toBe("500 labs: 5 deploying · 495 pending");
+    expect(lines).toHaveLength(9);
+    expect(lines.slice(1, 6).every((l) => / deploying /.test(l))).toBe(true);
+    expect(lines[8]).toBe("… and 493 more not ready (labfleet status lists every lab)");
+  });
 });
