@@ -12,6 +12,7 @@
 // store, no pool, no host-key check): what the hosts and ssh2 cost alone on this machine. The last line is a
 // summary for comparing runs.
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { Session } from "node:inspector/promises";
 import { availableParallelism, loadavg } from "node:os";
 import { join } from "node:path";
 import { Client } from "ssh2";
@@ -99,6 +100,26 @@ const dynamoMs = () => {
   const f = st.slice(st.lastIndexOf(")") + 2).split(" ");
   return (Number(f[11]) + Number(f[12])) * ticksMs;
 };
+/**
+ * BENCH_PROFILE=KEY (a key of the summary line, such as installing_warm) writes a CPU profile of that phase alone
+ * to KEY.cpuprofile in the working folder (open it in Chrome's DevTools or speedscope).
+ */
+async function profiled<T>(key: string, fn: () => Promise<T>): Promise<T> {
+  if (process.env.BENCH_PROFILE !== key) return fn();
+  const session = new Session();
+  session.connect();
+  await session.post("Profiler.enable");
+  await session.post("Profiler.start");
+  try {
+    return await fn();
+  } finally {
+    const { profile } = await session.post("Profiler.stop");
+    writeFileSync(`${key}.cpuprofile`, JSON.stringify(profile));
+    session.disconnect();
+    console.log(`(profile of ${key} written to ${key}.cpuprofile)`);
+  }
+}
+
 /** For each deploy: [machine, control plane, DynamoDB Local] CPU ms. */
 const split: Record<string, [number, number, number]> = {};
 
@@ -109,7 +130,7 @@ async function measure(key: string, fn: () => Promise<unknown>): Promise<void> {
   const t = performance.now();
   const c = cpuMs();
   const m = machineBusyMs();
-  await fn();
+  await profiled(key, fn);
   figures[key] = performance.now() - t;
   cpu[key] = cpuMs() - c;
   busy[key] = machineBusyMs() - m;
@@ -204,17 +225,19 @@ async function deployDispatch(key: string, name: string, n: number): Promise<voi
   const c = cpuMs();
   const [m, j] = [machineBusyMs(), dynamoMs()];
   labsStarted = 0;
-  await startDeploy(name, {}, { force: true, concurrency: jobs });
-  for (let i = 1; labsStarted < n; i++) {
-    // A failed host is looked for now and then (every 250 ms), not on each turn.
-    if (i % 25 === 0) {
-      const failed = (await listHosts(name)).find(
-        (h) => h.state === "failed" && (h.updatedAt ?? "") >= since,
-      );
-      if (failed) throw new Error(`a host failed: ${failed.error}`);
+  await profiled(key, async () => {
+    await startDeploy(name, {}, { force: true, concurrency: jobs });
+    for (let i = 1; labsStarted < n; i++) {
+      // A failed host is looked for now and then (every 250 ms), not on each turn.
+      if (i % 25 === 0) {
+        const failed = (await listHosts(name)).find(
+          (h) => h.state === "failed" && (h.updatedAt ?? "") >= since,
+        );
+        if (failed) throw new Error(`a host failed: ${failed.error}`);
+      }
+      await new Promise((r) => setTimeout(r, 10));
     }
-    await new Promise((r) => setTimeout(r, 10));
-  }
+  });
   figures[key] = performance.now() - t;
   cpu[key] = cpuMs() - c;
   split[key] = [machineBusyMs() - m, cpu[key] ?? 0, dynamoMs() - j];
