@@ -38,6 +38,23 @@ export function timePhases(
   return out;
 }
 
+/** Whether two lists of timed phases say the same (whatever order a store kept each one's fields in). */
+export function samePhases(a: readonly TimedPhase[], b: readonly TimedPhase[]): boolean {
+  return (
+    a.length === b.length &&
+    a.every((p, i) => {
+      const q = b[i];
+      return (
+        q !== undefined &&
+        p.name === q.name &&
+        p.state === q.state &&
+        p.startedAt === q.startedAt &&
+        p.endedAt === q.endedAt
+      );
+    })
+  );
+}
+
 export interface PhaseBar {
   name: string;
   state: "done" | "failed" | "running";

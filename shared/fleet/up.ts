@@ -42,7 +42,7 @@ import { checkSecrets, getRun, isConditionalFailure, recordTransitions, releaseW
 import { ensureTeardownSchedule } from "./schedules.ts";
 import { publishSecretParameter, removeSecretParameter, secretRedactor } from "./secrets.ts";
 import { type StageFlags, stageFlags, stagesOf } from "./stages.ts";
-import { timePhases } from "./timeline.ts";
+import { samePhases, timePhases } from "./timeline.ts";
 import { getWorkshop, listHosts } from "./workshops.ts";
 
 /**
@@ -633,6 +633,15 @@ export async function judgeHost(
     if (!(err instanceof LabStepError)) throw err;
     return moveTo({ ...progress, state: "failed", error: err.message });
   }
+  // A ready lab read again with nothing new (every status refresh of a lab in use): nothing to write.
+  if (
+    host.state === "ready" &&
+    host.readyAt &&
+    !host.error &&
+    (current === undefined || host.phase === current) &&
+    samePhases(host.phases ?? [], phases)
+  )
+    return stay;
   const done = await moveTo({
     ...progress,
     state: "ready",

@@ -242,7 +242,7 @@ const inside = (root: string, path: string) => {
 export function localLabDir(home: string, dir: string): string {
   const problem = localLabDirProblem(dir);
   if (problem) throw new Error(`lab.dir ${JSON.stringify(dir)} is refused on a local host: ${problem}`);
-  const root = realpathSync(home);
+  const root = realpathSync.native(home);
   const target = resolve(root, dir);
   let existing = target;
   for (;;) {
@@ -255,7 +255,7 @@ export function localLabDir(home: string, dir: string): string {
   }
   let real: string;
   try {
-    real = realpathSync(existing);
+    real = realpathSync.native(existing);
   } catch {
     throw new Error(`lab.dir ${JSON.stringify(dir)} is refused: ${existing} is a link that leads nowhere`);
   }

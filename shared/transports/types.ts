@@ -11,9 +11,10 @@ export interface ExecOptions {
   sudo?: boolean;
   /**
    * labfleet's own short script that reads and reports, waits for nothing and leaves nothing running (doctor, the
-   * lab probe, page reads): it ends within moments whatever becomes of the connection, so the SSH transport starts
-   * it without the host-side `timeout` backstop, one process fewer on the host per command. `timeoutMs` still
-   * holds: labfleet ends the command through its session.
+   * lab probe, page reads), or a command that bounds itself on the host (the health check runs under its own
+   * `timeout`): it ends within moments, or within its own bound, whatever becomes of the connection, so the SSH
+   * transport starts it without the host-side `timeout` backstop (and in the connection's resident shell), one
+   * process fewer on the host per command. `timeoutMs` still holds: labfleet ends the command through its session.
    */
   brief?: boolean;
   /** What the command is doing, for error messages ("sync lab source", "doctor"). */

@@ -1,8 +1,20 @@
-import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { join } from "node:path";
 import { gunzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { withTransport } from "../../shared/fleet/hosts.ts";
+import { runHealth } from "../../shared/fleet/lab.ts";
+import { selected } from "../../shared/fleet/ops.ts";
 import { listHosts } from "../../shared/fleet/workshops.ts";
+import { withActor } from "../../shared/runtime/actor.ts";
 import { loadSshIdentity, publicKeyLine } from "../../shared/transports/ssh-identity.ts";
 import { bootstrapAuth, createApp } from "../../web/app.ts";
 import { fixturesDir, removeDir, tempDir, testRuntime, waitFor } from "../harness/runtime.ts";
@@ -108,6 +120,45 @@ describe("a static fleet over SSH", () => {
       ["byo-04", "https://203.0.113.13:8443/"],
       ["byo-05", "https://203.0.113.14:8443/"],
     ]);
+  });
+
+  it("a status refresh reads each ready lab, its health check included, in the connection's resident shell", async () => {
+    const sessions = () => fleet.hosts.reduce((n, h) => n + h.log().split("Starting session:").length - 1, 0);
+    // The first refresh may log in again (a kept connection closes after a minute idle) and start the shell.
+    expect((await post("/byo/refresh")).status).toBe(200);
+    const before = sessions();
+    const res = await post("/byo/refresh");
+    expect(res.status).toBe(200);
+    const views = (await j(res)).hosts as { id: string; state: string }[];
+    expect(views.map((h) => h.state)).toEqual(["ready", "ready", "ready", "ready", "ready"]);
+    // Probe and health on five hosts, and not one new session: each ran as a fork of the resident shell.
+    expect(sessions()).toBe(before);
+  });
+
+  it("a health check runs under the host's own timeout, and past its time it is ended on the host", async () => {
+    const sleeping = () =>
+      readdirSync("/proc").some((pid) => {
+        try {
+          return readFileSync(`/proc/${pid}/cmdline`, "utf8") === "sleep\u00007.25\u0000";
+        } catch {
+          return false;
+        }
+      });
+    const health = (command: string, timeoutMs: number) =>
+      withActor({ type: "instructor", id: "test" }, async () => {
+        const { spec, provider, hosts } = await selected("byo", { hosts: ["byo-01"] });
+        const host = hosts[0];
+        if (!host) throw new Error("no host byo-01");
+        const lab = { ...spec, lab: { ...spec.lab, health: command } };
+        return withTransport(lab, provider, host, (t) => runHealth(t, lab, host.hostId, timeoutMs));
+      });
+    // The check's parent: the host's own bound, a second past labfleet's, should labfleet's end not reach the host.
+    const parent = await health(`tr '\\0' ' ' < /proc/$PPID/cmdline`, 2000);
+    expect(parent.exitCode).toBe(0);
+    expect(parent.stdout).toMatch(/^timeout -s KILL 3\.000 bash -c /);
+    const slow = await health("sleep 7.25", 500);
+    expect(slow.timedOut).toBe(true);
+    await waitFor("the host to end the health check", () => !sleeping() || undefined, 4000);
   });
 
   it("doctor passes the hosts of a label and reports an unreachable host without stopping the others", async () => {

@@ -110,6 +110,26 @@ describe("up and teardown on local hosts", () => {
     expect(after?.readyAt).toBe(before?.readyAt);
   });
 
+  it("a refresh writes a ready lab's record only when the reading says something new", async () => {
+    const record = async () => (await listHosts("three")).find((h) => h.hostId === "student-02");
+    const before = await record();
+    clock.advance(60_000);
+    await asInstructor(() => refreshHosts("three", { hosts: ["student-02"] }));
+    // Unchanged: the record was not rewritten (its time would have moved with the clock).
+    expect((await record())?.updatedAt).toBe(before?.updatedAt);
+
+    // The lab reported another phase since: the refresh records it, and the lab stays ready.
+    const status = join(hostDir("three", "student-02"), ".labfleet", "three", "status.jsonl");
+    writeFileSync(status, `${readFileSync(status, "utf8")}{"phase":"warm caches","state":"done"}\n`);
+    clock.advance(60_000);
+    await asInstructor(() => refreshHosts("three", { hosts: ["student-02"] }));
+    const after = await record();
+    expect(after?.updatedAt).not.toBe(before?.updatedAt);
+    expect(after?.state).toBe("ready");
+    expect(after?.readyAt).toBe(before?.readyAt);
+    expect(after?.phases?.map((p) => [p.name, p.state]).at(-1)).toEqual(["warm caches", "done"]);
+  });
+
   it("the local provider plans reuse for existing hosts and creation for new ones", async () => {
     const spec = (await asInstructor(() => workshopStatus("three"))).spec;
     const plan = await rt.provider.plan({ ...spec, provider: { ...spec.provider, type: "local", count: 4 } });
