@@ -383,10 +383,9 @@ export function labEnv(spec: Workshop, hostId: string): string {
 }
 
 /**
- * Runs `lab.health` on a host (exit 0: healthy), within `timeoutMs` (the deploy's gate allows a minute). The host
- * itself kills the check a second after that, should labfleet's end of it not reach the host (coreutils'
- * `timeout`, where the host has it); so bounded, it runs as a brief command: over SSH in the connection's resident
- * shell, a fork on the host instead of a session (every status refresh checks every ready lab's health).
+ * Runs `lab.health` on a host (exit 0: healthy), within `timeoutMs` (the deploy's gate allows a minute). Over SSH
+ * it runs in the connection's resident shell (ExecOptions.resident), still under the host-side `timeout`: a fork
+ * on the host instead of a session, and every status refresh checks every ready lab's health.
  */
 export async function runHealth(
   t: Transport,
@@ -402,11 +401,11 @@ export async function runHealth(
     if (!(err instanceof LabStepError)) throw err;
     return { exitCode: 1, stdout: "", stderr: err.message }; // a failed check, with its reason
   }
-  const limit = `timeout -s KILL ${((timeoutMs + 1000) / 1000).toFixed(3)}`;
-  return t.exec(
-    `cd ${dir} && { l=; type -P timeout > /dev/null && l=${shq(limit)}; ${labEnv(spec, hostId)} $l bash -c ${shq(spec.lab.health)}; }`,
-    { timeoutMs, step: "health check", brief: true },
-  );
+  return t.exec(`cd ${dir} && ${labEnv(spec, hostId)} bash -c ${shq(spec.lab.health)}`, {
+    timeoutMs,
+    step: "health check",
+    resident: true,
+  });
 }
 
 /**

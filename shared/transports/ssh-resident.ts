@@ -27,15 +27,17 @@ done`;
 export const RESIDENT_COMMAND = `exec bash --noprofile --norc -c ${shq(LOOP)}`;
 
 /**
- * Whether a command can run in the resident shell: a brief command (ExecOptions.brief: one of labfleet's reads, or
- * the health check under its own `timeout`), with no stdin (the shell's stdin carries its requests), not under sudo, and
- * with no NUL byte (which bash cannot hold).
+ * Whether a command can run in the resident shell: a brief command or one marked `resident` (ExecOptions: one of
+ * labfleet's reads, the health check), with no stdin (the shell's stdin carries its requests), not under sudo,
+ * and with no NUL byte (which bash cannot hold).
  */
 export function residentFits(
   command: string,
-  o: { brief?: boolean; stdin?: unknown; sudo?: boolean },
+  o: { brief?: boolean; resident?: boolean; stdin?: unknown; sudo?: boolean },
 ): boolean {
-  return o.brief === true && o.stdin === undefined && !o.sudo && !command.includes("\0");
+  return (
+    (o.brief === true || o.resident === true) && o.stdin === undefined && !o.sudo && !command.includes("\0")
+  );
 }
 
 /**
@@ -91,8 +93,8 @@ class MarkedStream {
 }
 
 /**
- * A bash kept running in one session of a pooled SSH connection, which runs brief commands (doctor, the lab probe,
- * page reads, the health check) one after another, each in a subshell it forks: a command costs the host a fork instead of a
+ * A bash kept running in one session of a pooled SSH connection, which runs labfleet's brief reads (doctor, the lab
+ * probe, page reads) and health checks one after another, each in a subshell it forks: a command costs the host a fork instead of a
  * session (sshd's own fork, the login shell, and bash). It runs one command at a time; `run` resolves undefined
  * when the shell is busy, or ended before the command's end mark came (the caller then runs the command in a
  * session of its own, as every other command runs).

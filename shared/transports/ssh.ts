@@ -214,8 +214,11 @@ export class SshTransport implements Transport {
         if (err instanceof NotStarted) throw err;
         return undefined; // the host refused the shell a session: the command runs in one of its own
       }
-      if (!shell.closed)
-        return shell.run(envExports(options.env, this.options.hostId) + command, options.timeoutMs);
+      // A brief command runs as it is; another (a health check) under the host-side backstop, as in a session.
+      const body = options.brief
+        ? envExports(options.env, this.options.hostId) + command
+        : this.remoteCommand(command, options);
+      if (!shell.closed) return shell.run(body, options.timeoutMs);
       // Ended since (killed on the host, or past a timeout): a new shell serves the command, tried once.
       if (conn.resident === pending) conn.resident = undefined;
       if (again) return undefined;

@@ -11,12 +11,17 @@ export interface ExecOptions {
   sudo?: boolean;
   /**
    * labfleet's own short script that reads and reports, waits for nothing and leaves nothing running (doctor, the
-   * lab probe, page reads), or a command that bounds itself on the host (the health check runs under its own
-   * `timeout`): it ends within moments, or within its own bound, whatever becomes of the connection, so the SSH
-   * transport starts it without the host-side `timeout` backstop (and in the connection's resident shell), one
-   * process fewer on the host per command. `timeoutMs` still holds: labfleet ends the command through its session.
+   * lab probe, page reads): it ends within moments whatever becomes of the connection, so the SSH transport starts
+   * it without the host-side `timeout` backstop, one process fewer on the host per command, and in the
+   * connection's resident shell. `timeoutMs` still holds: labfleet ends the command through its session.
    */
   brief?: boolean;
+  /**
+   * A command with no stdin that leaves nothing running once it ends, but may run until its timeout (a lab's
+   * health check): the SSH transport may run it in the connection's resident shell, as a brief one, yet under the
+   * host-side `timeout` backstop. (Brief commands always may.)
+   */
+  resident?: boolean;
   /** What the command is doing, for error messages ("sync lab source", "doctor"). */
   step?: string;
   /**

@@ -152,10 +152,17 @@ describe("a static fleet over SSH", () => {
         const lab = { ...spec, lab: { ...spec.lab, health: command } };
         return withTransport(lab, provider, host, (t) => runHealth(t, lab, host.hostId, timeoutMs));
       });
-    // The check's parent: the host's own bound, a second past labfleet's, should labfleet's end not reach the host.
-    const parent = await health(`tr '\\0' ' ' < /proc/$PPID/cmdline`, 2000);
-    expect(parent.exitCode).toBe(0);
-    expect(parent.stdout).toMatch(/^timeout -s KILL 3\.000 bash -c /);
+    // The check's ancestors on the host: the host's own bound (a second past labfleet's, should labfleet's end not
+    // reach the host), started by the connection's resident shell rather than a session of its own.
+    const above = await health(
+      `p=$PPID; while [ "$p" -gt 1 ]; do tr '\\0' ' ' < /proc/$p/cmdline; echo; read -r _ _ _ p _ < /proc/$p/stat; done`,
+      2000,
+    );
+    expect(above.exitCode, above.stderr).toBe(0);
+    const chain = above.stdout.split("\n");
+    const bound = chain.findIndex((l) => /^timeout -s KILL 3\.000 bash --noprofile --norc -c /.test(l));
+    expect(bound, above.stdout).toBeGreaterThanOrEqual(0);
+    expect(chain[bound + 1]).toMatch(/^bash --noprofile --norc -c labfleet_next\(\)/);
     const slow = await health("sleep 7.25", 500);
     expect(slow.timedOut).toBe(true);
     await waitFor("the host to end the health check", () => !sleeping() || undefined, 4000);
