@@ -6,7 +6,8 @@
 import { createHash } from "node:crypto";
 import { useDeps } from "../runtime/deps.ts";
 import { log } from "../runtime/logger.ts";
-import type { HostItem } from "../store/entities.ts";
+import { byNumber } from "../runtime/text.ts";
+import type { HostItem, RunItem } from "../store/entities.ts";
 import type { Workshop } from "../workshop/schema.ts";
 import type { BuildSample } from "./estimate.ts";
 import { phaseFinished } from "./timeline.ts";
@@ -31,6 +32,74 @@ export function labIdentity(spec: Workshop): string {
 export interface BuildPlace {
   wave: number;
   startOffsetSeconds: number;
+}
+
+/**
+ * Where each of the run's hosts stood in its deploy step: the deploy step takes them in host order, `concurrency`
+ * at once, so host N started in wave floor(N / concurrency); and how long after the run's first deploy start
+ * its own came (hosts this run did not deploy count for neither).
+ */
+export function buildPlaces(hosts: readonly HostItem[], run: RunItem, spec: Workshop) {
+  const concurrency = Math.max(1, run.deployConcurrency ?? spec.lab.concurrency);
+  const ordered = [...hosts].sort((a, b) => byNumber(a.hostId, b.hostId));
+  const started = (h: HostItem) =>
+    h.deployStartedAt && h.deployStartedAt >= run.startedAt ? h.deployStartedAt : undefined;
+  const starts = ordered
+    .map(started)
+    .filter((t) => t !== undefined)
+    .map((t) => Date.parse(t));
+  const first = starts.length ? Math.min(...starts) : undefined;
+  return (hostId: string): BuildPlace | undefined => {
+    const position = ordered.findIndex((h) => h.hostId === hostId);
+    const at = ordered[position] && started(ordered[position]);
+    if (position < 0 || !at || first === undefined) return undefined;
+    return { wave: Math.floor(position / concurrency), startOffsetSeconds: (Date.parse(at) - first) / 1000 };
+  };
+}
+
+/** A run's build places as its pushes last listed them, and when that listing started (performance.now()). */
+const pushPlaces = new Map<
+  string,
+  { places: Promise<(hostId: string) => BuildPlace | undefined>; at: number }
+>();
+/** Runs whose places are kept at once (one per workshop being brought up, in practice). */
+const PUSH_PLACES_KEPT = 16;
+
+/**
+ * The build place of a lab that pushed its readiness. A listing of the run's hosts serves every push of the run
+ * until one asks for a host that had not started when it was taken; then the hosts are listed again, once for
+ * the pushes asking meanwhile. So the pushes of a fleet list its hosts about once per deploy wave, not once each
+ * (500 listings of 500 hosts for a 500-lab up).
+ */
+export async function pushedPlace(
+  spec: Workshop,
+  run: RunItem,
+  hostId: string,
+  runHosts: () => Promise<HostItem[]>,
+): Promise<BuildPlace | undefined> {
+  const key = `${spec.name}\u0000${run.runId}`;
+  const asked = performance.now();
+  const list = () => {
+    const entry = {
+      places: runHosts().then((hosts) => buildPlaces(hosts, run, spec)),
+      at: performance.now(),
+    };
+    pushPlaces.delete(key);
+    if (pushPlaces.size >= PUSH_PLACES_KEPT) pushPlaces.delete(pushPlaces.keys().next().value ?? "");
+    pushPlaces.set(key, entry);
+    entry.places.catch(() => pushPlaces.get(key) === entry && pushPlaces.delete(key));
+    return entry;
+  };
+  let entry = pushPlaces.get(key) ?? list();
+  let place = (await entry.places)(hostId);
+  // Not there: the host had not started when that listing was taken (one started before this push arrived is
+  // shared; an older one is not).
+  if (!place && entry.at < asked) {
+    const current = pushPlaces.get(key);
+    entry = current && current !== entry && current.at >= asked ? current : list();
+    place = (await entry.places)(hostId);
+  }
+  return place;
 }
 
 /**

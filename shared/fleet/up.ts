@@ -1,5 +1,5 @@
 import { leftOutOfRuns } from "../agent/left-out.ts";
-import { openWhenReady } from "../portal/portal.ts";
+import { openWhenReady, portalMayOpen } from "../portal/portal.ts";
 import { serveQueueAfter } from "../portal/queue.ts";
 import { forgetStudentReads } from "../portal/reads.ts";
 import { hostIdsOf, type Provider, type ProvisionedHost } from "../providers/types.ts";
@@ -11,7 +11,6 @@ import { timeLeft } from "../runtime/deadline.ts";
 import { releaseConnections, useDeps } from "../runtime/deps.ts";
 import { errorMessage, VisibleError } from "../runtime/errors.ts";
 import { log } from "../runtime/logger.ts";
-import { byNumber } from "../runtime/text.ts";
 import type { HostItem, RunItem } from "../store/entities.ts";
 import { SSM_SEND_MAX_TARGETS } from "../transports/ssm-batch.ts";
 import type { ExecResult, Transport } from "../transports/types.ts";
@@ -34,7 +33,7 @@ import {
   stopLab,
 } from "./lab.ts";
 import { leftRunning, startSetup } from "./lab-deploy.ts";
-import { type BuildPlace, recordBuild } from "./lab-timings.ts";
+import { type BuildPlace, buildPlaces, pushedPlace, recordBuild } from "./lab-timings.ts";
 import { deprovisionLabs, provisionLabs } from "./machines.ts";
 import { openAccessWhenReady } from "./open-access.ts";
 import { pushFiles } from "./push-config.ts";
@@ -778,21 +777,26 @@ export async function applyPushedReading(
   const { state, changed } = await judgeHost(spec, host, reading(spec), await secretRedactor(spec));
   if (!changed) return { state, applied: true };
   // What follows is what the run's poll would do next, and labfleet's own doing (its events are by labfleet, as a
-  // poll's are): claimable first, then the event and the build's time.
-  // One listing of the workshop's hosts serves both the portal's count and the build's place: every lab of a
-  // fleet pushes its readiness, so a listing per use would be the fleet's size squared in reads.
+  // poll's are): claimable first, then the event and the build's time. Every lab of a fleet pushes its
+  // readiness, so nothing here lists the workshop's hosts for each push unless it must (the fleet's size squared
+  // in reads): the portal's count only while the portal may still open by itself, the build's place from a
+  // listing its run's pushes share (pushedPlace).
   await withActor({ type: "system", id: "push" }, async () => {
-    const hosts = state === "ready" ? await listHosts(workshop) : [];
     if (state === "ready" && stages.includes("publish")) {
-      const all = inService(hosts);
-      if (spec.portal.enabled)
+      if (spec.portal.enabled && (await portalMayOpen(workshop))) {
+        const all = inService(await listHosts(workshop));
         await openWhenReady(spec, all.filter((h) => h.state === "ready").length, all.length);
+      }
       forgetStudentReads(workshop);
       await serveQueueAfter(workshop);
     }
     if (state === "ready" || state === "failed") await hostEvent(workshop, hostId, state, run.runId);
-    if (state === "ready")
-      await timeBuild(spec, hostId, run.runId, buildPlaces(runHostsOf(run, hosts), run, spec)(hostId));
+    if (state === "ready") {
+      const place = await pushedPlace(spec, run, hostId, async () =>
+        runHostsOf(run, await listHosts(workshop)),
+      );
+      await timeBuild(spec, hostId, run.runId, place);
+    }
   });
   return { state, applied: true };
 }
@@ -801,29 +805,6 @@ export async function applyPushedReading(
 async function timeBuild(spec: Workshop, hostId: string, runId: string, place: BuildPlace | undefined) {
   const h = (await useDeps().store.host.get({ workshop: spec.name, hostId }).go()).data;
   if (h) await recordBuild(spec, h, runId, place);
-}
-
-/**
- * Where each of the run's hosts stood in its deploy step: the deploy step takes them in host order, `concurrency`
- * at once, so host N started in wave floor(N / concurrency); and how long after the run's first deploy start
- * its own came (hosts this run did not deploy count for neither).
- */
-function buildPlaces(hosts: readonly HostItem[], run: RunItem, spec: Workshop) {
-  const concurrency = Math.max(1, run.deployConcurrency ?? spec.lab.concurrency);
-  const ordered = [...hosts].sort((a, b) => byNumber(a.hostId, b.hostId));
-  const started = (h: HostItem) =>
-    h.deployStartedAt && h.deployStartedAt >= run.startedAt ? h.deployStartedAt : undefined;
-  const starts = ordered
-    .map(started)
-    .filter((t) => t !== undefined)
-    .map((t) => Date.parse(t));
-  const first = starts.length ? Math.min(...starts) : undefined;
-  return (hostId: string): BuildPlace | undefined => {
-    const position = ordered.findIndex((h) => h.hostId === hostId);
-    const at = ordered[position] && started(ordered[position]);
-    if (position < 0 || !at || first === undefined) return undefined;
-    return { wave: Math.floor(position / concurrency), startOffsetSeconds: (Date.parse(at) - first) / 1000 };
-  };
 }
 
 /**
