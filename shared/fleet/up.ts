@@ -5,7 +5,7 @@ import { forgetStudentReads } from "../portal/reads.ts";
 import { hostIdsOf, type Provider, type ProvisionedHost } from "../providers/types.ts";
 import { withActor } from "../runtime/actor.ts";
 import { isoNow } from "../runtime/clock.ts";
-import { mapLimit, shortCache } from "../runtime/concurrency.ts";
+import { freshFlight, mapLimit, shortCache } from "../runtime/concurrency.ts";
 import { seal } from "../runtime/crypto.ts";
 import { timeLeft } from "../runtime/deadline.ts";
 import { releaseConnections, useDeps } from "../runtime/deps.ts";
@@ -784,7 +784,7 @@ export async function applyPushedReading(
   await withActor({ type: "system", id: "push" }, async () => {
     if (state === "ready" && stages.includes("publish")) {
       if (spec.portal.enabled && (await portalMayOpen(workshop))) {
-        const all = inService(await listHosts(workshop));
+        const all = inService(await hostsAfterPush(workshop));
         await openWhenReady(spec, all.filter((h) => h.state === "ready").length, all.length);
       }
       forgetStudentReads(workshop);
@@ -793,13 +793,16 @@ export async function applyPushedReading(
     if (state === "ready" || state === "failed") await hostEvent(workshop, hostId, state, run.runId);
     if (state === "ready") {
       const place = await pushedPlace(spec, run, hostId, async () =>
-        runHostsOf(run, await listHosts(workshop)),
+        runHostsOf(run, await hostsAfterPush(workshop)),
       );
       await timeBuild(spec, hostId, run.runId, place);
     }
   });
   return { state, applied: true };
 }
+
+/** The workshop's hosts as a push that just moved one sees them; pushes at once share a listing (freshFlight). */
+const hostsAfterPush = freshFlight((workshop: string) => workshop, listHosts);
 
 /** A host became ready: its build's phase durations, for the ready estimate of later runs of the lab. */
 async function timeBuild(spec: Workshop, hostId: string, runId: string, place: BuildPlace | undefined) {

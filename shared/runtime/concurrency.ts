@@ -36,6 +36,37 @@ export function singleFlight<A extends unknown[], R>(
   };
 }
 
+/**
+ * Like singleFlight, but a call joins only a read that starts after the call was made, so what it reads
+ * reflects every write made before it (a push that just marked its lab ready is counted). Calls made while a
+ * read runs share the next read, which starts once that one settles: a burst of calls makes two or three
+ * reads, not one each. Callers must not mutate the result.
+ */
+export function freshFlight<A extends unknown[], R>(
+  keyOf: (...args: A) => string,
+  fn: (...args: A) => Promise<R>,
+): (...args: A) => Promise<R> {
+  const flights = new Map<string, { running: Promise<R>; next?: Promise<R> }>();
+  const start = (key: string, args: A): Promise<R> => {
+    const running = fn(...args);
+    const flight: { running: Promise<R>; next?: Promise<R> } = { running };
+    flights.set(key, flight);
+    const settled = () => {
+      if (flights.get(key) === flight && !flight.next) flights.delete(key);
+    };
+    running.then(settled, settled);
+    return running;
+  };
+  return (...args: A) => {
+    const key = keyOf(...args);
+    const flight = flights.get(key);
+    if (!flight) return start(key, args);
+    const ignore = () => {};
+    flight.next ??= flight.running.then(ignore, ignore).then(() => start(key, args));
+    return flight.next;
+  };
+}
+
 export interface ShortCache<A extends unknown[], R> {
   (...args: A): Promise<R>;
   /** Reads through to the store, and keeps what it read. */
