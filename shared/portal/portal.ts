@@ -509,21 +509,20 @@ export async function inviteRoster(
   return { invites, skipped };
 }
 
-/**
- * The workflow opens the portal by itself once `portal.open_at_percent` of the labs are ready, the first
- * time only (or when it was only published): a portal the instructor closed stays closed.
- */
 /** Whether the workflow may still open the workshop's portal by itself: it has none yet, or one only published. */
 export async function portalMayOpen(workshop: string): Promise<boolean> {
   const p = await getPortal(workshop);
   return !p || p.state === "published";
 }
 
+/**
+ * The workflow opens the portal by itself once `portal.open_at_percent` of the labs are ready, the first
+ * time only (or when it was only published): a portal the instructor closed stays closed.
+ */
 export async function openWhenReady(spec: Workshop, ready: number, total: number): Promise<boolean> {
   if (!spec.portal.enabled || total === 0 || (ready * 100) / total < spec.portal.open_at_percent)
     return false;
-  const p = await getPortal(spec.name);
-  if (p && p.state !== "published") return false;
+  if (!(await portalMayOpen(spec.name))) return false;
   await openPortal(spec.name);
   return true;
 }

@@ -94,8 +94,8 @@ class MarkedStream {
 
 /**
  * A bash kept running in one session of a pooled SSH connection, which runs labfleet's brief reads (doctor, the lab
- * probe, page reads) and health checks one after another, each in a subshell it forks: a command costs the host a fork instead of a
- * session (sshd's own fork, the login shell, and bash). It runs one command at a time; `run` resolves undefined
+ * probe, page reads) and health checks one after another, each in a subshell it forks: a command costs the host a
+ * fork instead of a session (sshd's own fork, the login shell, and bash). It runs one command at a time; `run` resolves undefined
  * when the shell is busy, or ended before the command's end mark came (the caller then runs the command in a
  * session of its own, as every other command runs).
  */
