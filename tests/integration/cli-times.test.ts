@@ -179,7 +179,11 @@ provider:
       const after = await fleetEstimate();
       if (before.kind !== "estimated" || after.kind !== "estimated") throw new Error("no estimate");
       const line = text.split("\n").find((l) => l.startsWith("every lab ready in"));
-      const m = /^every lab ready in about (\d+) min, by (\S+) \(from 3 earlier runs\)$/.exec(line ?? "");
+      // The clock reads `00:02`, or `2026-12-08 00:02` when the estimate falls on another day there.
+      const m =
+        /^every lab ready in about (\d+) min, by ((?:\d{4}-\d\d-\d\d )?\d\d:\d\d) \(from 3 earlier runs\)$/.exec(
+          line ?? "",
+        );
       expect(m, text).not.toBeNull();
       // What is left of a 15-min build a few seconds (on a loaded machine, a minute or two) into it.
       expect(Number(m?.[1])).toBeGreaterThanOrEqual(11);
