@@ -6,7 +6,8 @@
 // 2. Cloud: bench/cloud.ts on the AWS double with the same number of hosts, polled BENCH_POLLS times (default
 //    3): Step Functions transitions and history events per execution, Lambda durations (the longest invocation
 //    of each function against its timeout), and AWS calls per API.
-// `npm run bench:scale`; BENCH_SKIP_CLOUD=1 runs the local part only. Figures vary by machine and load.
+// `npm run bench:scale`; BENCH_SKIP_CLOUD=1 runs the local part only; BENCH_PORTAL=1 gives the local workshop a
+// portal (opened by the up once every lab is ready). Figures vary by machine and load.
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -14,6 +15,7 @@ import { join } from "node:path";
 import { startLocalRuntime } from "../cli/local/runtime.ts";
 import { startRun } from "../shared/fleet/runs.ts";
 import { submitWorkshop, workshopStatus } from "../shared/fleet/workshops.ts";
+import { getPortal } from "../shared/portal/portal.ts";
 import { withActor } from "../shared/runtime/actor.ts";
 import { setLogSink } from "../shared/runtime/logger.ts";
 import { deployItems } from "../shared/workshop/limits.ts";
@@ -21,6 +23,7 @@ import { deployItems } from "../shared/workshop/limits.ts";
 const HOSTS = Number(process.env.BENCH_HOSTS ?? 500);
 const POLLS = Number(process.env.BENCH_POLLS ?? 3);
 const waitMs = Number(process.env.BENCH_WAIT_MS ?? 250);
+const portal = process.env.BENCH_PORTAL === "1";
 const lab = new URL("../tests/fixtures/labs/instant", import.meta.url).pathname;
 const secs = (ms: number) => (ms / 1000).toFixed(2);
 const mib = (n: number) => `${(n / 1024 / 1024).toFixed(0)} MiB`;
@@ -51,6 +54,7 @@ function cpuNow(): { machine: number; runtime: number; dynamo: number } {
 
 /** DynamoDB calls of the phase under way, by API and the kind of item they touch (ElectroDB's entity). */
 let calls = new Map<string, number>();
+let itemsQueried = 0;
 rt.store.doc.middlewareStack.add(
   (next, context) => async (args) => {
     const input = (args.input ?? {}) as {
@@ -66,7 +70,11 @@ rt.store.doc.middlewareStack.add(
     const kind = String(input.Item?.__edb_e__ ?? sk.match(/^\$([a-z]+)/)?.[1] ?? "");
     const what = `${context.commandName?.replace(/Command$/, "")}${kind ? ` ${kind}` : ""}`;
     calls.set(what, (calls.get(what) ?? 0) + 1);
-    return next(args);
+    const out = await next(args);
+    // Items a query read (before any filter): what a listing costs, beyond its one call.
+    const scanned = (out.output as { ScannedCount?: number }).ScannedCount;
+    if (scanned !== undefined) itemsQueried += scanned;
+    return out;
   },
   { step: "initialize", name: "benchCallCounter" },
 );
@@ -84,8 +92,9 @@ lab:
 provider:
   type: local
   count: ${HOSTS}
-`);
+${portal ? "portal:\n  enabled: true\n" : ""}`);
     calls = new Map();
+    itemsQueried = 0;
     const upStart = performance.now();
     const cpu0 = cpuNow();
     const run = await startRun(name, "up");
@@ -93,24 +102,31 @@ provider:
     const upMs = performance.now() - upStart;
     const cpu1 = cpuNow();
     const upCalls = [...calls.values()].reduce((a, b) => a + b, 0);
+    const upItemsQueried = itemsQueried;
     const upCallText = [...calls].sort((a, b) => b[1] - a[1]).slice(0, 12);
     calls = new Map();
     const s = await workshopStatus(name);
     const r = s.runs.find((x) => x.id === run.runId);
     if (s.hosts.ready !== HOSTS) throw new Error(`only ${s.hosts.ready}/${HOSTS} ready: ${r?.error}`);
     const rss = process.memoryUsage().rss;
+    const portalState = portal ? ((await getPortal(name))?.state ?? "not opened") : "";
     const tdStart = performance.now();
     const td = await startRun(name, "teardown");
     await rt.executor.idle();
     const tdMs = performance.now() - tdStart;
     const after = await workshopStatus(name);
     const tdRun = after.runs.find((x) => x.id === td.runId);
-    console.log(`\nlocal, ${HOSTS} hosts, an instant lab, lab.concurrency 40, ${waitMs} ms between polls:`);
+    console.log(
+      `\nlocal, ${HOSTS} hosts, an instant lab, lab.concurrency 40, ${waitMs} ms between polls${portal ? `, a portal (${portalState} after the up)` : ""}:`,
+    );
     console.log(
       `  up to all ready      ${secs(upMs)} s (${r?.state}; ${r?.transitions} transitions, ${deployItems(HOSTS)} Deploy Map items)`,
     );
     console.log(
       `  DynamoDB calls       ${upCalls} in up (${(upCalls / HOSTS).toFixed(1)} per host): ${upCallText.map(([k, n]) => `${n} ${k}`).join(", ")}`,
+    );
+    console.log(
+      `  items queried        ${upItemsQueried} in up (${(upItemsQueried / HOSTS).toFixed(0)} per host)`,
     );
     console.log(
       `  CPU during up        machine ${secs(cpu1.machine - cpu0.machine)} s: runtime ${secs(cpu1.runtime - cpu0.runtime)} s, DynamoDB Local ${secs(cpu1.dynamo - cpu0.dynamo)} s, the rest (hosts) ${secs(cpu1.machine - cpu0.machine - (cpu1.runtime - cpu0.runtime) - (cpu1.dynamo - cpu0.dynamo))} s`,

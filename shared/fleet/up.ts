@@ -729,7 +729,7 @@ export async function pollFleet(workshop: string, runId: string, deadline: strin
   // the workshop's labs (all of them, not only this run's) are ready. A run without the publish stage
   // opens nothing and hands no lab to the waiting line: the run that publishes does.
   const publish = stagesOf(await getRun(workshop, runId)).includes("publish");
-  if (publish && spec.portal.enabled) {
+  if (publish && spec.portal.enabled && (await portalMayOpen(workshop))) {
     const all = inService(await listHosts(workshop));
     await openWhenReady(spec, all.filter((h) => h.state === "ready").length, all.length);
   }
@@ -779,13 +779,19 @@ export async function applyPushedReading(
   // What follows is what the run's poll would do next, and labfleet's own doing (its events are by labfleet, as a
   // poll's are): claimable first, then the event and the build's time. Every lab of a fleet pushes its
   // readiness, so nothing here lists the workshop's hosts for each push unless it must (the fleet's size squared
-  // in reads): the portal's count only while the portal may still open by itself, the build's place from a
-  // listing its run's pushes share (pushedPlace).
+  // in reads): the portal's count only while the portal may still open by itself (at 100 %, read up to the first
+  // lab not ready), the build's place from a listing its run's pushes share (pushedPlace).
   await withActor({ type: "system", id: "push" }, async () => {
     if (state === "ready" && stages.includes("publish")) {
       if (spec.portal.enabled && (await portalMayOpen(workshop))) {
-        const all = inService(await hostsAfterPush(workshop));
-        await openWhenReady(spec, all.filter((h) => h.state === "ready").length, all.length);
+        if (spec.portal.open_at_percent === 100) {
+          // Every lab must be ready: the first one that is not settles it, read after this push's write.
+          const labs = await allReadyAfterPush(workshop);
+          if (labs > 0) await openWhenReady(spec, labs, labs);
+        } else {
+          const all = inService(await hostsAfterPush(workshop));
+          await openWhenReady(spec, all.filter((h) => h.state === "ready").length, all.length);
+        }
       }
       forgetStudentReads(workshop);
       await serveQueueAfter(workshop);
@@ -803,6 +809,9 @@ export async function applyPushedReading(
 
 /** The workshop's hosts as a push that just moved one sees them; pushes at once share a listing (freshFlight). */
 const hostsAfterPush = freshFlight((workshop: string) => workshop, listHosts);
+
+/** labsIfAllReady as a push that just made its lab ready sees it; pushes at once share a reading (freshFlight). */
+const allReadyAfterPush = freshFlight((workshop: string) => workshop, labsIfAllReady);
 
 /** A host became ready: its build's phase durations, for the ready estimate of later runs of the lab. */
 async function timeBuild(spec: Workshop, hostId: string, runId: string, place: BuildPlace | undefined) {
@@ -832,8 +841,33 @@ async function hostEvent(workshop: string, hostId: string, state: "ready" | "fai
 
 /** The workshop is ready when every one of its hosts is, whatever the last run selected. */
 async function fleetReady(workshop: string): Promise<boolean> {
-  const hosts = inService(await listHosts(workshop));
-  return hosts.length > 0 && hosts.every((h) => h.state === "ready");
+  return (await labsIfAllReady(workshop)) > 0;
+}
+
+/** Hosts read per page by labsIfAllReady. */
+const READY_PAGE = 50;
+
+/**
+ * How many labs the workshop has (hosts in service) when every one of them is ready, else 0. The hosts are read
+ * a page at a time from the last, and the reading stops at the first lab that is not ready: the labs deployed
+ * last are the last to be ready, so while a fleet builds this is one small read, not a listing of the fleet.
+ * Strongly consistent, so it sees every write made before it.
+ */
+export async function labsIfAllReady(workshop: string): Promise<number> {
+  const { store } = useDeps();
+  let labs = 0;
+  let cursor: string | null = null;
+  do {
+    const page: { data: HostItem[]; cursor: string | null } = await store.host.query
+      .byWorkshop({ workshop })
+      .go({ order: "desc", limit: READY_PAGE, consistent: true, ...(cursor ? { cursor } : {}) });
+    for (const h of inService(page.data)) {
+      if (h.state !== "ready") return 0;
+      labs++;
+    }
+    cursor = page.cursor;
+  } while (cursor);
+  return labs;
 }
 
 /**

@@ -98,6 +98,31 @@ describe("pushed progress on local hosts", () => {
     expect(ready[0]?.detail.by).toBe("labfleet");
   });
 
+  it("opens the portal itself when the push of the last lab makes every lab ready (open_at_percent 100)", async () => {
+    const rt = await runtime({ waitMs: 20_000 });
+    await asInstructor(() => submitWorkshop(yaml("pushopen", "pushed").replace("count: 1", "count: 2")));
+    const run = await asInstructor(() => startRun("pushopen", "up"));
+    // Looked at every 50 ms: the labs' states the moment the portal is first seen open.
+    const seen = await waitFor(
+      "the portal open",
+      async () => {
+        if (!(await board("pushopen")).open) return undefined;
+        const hosts = (await rt.store.host.query.byWorkshop({ workshop: "pushopen" }).go()).data;
+        return { at: Date.now(), states: hosts.map((h) => h.state) };
+      },
+      15_000,
+    );
+    expect(seen.states).toEqual(["ready", "ready"]);
+    const healthy = ["student-01", "student-02"].map((h) =>
+      Number(readFileSync(join(rt.dataDir, "hosts", "pushopen", h, "lab", "healthy_at"), "utf8")),
+    );
+    expect(seen.at - Math.max(...healthy)).toBeLessThan(2_000);
+    // The pushes opened it: the run's first poll is still to come.
+    expect((await getRun("pushopen", run.runId)).state).toBe("running");
+    await rt.executor.idle();
+    expect((await getRun("pushopen", run.runId)).state).toBe("succeeded");
+  });
+
   it("refuses forged, tampered, replayed and unsigned pushes, and they change nothing", async () => {
     const rt = await runtime({ waitMs: 60_000 });
     await asInstructor(() => submitWorkshop(yaml("pushforge", "hang")));
