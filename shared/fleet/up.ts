@@ -549,6 +549,14 @@ export function transportReading(t: Transport, spec: Workshop, hostId: string): 
   };
 }
 
+/** What judgeHost made of a reading: the host's state, whether this reading changed it, and then the record. */
+export interface Judged {
+  state: HostItem["state"];
+  changed: boolean;
+  /** The host's record as this reading's change wrote it (ready, failed): what follows needs not read it again. */
+  record?: HostItem;
+}
+
 /**
  * Updates the host record from one reading of its lab. A change of state (ready, failed) is written only while
  * the record still holds the state the reading started from, so when a push and a poll look at once, one of them
@@ -559,18 +567,19 @@ export async function judgeHost(
   host: HostItem,
   reading: LabReading,
   redact: (text: string) => string = (t) => t,
-): Promise<{ state: HostItem["state"]; changed: boolean }> {
+): Promise<Judged> {
   const { accessKey } = useDeps();
-  const moveTo = async (set: Partial<HostItem> & { state: "ready" | "failed" }) => {
+  const moveTo = async (set: Partial<HostItem> & { state: "ready" | "failed" }): Promise<Judged> => {
     const { store, clock } = useDeps();
     const update = store.host
       .patch({ workshop: spec.name, hostId: host.hostId })
       .set({ ...set, updatedAt: isoNow(clock) } as never);
     try {
-      await ("error" in set ? update : update.remove(["error"]))
+      const written = await ("error" in set ? update : update.remove(["error"]))
         .where((a, op) => op.eq(a.state, host.state))
-        .go();
-      return { state: set.state, changed: set.state !== host.state };
+        .go({ response: "all_new" });
+      const changed = set.state !== host.state;
+      return { state: set.state, changed, ...(changed ? { record: written.data as HostItem } : {}) };
     } catch (err) {
       if (!isConditionalFailure(err)) throw err;
       const now = (await store.host.get({ workshop: spec.name, hostId: host.hostId }).go()).data;
@@ -667,7 +676,7 @@ async function checkHostOnce(
   host: HostItem,
   redact: (text: string) => string,
   probed?: Promise<LabProbe>,
-): Promise<{ state: HostItem["state"]; changed: boolean }> {
+): Promise<Judged> {
   const t = transportFor(spec, provider, host);
   try {
     const reading = transportReading(t, spec, host.hostId);
@@ -711,13 +720,13 @@ export async function pollFleet(workshop: string, runId: string, deadline: strin
     const probed = probes[i];
     if (h.state !== "deploying" || !probed) return h.state;
     if (timeLeft() < POLL_MIN_HOST_MS && !probed.failed) return h.state;
-    const { state, changed } = await checkHostOnce(spec, provider, h, redact, probed.probe);
+    const { state, changed, record } = await checkHostOnce(spec, provider, h, redact, probed.probe);
     // A host whose pushed progress got there first (shared/agent/progress.ts) had its event and build time then.
     if (changed && (state === "ready" || state === "failed"))
-      await hostEvent(workshop, h.hostId, state, runId);
+      await hostEvent(workshop, h.hostId, state, runId, record);
     if (changed && state === "ready") {
       becameReady++;
-      await timeBuild(spec, h.hostId, runId, place(h.hostId));
+      await timeBuild(spec, h.hostId, runId, place(h.hostId), record);
     }
     return state;
   });
@@ -761,10 +770,17 @@ export async function applyPushedReading(
   reading: (spec: Workshop) => LabReading,
 ): Promise<{ state: HostItem["state"] | "unknown"; applied: boolean }> {
   const { store } = useDeps();
-  const { spec } = await loadWorkshop(workshop);
-  const host = (await store.host.get({ workshop, hostId }).go()).data;
+  // One read of the workshop gives both its spec and the run it has now.
+  const [w, host] = await Promise.all([
+    getWorkshop(workshop),
+    store.host
+      .get({ workshop, hostId })
+      .go()
+      .then((r) => r.data),
+  ]);
   if (!host) return { state: "unknown", applied: false };
-  const runId = (await getWorkshop(workshop)).activeRunId;
+  const spec = w.spec as Workshop;
+  const runId = w.activeRunId;
   const run = runId ? (await store.run.get({ workshop, runId }).go()).data : undefined;
   const stages = run ? stagesOf(run) : [];
   if (
@@ -774,7 +790,7 @@ export async function applyPushedReading(
     !runHostsOf(run, [host]).length
   )
     return { state: host.state, applied: false };
-  const { state, changed } = await judgeHost(spec, host, reading(spec), await secretRedactor(spec));
+  const { state, changed, record } = await judgeHost(spec, host, reading(spec), await secretRedactor(spec));
   if (!changed) return { state, applied: true };
   // What follows is what the run's poll would do next, and labfleet's own doing (its events are by labfleet, as a
   // poll's are): claimable first, then the event and the build's time. Every lab of a fleet pushes its
@@ -796,12 +812,12 @@ export async function applyPushedReading(
       forgetStudentReads(workshop);
       await serveQueueAfter(workshop);
     }
-    if (state === "ready" || state === "failed") await hostEvent(workshop, hostId, state, run.runId);
+    if (state === "ready" || state === "failed") await hostEvent(workshop, hostId, state, run.runId, record);
     if (state === "ready") {
       const place = await pushedPlace(spec, run, hostId, async () =>
         runHostsOf(run, await hostsAfterPush(workshop)),
       );
-      await timeBuild(spec, hostId, run.runId, place);
+      await timeBuild(spec, hostId, run.runId, place, record);
     }
   });
   return { state, applied: true };
@@ -813,18 +829,34 @@ const hostsAfterPush = freshFlight((workshop: string) => workshop, listHosts);
 /** labsIfAllReady as a push that just made its lab ready sees it; pushes at once share a reading (freshFlight). */
 const allReadyAfterPush = freshFlight((workshop: string) => workshop, labsIfAllReady);
 
-/** A host became ready: its build's phase durations, for the ready estimate of later runs of the lab. */
-async function timeBuild(spec: Workshop, hostId: string, runId: string, place: BuildPlace | undefined) {
-  const h = (await useDeps().store.host.get({ workshop: spec.name, hostId }).go()).data;
+/**
+ * A host became ready: its build's phase durations, for the ready estimate of later runs of the lab. From the record
+ * the change wrote when the caller has it, else read.
+ */
+async function timeBuild(
+  spec: Workshop,
+  hostId: string,
+  runId: string,
+  place: BuildPlace | undefined,
+  written?: HostItem,
+) {
+  const h = written ?? (await useDeps().store.host.get({ workshop: spec.name, hostId }).go()).data;
   if (h) await recordBuild(spec, h, runId, place);
 }
 
 /**
  * A host reached ready or failed: an event, with the build time of a ready lab (`seconds`, from the deploy's
- * start to ready) and the recorded (already redacted) reason of a failure.
+ * start to ready) and the recorded (already redacted) reason of a failure. From the record the change wrote when the
+ * caller has it, else read.
  */
-async function hostEvent(workshop: string, hostId: string, state: "ready" | "failed", runId: string) {
-  const h = (await useDeps().store.host.get({ workshop, hostId }).go()).data;
+async function hostEvent(
+  workshop: string,
+  hostId: string,
+  state: "ready" | "failed",
+  runId: string,
+  written?: HostItem,
+) {
+  const h = written ?? (await useDeps().store.host.get({ workshop, hostId }).go()).data;
   const took =
     h?.deployStartedAt && h.readyAt ? (Date.parse(h.readyAt) - Date.parse(h.deployStartedAt)) / 1000 : NaN;
   await recordEvent({

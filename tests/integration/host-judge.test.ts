@@ -58,9 +58,9 @@ describe("judging a lab from a reading", () => {
       before,
       reading({ alive: false, rc: 0, rcAgeSeconds: 1, statusLines: done }, 0),
     );
-    expect(ready).toEqual({ state: "ready", changed: true });
+    expect(ready).toMatchObject({ state: "ready", changed: true });
     const stale = await judgeHost(spec, before, reading({ statusLines: [line("fetch", "running")] }));
-    expect(stale.state).toBe("ready");
+    expect(stale).toEqual({ state: "ready", changed: false });
     const stalerHealth = await judgeHost(
       spec,
       before,
@@ -75,6 +75,8 @@ describe("judging a lab from a reading", () => {
       "verify:done",
     ]);
     expect(after?.phase).not.toBe("health");
+    // The change answers the record it wrote: what the event and the build's time are made from, unread.
+    expect(ready.record).toEqual(after);
   });
 
   it("shows a started setup as started, unless a push already wrote the lab's own phase or its readiness", async () => {
