@@ -37,7 +37,8 @@ export interface BuildPlace {
 /**
  * Where each of the run's hosts stood in its deploy step: the deploy step takes them in host order, `concurrency`
  * at once, so host N started in wave floor(N / concurrency); and how long after the run's first deploy start
- * its own came (hosts this run did not deploy count for neither).
+ * its own came (hosts this run did not deploy count for neither). A host's own record, when given, is where its
+ * start is read: a listing taken before that host started still places it.
  */
 export function buildPlaces(hosts: readonly HostItem[], run: RunItem, spec: Workshop) {
   const concurrency = Math.max(1, run.deployConcurrency ?? spec.lab.concurrency);
@@ -49,34 +50,38 @@ export function buildPlaces(hosts: readonly HostItem[], run: RunItem, spec: Work
     .filter((t) => t !== undefined)
     .map((t) => Date.parse(t));
   const first = starts.length ? Math.min(...starts) : undefined;
-  return (hostId: string): BuildPlace | undefined => {
+  return (hostId: string, own?: HostItem): BuildPlace | undefined => {
     const position = ordered.findIndex((h) => h.hostId === hostId);
-    const at = ordered[position] && started(ordered[position]);
+    const listed = ordered[position];
+    const at = own ? started(own) : listed && started(listed);
     if (position < 0 || !at || first === undefined) return undefined;
-    return { wave: Math.floor(position / concurrency), startOffsetSeconds: (Date.parse(at) - first) / 1000 };
+    const from = Math.min(first, Date.parse(at));
+    return { wave: Math.floor(position / concurrency), startOffsetSeconds: (Date.parse(at) - from) / 1000 };
   };
 }
 
 /** A run's build places as its pushes last listed them, and when that listing started (performance.now()). */
 const pushPlaces = new Map<
   string,
-  { places: Promise<(hostId: string) => BuildPlace | undefined>; at: number }
+  { places: Promise<(hostId: string, own?: HostItem) => BuildPlace | undefined>; at: number }
 >();
 /** Runs whose places are kept at once (one per workshop being brought up, in practice). */
 const PUSH_PLACES_KEPT = 16;
 
 /**
- * The build place of a lab that pushed its readiness. A listing of the run's hosts serves every push of the run
- * until one asks for a host that had not started when it was taken; then the hosts are listed again, once for
- * the pushes asking meanwhile. So the pushes of a fleet list its hosts about once per deploy wave, not once each
- * (500 listings of 500 hosts for a 500-lab up).
+ * The build place of a lab that pushed its readiness, from its own record (`own`, as its move to ready wrote it:
+ * its deploy's start) and a listing of the run's hosts (its position among them, and the run's first start). One
+ * listing serves every push of the run; the hosts are listed again, once for the pushes asking meanwhile, only
+ * when a push asks for a host the listing does not hold or no host had started when it was taken. So the pushes
+ * of a fleet list its hosts about once per run, not once each (500 listings of 500 hosts for a 500-lab up).
  */
 export async function pushedPlace(
   spec: Workshop,
   run: RunItem,
-  hostId: string,
+  own: HostItem,
   runHosts: () => Promise<HostItem[]>,
 ): Promise<BuildPlace | undefined> {
+  const hostId = own.hostId;
   const key = `${spec.name}\u0000${run.runId}`;
   const asked = performance.now();
   const list = () => {
@@ -91,13 +96,13 @@ export async function pushedPlace(
     return entry;
   };
   let entry = pushPlaces.get(key) ?? list();
-  let place = (await entry.places)(hostId);
-  // Not there: the host had not started when that listing was taken (one started before this push arrived is
-  // shared; an older one is not).
-  if (!place && entry.at < asked) {
+  let place = (await entry.places)(hostId, own);
+  // Not there: the host was not in the run, or no host had started, when that listing was taken (one started
+  // before this push arrived is shared; an older one is not). A host this run never started has no place.
+  if (!place && own.deployStartedAt && own.deployStartedAt >= run.startedAt && entry.at < asked) {
     const current = pushPlaces.get(key);
     entry = current && current !== entry && current.at >= asked ? current : list();
-    place = (await entry.places)(hostId);
+    place = (await entry.places)(hostId, own);
   }
   return place;
 }

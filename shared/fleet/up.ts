@@ -814,10 +814,11 @@ export async function applyPushedReading(
     }
     if (state === "ready" || state === "failed") await hostEvent(workshop, hostId, state, run.runId, record);
     if (state === "ready") {
-      const place = await pushedPlace(spec, run, hostId, async () =>
-        runHostsOf(run, await hostsAfterPush(workshop)),
-      );
-      await timeBuild(spec, hostId, run.runId, place, record);
+      const own = record ?? (await store.host.get({ workshop, hostId }).go()).data;
+      if (own) {
+        const runHosts = async () => runHostsOf(run, await hostsAfterPush(workshop));
+        await timeBuild(spec, hostId, run.runId, await pushedPlace(spec, run, own, runHosts), own);
+      }
     }
   });
   return { state, applied: true };

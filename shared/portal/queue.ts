@@ -291,7 +291,9 @@ export async function serveAllQueues(): Promise<number> {
  */
 export async function serveQueueAfter(workshop: string): Promise<void> {
   try {
-    await serveQueue(workshop);
+    // Nobody in line (a strongly consistent read of its first entry): nothing to serve, and no listing of the
+    // labs. A student who joins meanwhile is served by their own join's pass, which runs after it.
+    if (await anyoneWaiting(workshop)) await serveQueue(workshop);
   } catch (err) {
     log.warn("queue: serving after a change failed; the periodic pass will", {
       workshop,

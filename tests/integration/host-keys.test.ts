@@ -1,13 +1,16 @@
 import { spawnSync } from "node:child_process";
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { utils } from "ssh2";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { doctor } from "../../shared/fleet/ops.ts";
 import { listHosts } from "../../shared/fleet/workshops.ts";
 import { withActor } from "../../shared/runtime/actor.ts";
 import { fingerprint } from "../../shared/transports/host-keys.ts";
-import { loadSshIdentity, publicKeyLine } from "../../shared/transports/ssh-identity.ts";
+import {
+  generateEd25519KeyPair,
+  loadSshIdentity,
+  publicKeyLine,
+} from "../../shared/transports/ssh-identity.ts";
 import { runCli } from "../harness/cli.ts";
 import { fixturesDir, removeDir, tempDir, testRuntime } from "../harness/runtime.ts";
 import { type FakeHost, type FakeHosts, startFakeHosts } from "../harness/ssh-hosts.ts";
@@ -80,7 +83,7 @@ afterAll(async () => {
 
 describe("keys given in workshop.yaml", () => {
   it("a host given its own key is trusted and gets the secret; one given another key is refused at the handshake", async () => {
-    const other = utils.generateKeyPairSync("ed25519").public;
+    const other = generateEd25519KeyPair().public;
     writeFileSync(
       join(work, "given.yaml"),
       yaml(
@@ -153,7 +156,7 @@ describe("ssh.require_known_host_keys with a key trusted only on first use", () 
     expect(secretOnHost(tofu)).toBe(false);
 
     // A key that is not the pinned one replaces it only with --replace; a bad line is refused with its path.
-    const stranger = utils.generateKeyPairSync("ed25519").public;
+    const stranger = generateEd25519KeyPair().public;
     const conflict = await cli("hosts", "pin", "strict", "--host", tofu.id, "--key", stranger);
     expect(conflict.code).toBe(1);
     expect(conflict.stderr).toContain(

@@ -9,7 +9,13 @@ import {
   releaseLab,
   unlockEmail,
 } from "../../shared/portal/portal.ts";
-import { listQueue, serveQueue, unqueueEmail, waitingCount } from "../../shared/portal/queue.ts";
+import {
+  listQueue,
+  serveQueue,
+  serveQueueAfter,
+  unqueueEmail,
+  waitingCount,
+} from "../../shared/portal/queue.ts";
 import { claimOrWait, leaveLine, recoverLabOrPlace, waitingForLink } from "../../shared/portal/waiting.ts";
 import { withActor } from "../../shared/runtime/actor.ts";
 import { VisibleError } from "../../shared/runtime/errors.ts";
@@ -221,5 +227,35 @@ describe("the waiting line", () => {
     await asInstructor(() => openPortal("shut"));
     expect((await labForLink(w.token))?.lab).toBe("student-01");
     expect(await serveQueue("shut")).toBe(0);
+  });
+
+  it("after a lab is readied or freed, lists no labs while nobody waits, and serves the first who does", async () => {
+    await workshopWithLabs("quiet", 2);
+    // Queries of the workshop's host records, from here on (every lab being built pushes its readiness).
+    let hostQueries = 0;
+    rt.store.doc.middlewareStack.add(
+      (next, context) => async (args) => {
+        const values = Object.values(
+          (args.input as { ExpressionAttributeValues?: object }).ExpressionAttributeValues ?? {},
+        );
+        if (context.commandName === "QueryCommand" && values.some((v) => String(v).startsWith("$host")))
+          hostQueries++;
+        return next(args);
+      },
+      { step: "initialize", name: "countHostQueries" },
+    );
+    try {
+      await serveQueueAfter("quiet");
+      expect(hostQueries).toBe(0);
+      const a = await arrive("quiet", 1);
+      const b = await arrive("quiet", 2);
+      const c = await arrive("quiet", 3);
+      expect([a.lab, b.lab, c.lab]).toEqual(["student-01", "student-02", undefined]);
+      await asInstructor(() => releaseLab("quiet", "student-01"));
+      expect((await labForLink(c.token))?.lab).toBe("student-01");
+      expect(await waitingCount("quiet")).toBe(0);
+    } finally {
+      rt.store.doc.middlewareStack.remove("countHostQueries");
+    }
   });
 });

@@ -49,36 +49,65 @@ describe("where a build stood in its run's deploy", () => {
     expect(place("nobody")).toBeUndefined();
   });
 
-  it("serves a run's pushes from one listing until a host it had not seen started asks", async () => {
+  it("places a host by its own record's start, though the listing was taken before it started", () => {
+    const place = buildPlaces([host("s-1", 0), host("s-2", 1), host("s-3"), host("s-4")], run("r0"), spec);
+    expect(place("s-4", host("s-4", 31))).toEqual({ wave: 1, startOffsetSeconds: 31 });
+    // Its own record says it never started in this run: no place, whatever the listing holds.
+    expect(place("s-1", host("s-1"))).toBeUndefined();
+    expect(place("s-1", { ...host("s-1"), deployStartedAt: at(-60) })).toBeUndefined();
+  });
+
+  it("serves every push of a run from one listing, each placed by its own record", async () => {
     const hosts = [host("s-1", 0), host("s-2", 1), host("s-3"), host("s-4")];
     const { calls, list } = lister(hosts);
     const r = run("r1");
-    expect(await pushedPlace(spec, r, "s-1", list)).toEqual({ wave: 0, startOffsetSeconds: 0 });
-    expect(await pushedPlace(spec, r, "s-2", list)).toEqual({ wave: 0, startOffsetSeconds: 1 });
+    expect(await pushedPlace(spec, r, host("s-1", 0), list)).toEqual({ wave: 0, startOffsetSeconds: 0 });
+    expect(await pushedPlace(spec, r, host("s-2", 1), list)).toEqual({ wave: 0, startOffsetSeconds: 1 });
+    // The second wave starts after that listing: its pushes are placed from the same one.
+    expect(await pushedPlace(spec, r, host("s-3", 30), list)).toEqual({ wave: 1, startOffsetSeconds: 30 });
+    expect(await pushedPlace(spec, r, host("s-4", 31), list)).toEqual({ wave: 1, startOffsetSeconds: 31 });
     expect(calls.n).toBe(1);
 
-    // The second wave starts; its first push lists again, and the rest of the wave shares that listing.
-    hosts[2] = host("s-3", 30);
-    hosts[3] = host("s-4", 31);
-    expect(await pushedPlace(spec, r, "s-3", list)).toEqual({ wave: 1, startOffsetSeconds: 30 });
-    expect(await pushedPlace(spec, r, "s-4", list)).toEqual({ wave: 1, startOffsetSeconds: 31 });
-    expect(calls.n).toBe(2);
-
     // Another run of the workshop has places of its own.
-    expect(await pushedPlace(spec, run("r2"), "s-1", list)).toEqual({ wave: 0, startOffsetSeconds: 0 });
-    expect(calls.n).toBe(3);
+    expect(await pushedPlace(spec, run("r2"), host("s-1", 0), list)).toEqual({
+      wave: 0,
+      startOffsetSeconds: 0,
+    });
+    expect(calls.n).toBe(2);
+  });
+
+  it("lists again, once, for a host the listing does not hold", async () => {
+    const hosts = [host("s-1", 0), host("s-2", 1)];
+    const { calls, list } = lister(hosts);
+    const r = run("r5");
+    expect(await pushedPlace(spec, r, host("s-1", 0), list)).toEqual({ wave: 0, startOffsetSeconds: 0 });
+    expect(calls.n).toBe(1);
+    // Hosts added to the run since that listing (a scale-up): the first push of them lists again.
+    hosts.push(host("s-3", 40), host("s-4", 41));
+    const added = await Promise.all(
+      [host("s-3", 40), host("s-4", 41)].map((h) => pushedPlace(spec, r, h, list)),
+    );
+    expect(added).toEqual([
+      { wave: 1, startOffsetSeconds: 40 },
+      { wave: 1, startOffsetSeconds: 41 },
+    ]);
+    expect(calls.n).toBe(2);
   });
 
   it("lists once for pushes that ask at the same time, and answers no place for a host that never started", async () => {
     const hosts = [host("s-1", 0), host("s-2", 2), host("s-3", 4), host("s-4")];
     const { calls, list } = lister(hosts);
     const r = run("r3");
-    const places = await Promise.all(["s-1", "s-2", "s-3"].map((id) => pushedPlace(spec, r, id, list)));
+    const places = await Promise.all(
+      [host("s-1", 0), host("s-2", 2), host("s-3", 4)].map((h) => pushedPlace(spec, r, h, list)),
+    );
     expect(places.map((p) => p?.startOffsetSeconds)).toEqual([0, 2, 4]);
     expect(calls.n).toBe(1);
-    // Listed again to be sure, then no place: its build is recorded without one, as before.
-    expect(await pushedPlace(spec, r, "s-4", list)).toBeUndefined();
-    expect(calls.n).toBe(2);
+    // Its own record holds no start: no place, and no listing for it. Its build is recorded without one.
+    expect(await pushedPlace(spec, r, host("s-4"), list)).toBeUndefined();
+    // Nor for one started before this run (its lab was already built): this run did not deploy it.
+    expect(await pushedPlace(spec, r, { ...host("s-4"), deployStartedAt: at(-60) }, list)).toBeUndefined();
+    expect(calls.n).toBe(1);
   });
 
   it("does not keep a listing that failed", async () => {
@@ -88,8 +117,8 @@ describe("where a build stood in its run's deploy", () => {
       if (fail) throw new Error("store unreachable");
       return [host("s-1", 0)];
     };
-    await expect(pushedPlace(spec, r, "s-1", list)).rejects.toThrow("store unreachable");
+    await expect(pushedPlace(spec, r, host("s-1", 0), list)).rejects.toThrow("store unreachable");
     fail = false;
-    expect(await pushedPlace(spec, r, "s-1", list)).toEqual({ wave: 0, startOffsetSeconds: 0 });
+    expect(await pushedPlace(spec, r, host("s-1", 0), list)).toEqual({ wave: 0, startOffsetSeconds: 0 });
   });
 });
