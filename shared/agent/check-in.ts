@@ -80,13 +80,17 @@ export async function markSilentHosts(workshop: string): Promise<string[]> {
   return marked;
 }
 
-/** markSilentHosts for every workshop not torn down. */
+/**
+ * markSilentHosts for every workshop of enrolled hosts not torn down. A workshop of another provider has none
+ * (its provider cannot be changed to or from `enrolled`), so its hosts are not read.
+ */
 export async function markAllSilentHosts(): Promise<string[]> {
   const { store } = useDeps();
   const workshops = (await store.workshop.query.all({}).go({ pages: "all" })).data;
   const marked: string[] = [];
   for (const w of workshops) {
     if (w.state === "torn_down") continue;
+    if ((w.spec as { provider?: { type?: string } } | undefined)?.provider?.type !== "enrolled") continue;
     for (const id of await markSilentHosts(w.name)) marked.push(`${w.name}/${id}`);
   }
   return marked;

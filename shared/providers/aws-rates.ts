@@ -4,7 +4,7 @@
  * holds 5 requests and refills 2 a second, the tightest of the calls a provision makes, so launching 500 hosts
  * one RunInstances each (each host keeps its own ClientToken and its own tags, applied atomically at launch)
  * takes about four minutes however it is driven. The provider starts its launches at that pace instead of
- * bursting and being refused; the SDK's adaptive retries (shared/cloud/clients.ts) absorb what other callers in
+ * bursting and being refused; the SDK's retries (shared/cloud/clients.ts, backing off) absorb what other callers in
  * the account spend of the same bucket. TerminateInstances takes up to 1,000 instances per request and
  * refills 5 requests a second: a teardown terminates in batches.
  */

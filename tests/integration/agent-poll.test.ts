@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { CHECK_IN_SECONDS, MISSED_CHECK_INS } from "../../shared/agent/check-in.ts";
+import { CHECK_IN_SECONDS, MISSED_CHECK_INS, markAllSilentHosts } from "../../shared/agent/check-in.ts";
 import { commandOutcome, queueCommand } from "../../shared/agent/commands.ts";
 import { recordEnrolledHost } from "../../shared/agent/enrolled-hosts.ts";
 import { ROTATION_GRACE_SECONDS } from "../../shared/agent/host-secrets.ts";
@@ -222,6 +222,37 @@ describe("check-ins", () => {
     expect((await poll("ci", hostId, secret)).status).toBe(200);
     expect((await rt.store.host.get({ workshop: "ci", hostId }).go()).data?.reachable).toBe("online");
     expect((await events()).sort()).toEqual(["host.reachable", "host.unreachable"]);
+  });
+
+  it("reads the hosts of workshops of enrolled hosts only", async () => {
+    await withActor({ type: "instructor", id: "test" }, async () => {
+      await submitWorkshop(
+        "name: byod-room\nlab:\n  source: git:https://example.test/lab.git\n  setup: bash setup.sh\nprovider:\n  type: enrolled\n",
+      );
+      await submitWorkshop(
+        "name: cloud-room\nlab:\n  source: git:https://example.test/lab.git\n  setup: bash setup.sh\nprovider:\n  type: local\n  count: 2\n",
+      );
+    });
+    // The key values of every query of host records from here on.
+    const hostQueries: string[] = [];
+    rt.store.doc.middlewareStack.add(
+      (next, context) => async (args) => {
+        const values = Object.values(
+          (args.input as { ExpressionAttributeValues?: object }).ExpressionAttributeValues ?? {},
+        ).map(String);
+        if (context.commandName === "QueryCommand" && values.some((v) => v.startsWith("$host")))
+          hostQueries.push(values.join(" "));
+        return next(args);
+      },
+      { step: "initialize", name: "countHostQueries" },
+    );
+    try {
+      await markAllSilentHosts();
+    } finally {
+      rt.store.doc.middlewareStack.remove("countHostQueries");
+    }
+    expect(hostQueries.some((q) => q.includes("byod-room"))).toBe(true);
+    expect(hostQueries.filter((q) => q.includes("cloud-room"))).toEqual([]);
   });
 });
 
