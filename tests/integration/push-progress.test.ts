@@ -28,7 +28,15 @@ afterAll(async () => {
   }
 });
 
+/**
+ * A runtime of its own for a test. The one before it is closed first: the process has one set of deps at a time,
+ * and its executor's last writes (a run's transitions) belong to its own store.
+ */
 async function runtime(opts: Parameters<typeof testRuntime>[0]): Promise<Runtime> {
+  for (const old of runtimes.splice(0)) {
+    await old.close();
+    removeDir(old.dataDir);
+  }
   const rt = await testRuntime(opts);
   runtimes.push(rt);
   return rt;
