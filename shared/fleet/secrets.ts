@@ -114,7 +114,9 @@ sys.stdout.buffer.write("".join(out).encode("utf-8"))
  * to `secrets.env` (0600, through a temporary file in the 0700 folder). The value goes from the CLI straight
  * into the converter and the file, never to the command's output; on failure the script prints only its own
  * words and the AWS error code, which holds no value. The CLI retries throttled calls in adaptive mode, up to
- * ten attempts (its default is three), since a fleet's hosts fetch at once against Parameter Store's throughput.
+ * ten attempts (its default is three), since a fleet's hosts fetch at once against Parameter Store's throughput:
+ * one resource, one call per process and nothing waiting on its latency, the case AWS's adaptive mode is made
+ * for (the control plane's own clients retry in standard mode, shared/cloud/clients.ts).
  */
 export function fetchSecretsScript(workshop: string, parameter: string, region?: string): string {
   const d = stateDir(workshop);
