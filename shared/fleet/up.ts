@@ -379,14 +379,17 @@ export async function deployHost(
   runId: string,
   hostId: string,
   force: boolean,
+  /** The host's record, when the caller read it with others (deployHosts); else it is read here. */
+  known?: HostItem,
 ): Promise<{ hostId: string; action: DeployAction }> {
   const { store, clock } = useDeps();
   const [{ spec, provider, ref }, host] = await Promise.all([
     deployContext(workshop, runId),
-    store.host
-      .get({ workshop, hostId })
-      .go()
-      .then((r) => r.data),
+    known ??
+      store.host
+        .get({ workshop, hostId })
+        .go()
+        .then((r) => r.data),
   ]);
   const gitSource = spec.lab.source.startsWith("git:");
   if (!host)
@@ -495,9 +498,16 @@ export async function deployHosts(
   const [only] = hostIds;
   if (hostIds.length === 1 && only !== undefined)
     return { hosts: [await deployHost(workshop, runId, only, force)] };
+  // The batch's records in one read (up to 100 keys a request); a host it did not return reads its own.
+  const { store } = useDeps();
+  const records = new Map<string, HostItem>();
+  for (let i = 0; i < hostIds.length; i += 100) {
+    const keys = hostIds.slice(i, i + 100).map((hostId) => ({ workshop, hostId }));
+    for (const h of (await store.host.get(keys).go()).data) records.set(h.hostId, h);
+  }
   const hosts = await mapLimit(hostIds, hostIds.length, async (hostId) => {
     try {
-      return await deployHost(workshop, runId, hostId, force);
+      return await deployHost(workshop, runId, hostId, force, records.get(hostId));
     } catch (err) {
       await recordHostFailure(workshop, hostId, errorMessage(err));
       return { hostId, action: "failed" as const };
