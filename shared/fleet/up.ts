@@ -753,10 +753,10 @@ export async function pollFleet(workshop: string, runId: string, deadline: strin
     await openWhenReady(spec, all.filter((h) => h.state === "ready").length, all.length);
   }
   // A lab that became ready (a first deploy, a rebuild, a scale-up) goes to the first in line, whether the
-  // portal was opened by the workflow or by the instructor. Without a portal there is no line to read.
+  // portal was opened by the workflow or by the instructor.
   if (becameReady > 0 && publish) {
     forgetStudentReads(workshop);
-    if (spec.portal.enabled) await serveQueueAfter(workshop);
+    await serveQueueAfter(workshop);
   }
   return {
     done: unfinished === 0,
@@ -820,7 +820,7 @@ export async function applyPushedReading(
         }
       }
       forgetStudentReads(workshop);
-      if (spec.portal.enabled) await serveQueueAfter(workshop);
+      await serveQueueAfter(workshop);
     }
     if (state === "ready" || state === "failed") await hostEvent(workshop, hostId, state, run.runId, record);
     if (state === "ready") {
@@ -1022,9 +1022,10 @@ export async function finishUp(workshop: string, runId: string): Promise<{ state
  */
 async function publishReady(workshop: string, live: HostItem[]): Promise<void> {
   const { spec } = await loadWorkshop(workshop);
+  if (spec.portal.enabled) {
+    await openWhenReady(spec, live.filter((h) => h.state === "ready").length, live.length);
+  }
   forgetStudentReads(workshop);
-  if (!spec.portal.enabled) return;
-  await openWhenReady(spec, live.filter((h) => h.state === "ready").length, live.length);
   await serveQueueAfter(workshop);
 }
 

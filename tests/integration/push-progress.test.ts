@@ -42,7 +42,7 @@ async function runtime(opts: Parameters<typeof testRuntime>[0]): Promise<Runtime
   return rt;
 }
 
-function yaml(name: string, lab: string, extra = "", portal = true): string {
+function yaml(name: string, lab: string, extra = ""): string {
   return `name: ${name}
 lab:
   source: ${join(fixturesDir, "labs", lab)}
@@ -52,7 +52,9 @@ lab:
 ${extra}provider:
   type: local
   count: 1
-${portal ? "portal:\n  enabled: true\n" : ""}`;
+portal:
+  enabled: true
+`;
 }
 
 const hostDir = (rt: Runtime, workshop: string) => join(rt.dataDir, "hosts", workshop, "student-01");
@@ -127,31 +129,6 @@ describe("pushed progress on local hosts", () => {
     expect((await getRun("pushopen", run.runId)).state).toBe("running");
     await rt.executor.idle();
     expect((await getRun("pushopen", run.runId)).state).toBe("succeeded");
-  });
-
-  it("without a portal, neither the lab's pushes nor the run's polls read a waiting line", async () => {
-    const rt = await runtime({ waitMs: 200 });
-    // The queries of waiting-line entries from here on.
-    let lineReads = 0;
-    rt.store.doc.middlewareStack.add(
-      (next, context) => async (args) => {
-        const values = Object.values(
-          (args.input as { ExpressionAttributeValues?: object }).ExpressionAttributeValues ?? {},
-        );
-        if (context.commandName === "QueryCommand" && values.some((v) => String(v).startsWith("$queueentry")))
-          lineReads++;
-        return next(args);
-      },
-      { step: "initialize", name: "countLineReads" },
-    );
-    await asInstructor(() => submitWorkshop(yaml("noportal", "pushed", "", false)));
-    const run = await asInstructor(() => startRun("noportal", "up"));
-    await rt.executor.idle();
-    expect((await getRun("noportal", run.runId)).state).toBe("succeeded");
-    expect((await rt.store.host.get({ workshop: "noportal", hostId: "student-01" }).go()).data?.state).toBe(
-      "ready",
-    );
-    expect(lineReads).toBe(0);
   });
 
   it("refuses forged, tampered, replayed and unsigned pushes, and they change nothing", async () => {
