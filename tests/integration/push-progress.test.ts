@@ -6,8 +6,9 @@ import { signedHeaders } from "../../shared/agent/signing.ts";
 import { listEvents } from "../../shared/fleet/events.ts";
 import { getRun, startRun } from "../../shared/fleet/runs.ts";
 import { submitWorkshop } from "../../shared/fleet/workshops.ts";
-import { board, claimLab } from "../../shared/portal/claims.ts";
+import { board, claimLab, labForLink } from "../../shared/portal/claims.ts";
 import { openPortal } from "../../shared/portal/portal.ts";
+import { claimOrWait } from "../../shared/portal/waiting.ts";
 import { withActor } from "../../shared/runtime/actor.ts";
 import { fixturesDir, processesUnder, removeDir, testRuntime, waitFor } from "../harness/runtime.ts";
 
@@ -42,7 +43,7 @@ async function runtime(opts: Parameters<typeof testRuntime>[0]): Promise<Runtime
   return rt;
 }
 
-function yaml(name: string, lab: string, extra = ""): string {
+function yaml(name: string, lab: string, extra = "", portal = "portal:\n  enabled: true\n"): string {
   return `name: ${name}
 lab:
   source: ${join(fixturesDir, "labs", lab)}
@@ -52,9 +53,7 @@ lab:
 ${extra}provider:
   type: local
   count: 1
-portal:
-  enabled: true
-`;
+${portal}`;
 }
 
 const hostDir = (rt: Runtime, workshop: string) => join(rt.dataDir, "hosts", workshop, "student-01");
@@ -129,6 +128,29 @@ describe("pushed progress on local hosts", () => {
     expect((await getRun("pushopen", run.runId)).state).toBe("running");
     await rt.executor.idle();
     expect((await getRun("pushopen", run.runId)).state).toBe("succeeded");
+  });
+
+  it("hands a lab its push made ready to the first in line, in a portal opened by hand (portal.enabled false)", async () => {
+    const rt = await runtime({ waitMs: 20_000 });
+    await asInstructor(() => submitWorkshop(yaml("pushline", "pushed", "", "portal:\n  enabled: false\n")));
+    await asInstructor(() => openPortal("pushline"));
+    // The student arrives before any lab is ready: they wait, first in line.
+    const waiting = await claimOrWait(
+      "pushline",
+      { name: "Ada Lovelace", email: "ada@example.test", pin: "503917" },
+      "10.0.0.1",
+    );
+    expect(waiting.lab).toBeUndefined();
+    const run = await asInstructor(() => startRun("pushline", "up"));
+    await waitFor(
+      "the first in line to hold the lab",
+      async () => ((await labForLink(waiting.token))?.lab === "student-01" ? true : undefined),
+      15_000,
+    );
+    // The push handed it over: the run's first poll is still to come.
+    expect((await getRun("pushline", run.runId)).state).toBe("running");
+    await rt.executor.idle();
+    expect((await getRun("pushline", run.runId)).state).toBe("succeeded");
   });
 
   it("refuses forged, tampered, replayed and unsigned pushes, and they change nothing", async () => {
