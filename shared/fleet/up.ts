@@ -498,13 +498,11 @@ export async function deployHosts(
   const [only] = hostIds;
   if (hostIds.length === 1 && only !== undefined)
     return { hosts: [await deployHost(workshop, runId, only, force)] };
-  // The batch's records in one read (up to 100 keys a request); a host it did not return reads its own.
+  // The batch's records in one BatchGetItem (ElectroDB splits it at DynamoDB's 100 keys); a host it did not
+  // return (left unprocessed) reads its own.
   const { store } = useDeps();
-  const records = new Map<string, HostItem>();
-  for (let i = 0; i < hostIds.length; i += 100) {
-    const keys = hostIds.slice(i, i + 100).map((hostId) => ({ workshop, hostId }));
-    for (const h of (await store.host.get(keys).go()).data) records.set(h.hostId, h);
-  }
+  const keys = hostIds.map((hostId) => ({ workshop, hostId }));
+  const records = new Map((await store.host.get(keys).go()).data.map((h) => [h.hostId, h]));
   const hosts = await mapLimit(hostIds, hostIds.length, async (hostId) => {
     try {
       return await deployHost(workshop, runId, hostId, force, records.get(hostId));
